@@ -1,0 +1,37 @@
+"""nopg: Nonparametric Off-Policy Policy Gradient for batch (offline) reinforcement learning.
+
+The public API::
+
+    import nopg
+    data = nopg.TransitionDataset(states, actions, rewards, next_states, terminals)
+    bw = nopg.select_bandwidths(data, method="silverman", action_factor=3.0)
+    res = nopg.policy_gradient(data, policy, bandwidths=bw, gamma=0.99, initial_states=s0)
+    algo = nopg.NOPG(policy, nopg.NOPGConfig(gamma=0.99)).fit(data, bw, s0, n_updates=1500)
+"""
+
+__version__ = "0.1.0"
+
+from .algorithm import NOPG, CheckpointCallback, EvalCallback
+from .bandwidth import (
+    Bandwidths,
+    DuplicatedDataWarning,
+    cross_validated_bandwidth,
+    scott_bandwidth,
+    select_bandwidths,
+    silverman_bandwidth,
+)
+from .bellman import BellmanSolution, NonparametricBellman
+from .config import NOPGConfig
+from .data import TransitionDataset
+from .gradient import PolicyGradientResult, policy_gradient
+from .policies import DeterministicMLPPolicy, GaussianMLPPolicy, LinearPolicy
+from .solvers import SolveInfo, SolverWarning, bicgstab, solve_dense
+
+__all__ = [
+    "NOPG", "NOPGConfig", "CheckpointCallback", "EvalCallback",
+    "TransitionDataset", "Bandwidths", "DuplicatedDataWarning", "select_bandwidths",
+    "silverman_bandwidth", "scott_bandwidth", "cross_validated_bandwidth",
+    "NonparametricBellman", "BellmanSolution", "policy_gradient", "PolicyGradientResult",
+    "DeterministicMLPPolicy", "GaussianMLPPolicy", "LinearPolicy",
+    "SolveInfo", "SolverWarning", "bicgstab", "solve_dense",
+]

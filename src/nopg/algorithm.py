@@ -1,0 +1,367 @@
+"""NOPG as an estimator: gradient ascent on ``J_hat`` with callbacks, logs and checkpoints."""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+import math
+import platform
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterable, Protocol
+
+import numpy as np
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from . import __version__
+from .bandwidth import Bandwidths
+from .bellman import BellmanSolution, NonparametricBellman
+from .config import NOPGConfig
+from .data import TransitionDataset
+from .gradient import surrogate_gradient
+from .policies import is_stochastic, policy_from_spec
+
+logger = logging.getLogger(__name__)
+
+LOG_COLUMNS = ("update", "J_hat", "grad_norm", "solver_iters_q", "solver_iters_mu",
+               "residual_q", "residual_mu", "update_time_s", "sigma_scale", "eval_return")
+
+
+class Callback(Protocol):
+    """Called after every update with the algorithm and that update's metrics.
+
+    It may add entries to ``metrics`` (e.g. ``eval_return``); returning ``False`` stops ``fit``.
+    """
+
+    def __call__(self, algo: NOPG, metrics: dict[str, Any]) -> bool | None: ...
+
+
+class EvalCallback:
+    """Evaluate the policy every ``every`` updates with ``eval_fn(policy) -> float``.
+
+    The return is stored as ``metrics["eval_return"]`` and kept in :attr:`results`.
+    """
+
+    def __init__(self, eval_fn: Callable[[nn.Module], float], every: int) -> None:
+        if every < 1:
+            raise ValueError(f"The 'every' parameter must be >= 1. Got {every!r} instead.")
+        self.eval_fn, self.every = eval_fn, int(every)
+        self.results: list[tuple[int, float]] = []
+
+    def __call__(self, algo: NOPG, metrics: dict[str, Any]) -> None:
+        if metrics["update"] % self.every == 0:
+            ret = float(self.eval_fn(algo.policy))
+            metrics["eval_return"] = ret
+            self.results.append((metrics["update"], ret))
+            logger.info("update %d: eval return %.3f (J_hat %.4f)", metrics["update"], ret,
+                        metrics["J_hat"])
+
+
+class CheckpointCallback:
+    """Save a checkpoint folder every ``every`` updates (overwriting the previous one)."""
+
+    def __init__(self, path: str | Path, every: int) -> None:
+        self.path, self.every = Path(path), int(every)
+
+    def __call__(self, algo: NOPG, metrics: dict[str, Any]) -> None:
+        if metrics["update"] % self.every == 0:
+            algo.save(self.path)
+
+
+def _make_optimizer(config: NOPGConfig, params: Iterable[torch.Tensor]) -> torch.optim.Optimizer:
+    cls = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "sgd": torch.optim.SGD,
+           "rmsprop": torch.optim.RMSprop}[config.optimizer]
+    return cls(params, lr=config.learning_rate)
+
+
+class NOPG:
+    """Nonparametric Off-Policy Policy Gradient (paper Algorithm 1).
+
+    Parameters
+    ----------
+    policy : torch.nn.Module
+        Deterministic policy (states -> actions) or Gaussian policy with ``mean_std``. It is moved
+        to ``config.dtype`` and ``config.device``.
+    config : NOPGConfig, optional
+    stochastic : bool, optional
+        NOPG-S when true; by default true exactly when the policy has ``mean_std``.
+    optimizer : torch.optim.Optimizer, optional
+        Any optimiser over ``policy.parameters()``; replaces ``config.optimizer``.
+
+    Examples
+    --------
+    >>> algo = NOPG(DeterministicMLPPolicy(3, 1, action_max=2.0), NOPGConfig(gamma=0.99))
+    >>> algo.fit(data, bandwidths, initial_states=s0, n_updates=1500)
+    >>> algo.J_, algo.value(states)
+    """
+
+    def __init__(self, policy: nn.Module, config: NOPGConfig | None = None, *,
+                 stochastic: bool | None = None,
+                 optimizer: torch.optim.Optimizer | None = None) -> None:
+        if not isinstance(policy, nn.Module):
+            raise ValueError(f"policy must be a torch.nn.Module. Got {type(policy).__name__} instead.")
+        self.config = config if config is not None else NOPGConfig()
+        self.device = self.config.torch_device
+        self.policy = policy.to(device=self.device, dtype=self.config.torch_dtype)
+        if not list(self.policy.parameters()):
+            raise ValueError("the policy has no parameters to optimise")
+        self.stochastic = is_stochastic(policy) if stochastic is None else bool(stochastic)
+        self.optimizer = optimizer or _make_optimizer(self.config, self.policy.parameters())
+        self.generator = torch.Generator(device=self.device).manual_seed(self.config.seed)
+        self.update_ = 0
+        self.history_: list[dict[str, Any]] = []
+        self.model_: NonparametricBellman | None = None
+        self.initial_states_: np.ndarray | None = None
+        self._warm: tuple[torch.Tensor, torch.Tensor] | None = None
+        self._solution: BellmanSolution | None = None
+
+    # ------------------------------------------------------------------ set-up
+    def setup(self, dataset: TransitionDataset, bandwidths: Bandwidths,
+              initial_states: np.ndarray | torch.Tensor) -> NOPG:
+        """Build the Bellman model for ``dataset``; called by :meth:`fit` when needed."""
+        c = self.config
+        self.model_ = NonparametricBellman(
+            dataset, bandwidths, c.gamma, top_k=c.top_k, n_mc_next=c.n_mc_next,
+            n_mc_policy=c.n_mc_policy, stochastic=self.stochastic, dtype=c.torch_dtype,
+            device=self.device, solver=c.solver, solver_tol=c.solver_tol,
+            solver_max_iter=c.solver_max_iter, dense_max_n=c.dense_max_n,
+        )
+        s0 = initial_states.detach().cpu().numpy() if isinstance(initial_states, torch.Tensor) \
+            else np.asarray(initial_states, dtype=np.float64)
+        self.initial_states_ = np.atleast_2d(s0)
+        self.model_.initial_vector  # validated on first use
+        self._solution = None
+        return self
+
+    def _sigma_scale(self) -> float:
+        c = self.config
+        if c.sigma_decay_to is None or c.sigma_decay_updates is None:
+            return 1.0
+        frac = min(self.update_ / max(c.sigma_decay_updates - 1, 1), 1.0)
+        return 1.0 + (c.sigma_decay_to - 1.0) * frac
+
+    def _apply_sigma_scale(self) -> float:
+        scale = self._sigma_scale()
+        buf = getattr(self.policy, "sigma_scale", None)
+        if isinstance(buf, torch.Tensor):
+            buf.fill_(scale)
+        return scale
+
+    # ------------------------------------------------------------------ optimisation
+    def step(self) -> dict[str, Any]:
+        """One policy update: build ``eps0`` and ``P``, solve, ascend the full gradient."""
+        if self.model_ is None or self.initial_states_ is None:
+            raise RuntimeError("call fit() or setup() before step()")
+        start = time.perf_counter()
+        sigma_scale = self._apply_sigma_scale()
+        sol = self.model_.evaluate(self.policy, self.initial_states_, self.generator, self._warm)
+        params = [p for p in self.policy.parameters() if p.requires_grad]
+        grads = surrogate_gradient(sol.surrogate(), params)
+        for p, g in zip(params, grads):
+            p.grad = -g  # the optimisers minimise; NOPG ascends J_hat
+        grad_norm = math.sqrt(sum(float((g * g).sum()) for g in grads))
+        self.optimizer.step()
+        self._warm = (sol.q, sol.mu)
+        self._solution = None  # the policy changed
+        self.update_ += 1
+        metrics = {
+            "update": self.update_, "J_hat": sol.J, "grad_norm": grad_norm,
+            "solver_iters_q": sol.info_q.iterations, "solver_iters_mu": sol.info_mu.iterations,
+            "residual_q": sol.info_q.residual, "residual_mu": sol.info_mu.residual,
+            "update_time_s": time.perf_counter() - start, "sigma_scale": sigma_scale,
+        }
+        if not math.isfinite(sol.J):
+            raise FloatingPointError(f"J_hat became {sol.J} at update {self.update_}")
+        logger.debug("update %(update)d J_hat %(J_hat).6f grad %(grad_norm).3e "
+                     "residual %(residual_q).1e/%(residual_mu).1e time %(update_time_s).4fs", metrics)
+        return metrics
+
+    def fit(self, dataset: TransitionDataset, bandwidths: Bandwidths,
+            initial_states: np.ndarray | torch.Tensor, n_updates: int, *,
+            callbacks: Iterable[Callback] = (), log_path: str | Path | None = None,
+            progress: bool = True) -> NOPG:
+        """Run ``n_updates`` policy updates (continuing the update count after a resume).
+
+        Parameters
+        ----------
+        dataset : TransitionDataset
+        bandwidths : Bandwidths
+        initial_states : array of shape (m, d_s)
+            States whose mean value is ``J_hat``.
+        n_updates : int
+        callbacks : iterable of Callback
+        log_path : path, optional
+            CSV file receiving one row per update (appended to when it exists).
+        progress : bool
+            Show a tqdm progress bar with ``J_hat``.
+
+        Returns
+        -------
+        self
+        """
+        if isinstance(n_updates, bool) or not isinstance(n_updates, int) or n_updates < 0:
+            raise ValueError(f"The 'n_updates' parameter must be a non-negative int. "
+                             f"Got {n_updates!r} instead.")
+        self.setup(dataset, bandwidths, initial_states)
+        callbacks = list(callbacks)
+        writer = None
+        handle = None
+        if log_path is not None:
+            log_path = Path(log_path)
+            log_path.parent.mkdir(parents=True, exist_ok=True)
+            new = not log_path.exists() or log_path.stat().st_size == 0
+            handle = open(log_path, "a", newline="")
+            writer = csv.DictWriter(handle, fieldnames=LOG_COLUMNS, extrasaction="ignore")
+            if new:
+                writer.writeheader()
+        bar = tqdm(total=n_updates, disable=not progress, desc="NOPG", dynamic_ncols=True)
+        try:
+            for _ in range(n_updates):
+                metrics = self.step()
+                stop = False
+                for cb in callbacks:
+                    stop |= cb(self, metrics) is False
+                self.history_.append(metrics)
+                if writer is not None:
+                    writer.writerow({k: metrics.get(k, "") for k in LOG_COLUMNS})
+                    handle.flush()
+                if self.update_ % 100 == 0 or self.update_ == 1:
+                    logger.info("update %d: J_hat %.5f, residual %.1e, %.4f s/update",
+                                self.update_, metrics["J_hat"], metrics["residual_q"],
+                                metrics["update_time_s"])
+                bar.update(1)
+                bar.set_postfix(J_hat=f"{metrics['J_hat']:.4f}")
+                if stop:
+                    logger.info("a callback stopped fit at update %d", self.update_)
+                    break
+        finally:
+            bar.close()
+            if handle is not None:
+                handle.close()
+        return self
+
+    # ------------------------------------------------------------------ estimates
+    def solution(self) -> BellmanSolution:
+        """The Bellman solution at the current policy (cached until the next update)."""
+        if self.model_ is None or self.initial_states_ is None:
+            raise RuntimeError("call fit() or setup() first")
+        if self._solution is None:
+            self._apply_sigma_scale()
+            gen = torch.Generator(device=self.device).manual_seed(self.config.seed)
+            with torch.no_grad():
+                self._solution = self.model_.evaluate(self.policy, self.initial_states_, gen,
+                                                      self._warm)
+        return self._solution
+
+    @property
+    def J_(self) -> float:
+        """``J_hat`` of the current policy."""
+        return self.solution().J
+
+    def value(self, states: np.ndarray) -> np.ndarray:
+        """``V(s)`` of the current policy at states of shape (m, d_s)."""
+        return self.model_.value(self.policy, states, self.solution().q)
+
+    def q_value(self, states: np.ndarray, actions: np.ndarray) -> np.ndarray:
+        """``Q(s, a)`` of the current policy at pairs of shapes (m, d_s), (m, d_a)."""
+        return self.model_.q_value(states, actions, self.solution().q)
+
+    def visitation(self, states: np.ndarray) -> np.ndarray:
+        """Discounted state-visitation estimate ``eps_pi(s) . mu`` at states (m, d_s)."""
+        return self.model_.visitation(self.policy, states, self.solution().mu)
+
+    def predict(self, states: np.ndarray) -> np.ndarray:
+        """Actions of the policy (the mean for a Gaussian policy) at states (m, d_s)."""
+        p = next(self.policy.parameters())
+        with torch.no_grad():
+            s = torch.as_tensor(np.asarray(states, dtype=np.float64), dtype=p.dtype, device=p.device)
+            return self.policy(s.reshape(-1, s.shape[-1])).cpu().numpy()
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, path: str | Path, *, include_data: bool = True) -> Path:
+        """Write a checkpoint folder: config, policy, optimiser, RNG and warm-start state.
+
+        No pickle: JSON files, tensor-only torch files (loaded with ``weights_only=True``) and,
+        with ``include_data``, the data set as ``.npz``.
+        """
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        spec = self.policy.spec() if callable(getattr(self.policy, "spec", None)) else None
+        meta = {
+            "format_version": 1, "nopg_version": __version__, "torch_version": torch.__version__,
+            "python_version": platform.python_version(), "update": self.update_,
+            "stochastic": self.stochastic, "policy_spec": spec,
+            "bandwidths": self.model_.bandwidths.to_dict() if self.model_ else None,
+            "initial_states": None if self.initial_states_ is None else self.initial_states_.tolist(),
+        }
+        (path / "config.json").write_text(json.dumps(self.config.to_dict(), indent=2))
+        (path / "meta.json").write_text(json.dumps(meta, indent=2))
+        torch.save(self.policy.state_dict(), path / "policy.pt")
+        torch.save(self.optimizer.state_dict(), path / "optimizer.pt")
+        state = {"generator": self.generator.get_state()}
+        if self._warm is not None:
+            state["warm_q"], state["warm_mu"] = self._warm
+        torch.save(state, path / "state.pt")
+        with open(path / "history.csv", "w", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=LOG_COLUMNS, extrasaction="ignore")
+            writer.writeheader()
+            writer.writerows(self.history_)
+        if include_data and self.model_ is not None:
+            self.model_.dataset.save(path / "dataset.npz")
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path, policy: nn.Module | None = None, *,
+             dataset: TransitionDataset | None = None) -> NOPG:
+        """Restore a checkpoint written by :meth:`save`; ``fit`` then resumes exactly.
+
+        Parameters
+        ----------
+        path : folder written by :meth:`save`
+        policy : torch.nn.Module, optional
+            Required for custom policies; built-in policies are rebuilt from their spec.
+        dataset : TransitionDataset, optional
+            Defaults to the data set stored in the checkpoint (if any); with it the loaded object
+            can answer ``value``/``J_`` queries straight away.
+        """
+        path = Path(path)
+        for name in ("config.json", "meta.json", "policy.pt", "optimizer.pt", "state.pt"):
+            if not (path / name).exists():
+                raise ValueError(f"{path} is not a NOPG checkpoint: {name} is missing")
+        config = NOPGConfig.from_dict(json.loads((path / "config.json").read_text()))
+        meta = json.loads((path / "meta.json").read_text())
+        if policy is None:
+            if meta.get("policy_spec") is None:
+                raise ValueError("this checkpoint holds a custom policy: pass `policy=` to load it")
+            policy = policy_from_spec(meta["policy_spec"])
+        algo = cls(policy.to(config.torch_dtype), config, stochastic=meta["stochastic"])
+        algo.policy.load_state_dict(torch.load(path / "policy.pt", map_location=algo.device,
+                                               weights_only=True))
+        algo.optimizer.load_state_dict(torch.load(path / "optimizer.pt", map_location=algo.device,
+                                                  weights_only=True))
+        state = torch.load(path / "state.pt", map_location="cpu", weights_only=True)
+        algo.generator.set_state(state["generator"])
+        if "warm_q" in state:
+            algo._warm = (state["warm_q"].to(algo.device), state["warm_mu"].to(algo.device))
+        algo.update_ = int(meta["update"])
+        with open(path / "history.csv", newline="") as fh:
+            algo.history_ = [{k: _parse(v) for k, v in row.items()} for row in csv.DictReader(fh)]
+        if dataset is None and (path / "dataset.npz").exists():
+            dataset = TransitionDataset.load(path / "dataset.npz")
+        if dataset is not None and meta.get("bandwidths") and meta.get("initial_states"):
+            algo.setup(dataset, Bandwidths.from_dict(meta["bandwidths"]),
+                       np.asarray(meta["initial_states"], dtype=np.float64))
+        return algo
+
+
+def _parse(value: str) -> Any:
+    if value == "":
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        return value
+    return int(number) if number.is_integer() and "." not in value and "e" not in value else number

@@ -1,0 +1,129 @@
+"""NOPG's hyper-parameters in one frozen, validated dataclass."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+import torch
+
+OPTIMIZERS = ("adam", "adamw", "sgd", "rmsprop")
+SOLVERS = ("auto", "dense", "bicgstab")
+DTYPES = {"float64": torch.float64, "float32": torch.float32}
+
+
+def _fail(name: str, requirement: str, value: Any) -> None:
+    raise ValueError(f"The '{name}' parameter of NOPGConfig must be {requirement}. "
+                     f"Got {value!r} instead.")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True)
+class NOPGConfig:
+    """Hyper-parameters of NOPG (paper appendix defaults).
+
+    Attributes
+    ----------
+    gamma : float
+        Discount factor in [0, 1).
+    learning_rate : float
+        Step size of the optimiser.
+    optimizer : {"adam", "adamw", "sgd", "rmsprop"}
+        Gradient-ascent method (pass a torch optimiser to :class:`NOPG` for anything else).
+    top_k : int or None
+        Entries kept per row of ``P`` (renormalised); ``None`` keeps the dense matrix.
+    n_mc_policy : int
+        ``N_pi``: Monte-Carlo actions per state for a stochastic policy (NOPG-S).
+    n_mc_next : int or None
+        ``N_phi``: Monte-Carlo next states per transition; ``None`` uses the kernel mean.
+    solver : {"auto", "dense", "bicgstab"}
+        Linear solver for ``q`` and ``mu``; ``auto`` is dense up to ``dense_max_n`` samples.
+    solver_tol, solver_max_iter, dense_max_n
+        Iterative-solver tolerance (relative residual), iteration cap and the dense threshold.
+    sigma_decay_to : float or None
+        If set, a Gaussian policy's ``sigma`` is multiplied by a factor decaying linearly from 1
+        to this value over ``sigma_decay_updates`` updates (paper appendix, NOPG-S).
+    sigma_decay_updates : int or None
+        Length of that decay (required with ``sigma_decay_to``).
+    dtype : {"float64", "float32"}
+        Dtype of the policy and the kernel computations; solves are always float64.
+    device : str
+        ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ... or ``"auto"`` (CUDA when available).
+    seed : int
+        Seed of the Monte-Carlo noise generator.
+    """
+
+    gamma: float = 0.99
+    learning_rate: float = 1e-2
+    optimizer: str = "adam"
+    top_k: int | None = None
+    n_mc_policy: int = 15
+    n_mc_next: int | None = None
+    solver: str = "auto"
+    solver_tol: float = 1e-10
+    solver_max_iter: int = 1000
+    dense_max_n: int = 2000
+    sigma_decay_to: float | None = None
+    sigma_decay_updates: int | None = None
+    dtype: str = "float64"
+    device: str = "cpu"
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.gamma, bool) or not isinstance(self.gamma, (int, float)) \
+                or not 0.0 <= self.gamma < 1.0:
+            _fail("gamma", "a float in [0, 1)", self.gamma)
+        if not isinstance(self.learning_rate, (int, float)) or not self.learning_rate > 0:
+            _fail("learning_rate", "a positive float", self.learning_rate)
+        if self.optimizer not in OPTIMIZERS:
+            _fail("optimizer", f"one of {OPTIMIZERS}", self.optimizer)
+        for name in ("top_k", "n_mc_next", "sigma_decay_updates"):
+            value = getattr(self, name)
+            if value is not None and (not _is_int(value) or value < 1):
+                _fail(name, "a positive int or None", value)
+        for name in ("n_mc_policy", "solver_max_iter", "dense_max_n"):
+            value = getattr(self, name)
+            if not _is_int(value) or value < 1:
+                _fail(name, "a positive int", value)
+        if self.solver not in SOLVERS:
+            _fail("solver", f"one of {SOLVERS}", self.solver)
+        if not isinstance(self.solver_tol, (int, float)) or not self.solver_tol > 0:
+            _fail("solver_tol", "a positive float", self.solver_tol)
+        if self.sigma_decay_to is not None:
+            if not isinstance(self.sigma_decay_to, (int, float)) or not 0 < self.sigma_decay_to <= 1:
+                _fail("sigma_decay_to", "a float in (0, 1] or None", self.sigma_decay_to)
+            if self.sigma_decay_updates is None:
+                _fail("sigma_decay_updates", "set when sigma_decay_to is set", None)
+        if self.dtype not in DTYPES:
+            _fail("dtype", f"one of {tuple(DTYPES)}", self.dtype)
+        if not isinstance(self.device, str) or not (
+                self.device in ("cpu", "cuda", "auto") or self.device.startswith("cuda:")):
+            _fail("device", "'cpu', 'cuda', 'cuda:<index>' or 'auto'", self.device)
+        if not _is_int(self.seed):
+            _fail("seed", "an int", self.seed)
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return DTYPES[self.dtype]
+
+    @property
+    def torch_device(self) -> torch.device:
+        if self.device == "auto":
+            return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        if self.device.startswith("cuda") and not torch.cuda.is_available():
+            raise ValueError(f"device {self.device!r} was requested but CUDA is not available")
+        return torch.device(self.device)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> NOPGConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"unknown NOPGConfig field(s) {unknown}; known fields are {sorted(known)}")
+        return cls(**values)

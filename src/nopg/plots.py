@@ -1,0 +1,397 @@
+"""Figures: learning curves and pendulum phase portraits.
+
+matplotlib is imported lazily inside the functions with the non-interactive ``Agg`` backend,
+so importing :mod:`nopg` never needs a display (or matplotlib at all).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from nopg.envs.pendulum import angle_to_obs, obs_to_angle
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from matplotlib.figure import Figure
+
+__all__ = [
+    "load_log",
+    "plot_learning_curve",
+    "plot_learning_curves",
+    "plot_phase_portraits",
+]
+
+LogLike = Mapping[str, Sequence[float]] | str | Path
+"""A dict of columns or the path of a CSV training log."""
+
+_DPI = 120
+
+
+def _pyplot() -> Any:
+    """Import ``matplotlib.pyplot`` with the Agg backend."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _to_float(value: Any) -> float:
+    if value is None:
+        return math.nan
+    if isinstance(value, str):
+        value = value.strip()
+        return float(value) if value else math.nan
+    return float(value)
+
+
+def load_log(log: LogLike) -> dict[str, np.ndarray]:
+    """Read a training log into float64 columns.
+
+    Parameters
+    ----------
+    log : mapping or str or pathlib.Path
+        Either a mapping of column name to values, or the path of a CSV file whose header
+        names the columns.  Empty strings and ``None`` become NaN.  Non-numeric columns of a
+        CSV are dropped.
+
+    Returns
+    -------
+    dict of str to numpy.ndarray
+        One 1-D float64 array per column.
+
+    Raises
+    ------
+    ValueError
+        If the file does not exist, has no header, the columns have different lengths, or
+        the ``update`` or ``J_hat`` column is missing.
+    """
+    columns: dict[str, np.ndarray] = {}
+    if isinstance(log, (str, Path)):
+        path = Path(log)
+        if not path.is_file():
+            raise ValueError(f"Log file {str(path)!r} does not exist.")
+        with path.open(newline="") as handle:
+            reader = csv.DictReader(handle)
+            if not reader.fieldnames:
+                raise ValueError(f"Log file {str(path)!r} has no CSV header.")
+            rows = list(reader)
+        for name in reader.fieldnames:
+            try:
+                columns[name] = np.array([_to_float(row.get(name)) for row in rows])
+            except ValueError:
+                continue  # a non-numeric column (e.g. a timestamp string)
+    elif isinstance(log, Mapping):
+        for name, values in log.items():
+            arr = np.array([_to_float(v) for v in np.asarray(values, dtype=object).ravel()])
+            columns[str(name)] = arr
+        lengths = {len(v) for v in columns.values()}
+        if len(lengths) > 1:
+            raise ValueError(f"Log columns must have equal lengths. Got lengths {sorted(lengths)}.")
+    else:
+        raise ValueError(
+            f"The 'log' must be a mapping of columns or a CSV path. Got {type(log).__name__}."
+        )
+    for required in ("update", "J_hat"):
+        if required not in columns:
+            raise ValueError(
+                f"The log needs an {required!r} column. Got columns {sorted(columns)}."
+            )
+    return columns
+
+
+def _save(fig: Figure, path: str | Path) -> Path:
+    plt = _pyplot()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=_DPI)
+    plt.close(fig)
+    return path
+
+
+def _eval_points(
+    columns: Mapping[str, np.ndarray],
+    eval_updates: Sequence[float] | None,
+    eval_returns: Sequence[float] | None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Evaluation (update, return) pairs, from the arguments or the ``eval_return`` column."""
+    if (eval_updates is None) != (eval_returns is None):
+        raise ValueError("Pass both 'eval_updates' and 'eval_returns', or neither.")
+    if eval_updates is not None and eval_returns is not None:
+        xs = np.asarray(eval_updates, dtype=np.float64).ravel()
+        ys = np.asarray(eval_returns, dtype=np.float64).ravel()
+        if xs.shape != ys.shape:
+            raise ValueError(
+                f"'eval_updates' and 'eval_returns' must have equal lengths. "
+                f"Got {xs.size} and {ys.size}."
+            )
+    elif "eval_return" in columns:
+        xs, ys = columns["update"], columns["eval_return"]
+    else:
+        return np.empty(0), np.empty(0)
+    keep = np.isfinite(xs) & np.isfinite(ys)
+    return xs[keep], ys[keep]
+
+
+def plot_learning_curve(
+    log: LogLike,
+    path: str | Path,
+    eval_updates: Sequence[float] | None = None,
+    eval_returns: Sequence[float] | None = None,
+    title: str | None = None,
+) -> Path:
+    """Plot the surrogate return ``J_hat`` and evaluation returns against the update index.
+
+    Parameters
+    ----------
+    log : mapping or str or pathlib.Path
+        Columns ``update`` and ``J_hat`` (optionally ``eval_return`` with blanks/NaN where no
+        evaluation took place), as a dict or a CSV path; see :func:`load_log`.
+    path : str or pathlib.Path
+        Output PNG file.
+    eval_updates, eval_returns : sequence of float, optional
+        Evaluation points; override the log's ``eval_return`` column.
+    title : str, optional
+        Figure title.
+
+    Returns
+    -------
+    pathlib.Path
+        The written file.
+
+    Raises
+    ------
+    ValueError
+        If the log is malformed or only one of ``eval_updates``/``eval_returns`` is given.
+    """
+    columns = load_log(log)
+    xs_eval, ys_eval = _eval_points(columns, eval_updates, eval_returns)
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ok = np.isfinite(columns["update"]) & np.isfinite(columns["J_hat"])
+    (line,) = ax.plot(columns["update"][ok], columns["J_hat"][ok], color="C0", label=r"$\hat J$")
+    ax.set_xlabel("update")
+    ax.set_ylabel(r"surrogate return $\hat J$", color="C0")
+    ax.grid(alpha=0.3)
+    handles = [line]
+    if xs_eval.size:
+        ax2 = ax.twinx()
+        (marks,) = ax2.plot(
+            xs_eval, ys_eval, "o--", color="C1", markersize=4, label="evaluation return"
+        )
+        ax2.set_ylabel("evaluation return", color="C1")
+        handles.append(marks)
+    ax.legend(handles=handles, labels=[h.get_label() for h in handles], loc="lower right")
+    ax.set_title(title or "Learning curve")
+    return _save(fig, path)
+
+
+def _stack_on_common_updates(
+    logs: Sequence[dict[str, np.ndarray]], key: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """Values of column ``key`` of every log at the updates where all logs have a value."""
+    common: np.ndarray | None = None
+    for cols in logs:
+        ok = np.isfinite(cols["update"]) & np.isfinite(cols[key])
+        upd = cols["update"][ok]
+        common = upd if common is None else np.intersect1d(common, upd)
+    if common is None or common.size == 0:
+        return np.empty(0), np.empty((len(logs), 0))
+    common = np.unique(common)
+    stacked = []
+    for cols in logs:
+        ok = np.isfinite(cols["update"]) & np.isfinite(cols[key])
+        upd, val = cols["update"][ok], cols[key][ok]
+        # the last value logged at each update
+        _, last = np.unique(upd[::-1], return_index=True)
+        lookup = dict(zip(upd[::-1][last], val[::-1][last], strict=True))
+        stacked.append([lookup[u] for u in common])
+    return common, np.asarray(stacked, dtype=np.float64)
+
+
+def plot_learning_curves(
+    logs: Sequence[LogLike],
+    path: str | Path,
+    labels: Sequence[str] | None = None,
+    title: str | None = None,
+) -> Path:
+    """Plot several runs (e.g. seeds): individual curves, their mean and a min/max band.
+
+    The left panel shows ``J_hat``; if every log has an ``eval_return`` column, a right
+    panel shows the evaluation returns the same way.  Runs are compared at the updates that
+    all of them logged.
+
+    Parameters
+    ----------
+    logs : sequence of mapping or path
+        The runs; see :func:`load_log`.
+    path : str or pathlib.Path
+        Output PNG file.
+    labels : sequence of str, optional
+        One label per run (default ``"run 0"``, ``"run 1"``, ...).
+    title : str, optional
+        Figure title.
+
+    Returns
+    -------
+    pathlib.Path
+        The written file.
+
+    Raises
+    ------
+    ValueError
+        If ``logs`` is empty, the number of labels differs from the number of logs, or the
+        runs share no update.
+    """
+    if isinstance(logs, (str, Path, Mapping)) or len(logs) == 0:
+        raise ValueError("The 'logs' parameter must be a non-empty sequence of logs.")
+    if labels is not None and len(labels) != len(logs):
+        raise ValueError(
+            f"Got {len(labels)} labels for {len(logs)} logs; pass one label per log."
+        )
+    labels = list(labels) if labels is not None else [f"run {i}" for i in range(len(logs))]
+    columns = [load_log(log) for log in logs]
+    keys = ["J_hat"]
+    if all("eval_return" in c and np.isfinite(c["eval_return"]).any() for c in columns):
+        keys.append("eval_return")
+
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, len(keys), figsize=(6.5 * len(keys), 4), squeeze=False)
+    for ax, key in zip(axes[0], keys, strict=True):
+        updates, values = _stack_on_common_updates(columns, key)
+        if updates.size == 0:
+            plt.close(fig)
+            raise ValueError(f"The logs share no update with a finite {key!r} value.")
+        marker = "o" if key == "eval_return" else None
+        for i, label in enumerate(labels):
+            ax.plot(updates, values[i], lw=0.8, alpha=0.5, marker=marker, ms=3, label=label)
+        ax.fill_between(updates, values.min(axis=0), values.max(axis=0), color="k", alpha=0.12,
+                        label="min/max")
+        ax.plot(updates, values.mean(axis=0), color="k", lw=2, label="mean")
+        ax.set_xlabel("update")
+        ax.set_ylabel(r"surrogate return $\hat J$" if key == "J_hat" else "evaluation return")
+        ax.set_title(r"$\hat J$" if key == "J_hat" else "Evaluation return")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="small")
+    if title:
+        fig.suptitle(title)
+    return _save(fig, path)
+
+
+def _check_range(name: str, value: tuple[float, float]) -> tuple[float, float]:
+    low, high = (float(v) for v in value)
+    if not (math.isfinite(low) and math.isfinite(high) and low < high):
+        raise ValueError(f"The '{name}' parameter must be finite with low < high. Got {value!r}.")
+    return low, high
+
+
+def _trajectory_angles(trajectory: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(theta, theta_dot)`` of a trajectory with NaN breaks where ``theta`` wraps."""
+    theta, theta_dot = obs_to_angle(trajectory)
+    theta, theta_dot = theta.ravel(), theta_dot.ravel()
+    jumps = np.nonzero(np.abs(np.diff(theta)) > np.pi)[0] + 1
+    return np.insert(theta, jumps, np.nan), np.insert(theta_dot, jumps, np.nan)
+
+
+def plot_phase_portraits(
+    value_fn: Callable[[np.ndarray], np.ndarray],
+    visitation_fn: Callable[[np.ndarray], np.ndarray],
+    path: str | Path,
+    theta_range: tuple[float, float] = (-np.pi, np.pi),
+    theta_dot_range: tuple[float, float] = (-8.0, 8.0),
+    resolution: int = 100,
+    data_states: np.ndarray | None = None,
+    trajectory: np.ndarray | None = None,
+    title: str | None = None,
+) -> Path:
+    """Pendulum phase portraits of the value function and the state visitation (paper figure).
+
+    Both functions are evaluated on a ``resolution x resolution`` grid over ``theta`` x
+    ``theta_dot`` (converted to observations ``[cos th, sin th, thdot]`` with
+    :func:`nopg.envs.pendulum.angle_to_obs`; ``th = 0`` is upright) and drawn as two
+    side-by-side ``pcolormesh`` panels.
+
+    Parameters
+    ----------
+    value_fn : callable
+        ``value_fn(obs)`` with ``obs`` of shape (m, 3) returns ``V(s)`` of shape (m,).
+    visitation_fn : callable
+        ``visitation_fn(obs)`` returns the (discounted) state visitation ``ε_π(s)·μ``, (m,).
+    path : str or pathlib.Path
+        Output PNG file.
+    theta_range, theta_dot_range : tuple of float
+        Axis ranges in rad and rad/s.
+    resolution : int, default=100
+        Grid points per axis (at least 2).
+    data_states : array of shape (n, 3), optional
+        Observations of the data set, drawn as a scatter on both panels.
+    trajectory : array of shape (T, 3), optional
+        Observations of an episode, drawn as a line (broken where ``theta`` wraps).
+    title : str, optional
+        Figure title.
+
+    Returns
+    -------
+    pathlib.Path
+        The written file.
+
+    Raises
+    ------
+    ValueError
+        If ``resolution < 2``, a range is invalid, or a function returns the wrong number
+        of values.
+    """
+    if isinstance(resolution, bool) or not isinstance(resolution, (int, np.integer)):
+        raise ValueError(f"The 'resolution' parameter must be an int >= 2. Got {resolution!r}.")
+    if resolution < 2:
+        raise ValueError(f"The 'resolution' parameter must be an int >= 2. Got {resolution}.")
+    thetas = np.linspace(*_check_range("theta_range", theta_range), resolution)
+    theta_dots = np.linspace(*_check_range("theta_dot_range", theta_dot_range), resolution)
+    grid_th, grid_thd = np.meshgrid(thetas, theta_dots)  # (res_thd, res_th)
+    obs = angle_to_obs(grid_th.ravel(), grid_thd.ravel())  # (m, 3)
+
+    panels = []
+    for name, fn in (("value_fn", value_fn), ("visitation_fn", visitation_fn)):
+        vals = np.asarray(fn(obs), dtype=np.float64).reshape(-1)
+        if vals.size != obs.shape[0]:
+            raise ValueError(
+                f"'{name}' must return one value per observation: expected {obs.shape[0]}, "
+                f"got {vals.size}."
+            )
+        panels.append(vals.reshape(grid_th.shape))
+
+    data_angles = None
+    if data_states is not None:
+        data_angles = obs_to_angle(np.asarray(data_states, dtype=np.float64).reshape(-1, 3))
+    traj_angles = None
+    if trajectory is not None:
+        traj_angles = _trajectory_angles(np.asarray(trajectory, dtype=np.float64).reshape(-1, 3))
+
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    names = ("V(s)", r"visitation $\varepsilon_\pi(s)\cdot\mu$")
+    cmaps = ("viridis", "magma")
+    for ax, values, name, cmap in zip(axes, panels, names, cmaps, strict=True):
+        mesh = ax.pcolormesh(grid_th, grid_thd, values, shading="auto", cmap=cmap)
+        fig.colorbar(mesh, ax=ax, label=name)
+        if data_angles is not None:
+            ax.scatter(*data_angles, s=6, c="w", edgecolors="k", linewidths=0.3, label="data")
+        if traj_angles is not None:
+            ax.plot(*traj_angles, color="C3", lw=1.5, label="trajectory")
+        ax.set_xlim(thetas[0], thetas[-1])
+        ax.set_ylim(theta_dots[0], theta_dots[-1])
+        ax.set_xlabel(r"$\theta$ [rad]")
+        ax.set_ylabel(r"$\dot\theta$ [rad/s]")
+        ax.set_title(name)
+        if data_angles is not None or traj_angles is not None:
+            ax.legend(loc="upper right", fontsize="small")
+    if title:
+        fig.suptitle(title)
+    return _save(fig, path)

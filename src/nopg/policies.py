@@ -1,0 +1,183 @@
+"""Policies for NOPG: deterministic MLP, Gaussian MLP and linear.
+
+Any ``torch.nn.Module`` that maps a batch of states ``(batch, d_s)`` to actions ``(batch, d_a)``
+works as a deterministic policy. A stochastic (Gaussian) policy additionally provides
+``mean_std(states) -> (mean, std)``, both ``(batch, d_a)``; NOPG-S draws reparameterised actions
+``a = mean + std * xi`` from it, so gradients flow through both.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+_ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh, "elu": nn.ELU, "silu": nn.SiLU}
+
+
+def _mlp(in_dim: int, out_dim: int, hidden: Sequence[int], activation: str) -> nn.Sequential:
+    if activation not in _ACTIVATIONS:
+        raise ValueError(
+            f"The 'activation' parameter must be one of {sorted(_ACTIVATIONS)}. "
+            f"Got {activation!r} instead."
+        )
+    layers: list[nn.Module] = []
+    last = in_dim
+    for width in hidden:
+        if int(width) < 1:
+            raise ValueError(f"hidden layer widths must be >= 1. Got {list(hidden)} instead.")
+        layers += [nn.Linear(last, int(width)), _ACTIVATIONS[activation]()]
+        last = int(width)
+    layers.append(nn.Linear(last, out_dim))
+    return nn.Sequential(*layers)
+
+
+def _check_dims(state_dim: int, action_dim: int) -> None:
+    for name, value in (("state_dim", state_dim), ("action_dim", action_dim)):
+        if int(value) < 1:
+            raise ValueError(f"The '{name}' parameter must be >= 1. Got {value!r} instead.")
+
+
+def _action_scale(action_max: float | Sequence[float], action_dim: int) -> torch.Tensor:
+    scale = torch.as_tensor(np.broadcast_to(np.asarray(action_max, float), (action_dim,)).copy())
+    if not torch.all(torch.isfinite(scale) & (scale > 0)):
+        raise ValueError(f"action_max must be positive and finite. Got {action_max!r} instead.")
+    return scale
+
+
+class DeterministicMLPPolicy(nn.Module):
+    """``a = a_max * tanh(f_theta(s))`` with an MLP ``f_theta`` (paper appendix: 1 x 50 ReLU).
+
+    Parameters
+    ----------
+    state_dim, action_dim : int
+        Dimensions of states and actions.
+    action_max : float or sequence of float
+        Per-dimension action bound ``a_max``.
+    hidden : sequence of int
+        Hidden layer widths.
+    activation : {"relu", "tanh", "elu", "silu"}
+    """
+
+    def __init__(
+        self,
+        state_dim: int,
+        action_dim: int,
+        action_max: float | Sequence[float] = 1.0,
+        hidden: Sequence[int] = (50,),
+        activation: str = "relu",
+    ) -> None:
+        super().__init__()
+        _check_dims(state_dim, action_dim)
+        self._spec = dict(state_dim=int(state_dim), action_dim=int(action_dim),
+                          action_max=np.broadcast_to(action_max, (action_dim,)).tolist(),
+                          hidden=[int(h) for h in hidden], activation=activation)
+        self.net = _mlp(state_dim, action_dim, hidden, activation)
+        self.register_buffer("action_max", _action_scale(action_max, action_dim))
+
+    def forward(self, states: torch.Tensor) -> torch.Tensor:
+        """Actions of shape (batch, action_dim) for states of shape (batch, state_dim)."""
+        return self.action_max.to(states.dtype) * torch.tanh(self.net(states))
+
+    def spec(self) -> dict[str, Any]:
+        """JSON-serialisable constructor arguments (see :func:`policy_from_spec`)."""
+        return {"type": type(self).__name__, "kwargs": dict(self._spec)}
+
+
+class GaussianMLPPolicy(nn.Module):
+    """Gaussian policy ``N(mu(s), diag(sigma(s)^2))`` (paper appendix, NOPG-S).
+
+    One MLP with ``2 * action_dim`` outputs ``[f, g]``: ``mu = a_max * tanh(f)``,
+    ``sigma = sigma_max * sigmoid(g) * sigma_scale``. ``sigma_scale`` (a buffer, 1 by default) is
+    what the fit loop decays linearly when ``NOPGConfig.sigma_decay_to`` is set.
+    ``forward`` returns the mean, so the policy can be evaluated deterministically.
+    """
+
+    def __init__(
+        self,
+        state_dim: int,
+        action_dim: int,
+        action_max: float | Sequence[float] = 1.0,
+        sigma_max: float | Sequence[float] = 1.0,
+        hidden: Sequence[int] = (50,),
+        activation: str = "relu",
+    ) -> None:
+        super().__init__()
+        _check_dims(state_dim, action_dim)
+        self._spec = dict(state_dim=int(state_dim), action_dim=int(action_dim),
+                          action_max=np.broadcast_to(action_max, (action_dim,)).tolist(),
+                          sigma_max=np.broadcast_to(sigma_max, (action_dim,)).tolist(),
+                          hidden=[int(h) for h in hidden], activation=activation)
+        self.action_dim = int(action_dim)
+        self.net = _mlp(state_dim, 2 * action_dim, hidden, activation)
+        self.register_buffer("action_max", _action_scale(action_max, action_dim))
+        self.register_buffer("sigma_max", _action_scale(sigma_max, action_dim))
+        self.register_buffer("sigma_scale", torch.ones(()))
+
+    def mean_std(self, states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Mean and standard deviation, each of shape (batch, action_dim)."""
+        out = self.net(states)
+        f, g = out[..., : self.action_dim], out[..., self.action_dim:]
+        mean = self.action_max.to(states.dtype) * torch.tanh(f)
+        std = self.sigma_max.to(states.dtype) * torch.sigmoid(g) * self.sigma_scale.to(states.dtype)
+        return mean, std
+
+    def forward(self, states: torch.Tensor) -> torch.Tensor:
+        """The mean action (the deterministic action used for evaluation)."""
+        return self.mean_std(states)[0]
+
+    def sample(self, states: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+        """Reparameterised sample ``mean + std * xi``."""
+        mean, std = self.mean_std(states)
+        xi = torch.randn(mean.shape, generator=generator, dtype=mean.dtype, device=mean.device)
+        return mean + std * xi
+
+    def spec(self) -> dict[str, Any]:
+        return {"type": type(self).__name__, "kwargs": dict(self._spec)}
+
+
+class LinearPolicy(nn.Module):
+    """Linear deterministic policy ``a = W s + b`` (``W`` zero-initialised).
+
+    Parameters
+    ----------
+    state_dim, action_dim : int
+    bias : bool
+        Whether to learn the offset ``b``.
+    """
+
+    def __init__(self, state_dim: int, action_dim: int, bias: bool = True) -> None:
+        super().__init__()
+        _check_dims(state_dim, action_dim)
+        self._spec = dict(state_dim=int(state_dim), action_dim=int(action_dim), bias=bool(bias))
+        self.linear = nn.Linear(state_dim, action_dim, bias=bias)
+        nn.init.zeros_(self.linear.weight)
+        if bias:
+            nn.init.zeros_(self.linear.bias)
+
+    def forward(self, states: torch.Tensor) -> torch.Tensor:
+        return self.linear(states)
+
+    def spec(self) -> dict[str, Any]:
+        return {"type": type(self).__name__, "kwargs": dict(self._spec)}
+
+
+_POLICIES = {cls.__name__: cls for cls in (DeterministicMLPPolicy, GaussianMLPPolicy, LinearPolicy)}
+
+
+def policy_from_spec(spec: dict[str, Any]) -> nn.Module:
+    """Rebuild a built-in policy from :meth:`spec` output (weights are loaded separately)."""
+    kind = spec.get("type")
+    if kind not in _POLICIES:
+        raise ValueError(
+            f"Unknown policy type {kind!r}; known types are {sorted(_POLICIES)}. Pass the policy "
+            "module explicitly to load a custom policy."
+        )
+    return _POLICIES[kind](**spec.get("kwargs", {}))
+
+
+def is_stochastic(policy: nn.Module) -> bool:
+    """True when ``policy`` provides ``mean_std`` (a Gaussian policy usable by NOPG-S)."""
+    return callable(getattr(policy, "mean_std", None))

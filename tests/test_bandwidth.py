@@ -1,0 +1,252 @@
+"""Tests for nopg.bandwidth."""
+
+from __future__ import annotations
+
+import json
+import logging
+import warnings
+
+import numpy as np
+import pytest
+from scipy.stats import norm
+
+from nopg.bandwidth import (
+    Bandwidths,
+    DuplicatedDataWarning,
+    _heldout_loglik,
+    cross_validated_bandwidth,
+    is_grid_like,
+    scott_bandwidth,
+    select_bandwidths,
+    silverman_bandwidth,
+)
+from nopg.data import TransitionDataset
+
+
+def make_dataset(n: int = 300, seed: int = 0, actions: np.ndarray | None = None):
+    rng = np.random.default_rng(seed)
+    states = rng.normal(size=(n, 2)) * [1.0, 3.0]
+    acts = rng.normal(size=(n, 1)) if actions is None else actions
+    return TransitionDataset(states, acts, rng.normal(size=n), states + 0.1, np.zeros(n))
+
+
+# ------------------------------------------------------------------- Bandwidths
+def test_bandwidths_conversion_and_next_state():
+    bw = Bandwidths([0.1, 0.2], 0.5)
+    assert bw.state.dtype == np.float64 and bw.action.shape == (1,)
+    assert bw.next_state is None
+    np.testing.assert_array_equal(bw.next_state_or_state, [0.1, 0.2])
+    bw2 = Bandwidths([0.1, 0.2], [0.5], next_state=np.array([1.0, 2.0]))
+    np.testing.assert_array_equal(bw2.next_state_or_state, [1.0, 2.0])
+    assert bw == Bandwidths(np.array([0.1, 0.2]), [0.5])
+    assert bw != bw2
+    assert hash(bw) == hash(Bandwidths([0.1, 0.2], [0.5]))
+
+
+@pytest.mark.parametrize("bad", [0.0, -1.0, np.nan, np.inf])
+def test_bandwidths_reject_invalid_values(bad):
+    with pytest.raises(
+        ValueError, match=r"bandwidth for state dimension 2 must be positive and finite"
+    ):
+        Bandwidths([1.0, 1.0, bad], [1.0])
+    with pytest.raises(ValueError, match=r"bandwidth for action dimension 0"):
+        Bandwidths([1.0], bad)
+    with pytest.raises(ValueError, match=r"bandwidth for next_state dimension 0"):
+        Bandwidths([1.0], [1.0], [bad])
+
+
+def test_bandwidths_reject_bad_shapes():
+    with pytest.raises(ValueError, match="non-empty 1-D"):
+        Bandwidths(np.ones((2, 2)), 1.0)
+    with pytest.raises(ValueError, match="non-empty 1-D"):
+        Bandwidths([], 1.0)
+
+
+def test_broadcast():
+    bw = Bandwidths(0.3, [0.1, 0.2]).broadcast(state_dim=3, action_dim=2)
+    np.testing.assert_array_equal(bw.state, [0.3, 0.3, 0.3])
+    np.testing.assert_array_equal(bw.action, [0.1, 0.2])
+    with pytest.raises(ValueError, match="action bandwidth has 2 entries but the action dim"):
+        Bandwidths(0.3, [0.1, 0.2]).broadcast(3, 3)
+
+
+def test_dict_round_trip_is_json_friendly():
+    for bw in (Bandwidths([0.1, 0.2], 0.5), Bandwidths([0.1], [0.5, 1.0], [0.3])):
+        d = json.loads(json.dumps(bw.to_dict()))
+        assert Bandwidths.from_dict(d) == bw
+    with pytest.raises(ValueError, match="missing the key 'action'"):
+        Bandwidths.from_dict({"state": [1.0]})
+
+
+def test_scaled():
+    bw = Bandwidths([1.0, 2.0], [0.5])
+    s = bw.scaled(2.0, [3.0])
+    np.testing.assert_allclose(s.state, [2.0, 4.0])
+    np.testing.assert_allclose(s.action, [1.5])
+    assert s.next_state is None
+    s2 = bw.scaled([1.0, 10.0], 1.0, next_state_factor=0.5)
+    np.testing.assert_allclose(s2.state, [1.0, 20.0])
+    np.testing.assert_allclose(s2.next_state, [0.5, 1.0])
+    s3 = Bandwidths([1.0], [1.0], [4.0]).scaled(2.0, 1.0)
+    np.testing.assert_allclose(s3.next_state, [8.0])
+    for bad in (0.0, -1.0, np.nan, [1.0, 2.0, 3.0]):
+        with pytest.raises(ValueError, match="'state_factor' parameter"):
+            bw.scaled(bad, 1.0)
+
+
+# --------------------------------------------------------------- rules of thumb
+def test_silverman_and_scott_match_hand_computation():
+    x = np.array([[0.0, 1.0], [1.0, 3.0], [2.0, 2.0], [4.0, 7.0]])
+    n = 4
+    std = np.array([np.sqrt(np.sum((c - c.mean()) ** 2) / (n - 1)) for c in x.T])
+    np.testing.assert_allclose(silverman_bandwidth(x), std * (4 / (3 * n)) ** 0.2)
+    np.testing.assert_allclose(scott_bandwidth(x), std * n ** (-0.2))
+    assert silverman_bandwidth(x[:, 0]).shape == (1,)
+
+
+def test_silverman_two_point_actions_example():
+    actions = np.repeat([-2.0, 2.0], 225)
+    h = silverman_bandwidth(actions)[0]
+    assert h == pytest.approx(2.0022 * (4 / 1350) ** 0.2, rel=1e-4)
+    assert h == pytest.approx(0.625, abs=1e-3)
+    assert 3 * h == pytest.approx(1.876, abs=2e-3)
+
+
+@pytest.mark.parametrize("rule", [silverman_bandwidth, scott_bandwidth])
+def test_rules_reject_constant_and_tiny_inputs(rule):
+    x = np.column_stack([np.arange(5.0), np.full(5, 0.5)])
+    with pytest.raises(ValueError, match=r"dimension 1 is constant \(all values 0.5\)"):
+        rule(x)
+    with pytest.raises(ValueError, match="at least 2 samples"):
+        rule([[1.0, 2.0]])
+    with pytest.raises(ValueError, match="contains NaN or inf"):
+        rule([0.0, np.nan, 1.0])
+
+
+def test_is_grid_like():
+    rng = np.random.default_rng(0)
+    x = np.column_stack(
+        [rng.normal(size=200), rng.integers(0, 5, 200), np.round(rng.normal(size=200), 1)]
+    )
+    np.testing.assert_array_equal(is_grid_like(x), [False, True, True])
+    assert not is_grid_like(rng.normal(size=5))[0]
+
+
+# ----------------------------------------------------------------- cross-validation
+def test_heldout_loglik_matches_direct_formula():
+    rng = np.random.default_rng(1)
+    train, test = rng.normal(size=200), rng.normal(size=30)
+    grid = np.array([0.2, 0.5, 1.5])
+    direct = [np.log(norm.pdf(test[:, None], train[None, :], h).mean(axis=1)).sum() for h in grid]
+    np.testing.assert_allclose(_heldout_loglik(train, test, grid), direct, rtol=1e-10)
+
+
+def test_cv_recovers_gaussian_scale():
+    x = np.random.default_rng(0).normal(size=2000)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DuplicatedDataWarning)
+        h_cv = cross_validated_bandwidth(x)[0]
+    h_silverman = silverman_bandwidth(x)[0]
+    assert h_silverman / 2 < h_cv < 2 * h_silverman
+
+
+def test_cv_prefers_small_bandwidth_for_bimodal_data():
+    rng = np.random.default_rng(0)
+    x = np.concatenate([rng.normal(-5, 0.5, 500), rng.normal(5, 0.5, 500)])
+    assert cross_validated_bandwidth(x, rng=1)[0] < 0.5 * silverman_bandwidth(x)[0]
+
+
+def test_cv_multi_column_and_custom_grid():
+    x = np.random.default_rng(2).normal(size=(400, 2)) * [1.0, 10.0]
+    h = cross_validated_bandwidth(x, n_folds=3, grid=[0.5, 1.0, 2.0])
+    assert h.shape == (2,)
+    ratios = h / silverman_bandwidth(x)
+    assert all(np.isclose(r, [0.5, 1.0, 2.0]).any() for r in ratios)
+    assert 5 < h[1] / h[0] < 20
+
+
+def test_cv_warns_on_grid_data():
+    x = np.random.default_rng(0).integers(0, 4, size=300).astype(float)
+    with pytest.warns(DuplicatedDataWarning, match="Silverman"):
+        cross_validated_bandwidth(x)
+
+
+def test_cv_subsampling_is_reproducible():
+    x = np.random.default_rng(3).normal(size=(1200, 1))
+    a = cross_validated_bandwidth(x, max_samples=300, rng=7)
+    b = cross_validated_bandwidth(x, max_samples=300, rng=np.random.default_rng(7))
+    c = cross_validated_bandwidth(x, max_samples=300)
+    d = cross_validated_bandwidth(x, max_samples=300)
+    np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(c, d)
+    assert 0.05 < a[0] < 1.0
+
+
+def test_cv_invalid_inputs():
+    x = np.column_stack([np.arange(20.0), np.full(20, 0.5)])
+    with pytest.raises(ValueError, match=r"dimension 1 is constant"):
+        cross_validated_bandwidth(x)
+    y = np.arange(20.0)
+    with pytest.raises(ValueError, match="'n_folds' parameter"):
+        cross_validated_bandwidth(y, n_folds=1)
+    with pytest.raises(ValueError, match="'max_samples' parameter"):
+        cross_validated_bandwidth(y, max_samples=1)
+    with pytest.raises(ValueError, match="'grid' parameter"):
+        cross_validated_bandwidth(y, grid=[1.0, -1.0])
+    with pytest.raises(ValueError, match="rng must be"):
+        cross_validated_bandwidth(y, rng="seed")
+    with pytest.raises(ValueError, match="n_folds=30 is larger"):
+        cross_validated_bandwidth(y, n_folds=30)
+
+
+# ------------------------------------------------------------------ select_bandwidths
+def test_select_silverman_scott_and_factors():
+    ds = make_dataset()
+    bw = select_bandwidths(ds)
+    np.testing.assert_allclose(bw.state, silverman_bandwidth(ds.states))
+    np.testing.assert_allclose(bw.action, silverman_bandwidth(ds.actions))
+    assert bw.next_state is None
+    bw = select_bandwidths(ds, "scott", state_factor=[1.0, 2.0], action_factor=3.0,
+                           next_state_factor=0.5)
+    np.testing.assert_allclose(bw.state, scott_bandwidth(ds.states) * [1.0, 2.0])
+    np.testing.assert_allclose(bw.action, 3.0 * scott_bandwidth(ds.actions))
+    np.testing.assert_allclose(bw.next_state, 0.5 * scott_bandwidth(ds.states))
+
+
+def test_select_two_point_actions_times_three():
+    actions = np.repeat([-2.0, 2.0], 225)
+    bw = select_bandwidths(make_dataset(450, actions=actions), action_factor=3.0)
+    assert bw.action[0] == pytest.approx(1.876, abs=2e-3)
+
+
+def test_select_cv_and_auto(caplog):
+    ds = make_dataset(400)
+    with caplog.at_level(logging.INFO, logger="nopg.bandwidth"):
+        auto = select_bandwidths(ds, "auto", rng=0)
+    assert "chose 'cv'" in caplog.text
+    assert auto == select_bandwidths(ds, "cv", rng=0)
+    grid_ds = make_dataset(400, actions=np.tile([-1.0, 0.0, 1.0, 1.0], 100))
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="nopg.bandwidth"), warnings.catch_warnings():
+        warnings.simplefilter("error", DuplicatedDataWarning)
+        auto = select_bandwidths(grid_ds, "auto")
+    assert "chose 'silverman'" in caplog.text
+    assert auto == select_bandwidths(grid_ds, "silverman")
+    with pytest.warns(DuplicatedDataWarning):
+        select_bandwidths(grid_ds, "cv")
+
+
+def test_select_invalid_inputs():
+    ds = make_dataset()
+    with pytest.raises(ValueError, match="'method' parameter must be one of 'silverman', 'sc"):
+        select_bandwidths(ds, "median")
+    with pytest.raises(ValueError, match="'action_factor' parameter must be positive"):
+        select_bandwidths(ds, action_factor=0.0)
+    with pytest.raises(ValueError, match="'state_factor' parameter must be a scalar or have"):
+        select_bandwidths(ds, state_factor=[1.0, 1.0, 1.0])
+    const = make_dataset(actions=np.full(300, 0.5))
+    for method in ("silverman", "cv", "auto"):
+        with pytest.raises(ValueError, match=r"actions: dimension 0 is constant"):
+            select_bandwidths(const, method)
+    with pytest.raises(TypeError, match="must be a TransitionDataset"):
+        select_bandwidths(np.zeros((3, 2)))
