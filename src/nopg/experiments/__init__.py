@@ -1,0 +1,17 @@
+"""The paper's experiments as named, configurable runs (``nopg reproduce <name>``)."""
+
+from .pendulum_grid import PendulumGridTask
+from .runner import ExperimentConfig, Task, make_policy, run_experiment, run_seed
+
+TASKS: dict[str, type] = {PendulumGridTask.name: PendulumGridTask}
+
+
+def get_task(name: str) -> Task:
+    """The task registered under ``name``."""
+    if name not in TASKS:
+        raise ValueError(f"unknown experiment {name!r}; available: {sorted(TASKS)}")
+    return TASKS[name]()
+
+
+__all__ = ["ExperimentConfig", "Task", "TASKS", "get_task", "make_policy", "run_experiment",
+           "run_seed"]

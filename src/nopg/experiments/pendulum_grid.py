@@ -1,0 +1,75 @@
+"""The paper's Pendulum uniform-grid experiment (paper §6.4 "Uniform Grid", appendix tables).
+
+Data: gymnasium ``Pendulum-v1`` queried once at every point of a ``theta x theta_dot x u`` grid
+(15 x 15 x 2 = 450 samples by default). Evaluation: undiscounted return of a 500-step episode
+from the bottom (``theta = pi``, ``theta_dot = 0``); the paper reports about -594 for NOPG-D at
+450 samples. Paper configuration: gamma 0.99, 1 x 50 ReLU MLP with ``2 tanh`` output, Adam at
+1e-2, 1500 updates, kernel-mean next states, ``N_pi = 15`` for NOPG-S, the fixed bottom state
+as the initial state.
+
+Bandwidths (a documented deviation): the paper selects per-dimension bandwidths by
+cross-validation and multiplies actions by 50. On grid data every coordinate value repeats, so
+cross-validation collapses to the smallest bandwidth on offer (DESIGN §3) and that setting never
+swings up. The default here is Silverman's rule with state factor 1 and action factor 3 (action
+bandwidth ~1.9 for actions +-2); ``--bandwidth cv --action-factor 50`` restores the paper's.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from torch import nn
+
+from ..algorithm import NOPG
+from ..config import NOPGConfig
+from ..data import TransitionDataset
+from ..envs.pendulum import BOTTOM_STATE, collect_pendulum_grid, make_pendulum_env
+from ..evaluation import evaluate_pendulum_from_bottom, pendulum_bottom_setter, rollout
+from ..plots import plot_phase_portraits
+from .runner import ExperimentConfig
+
+
+class PendulumGridTask:
+    """Pendulum swing-up from a uniform grid of simulator queries."""
+
+    name = "pendulum-grid"
+    state_dim = 3
+    action_dim = 1
+    action_max = 2.0
+
+    def default_config(self) -> ExperimentConfig:
+        return ExperimentConfig(
+            n_updates=1500, bandwidth_method="silverman", state_factor=1.0, action_factor=3.0,
+            hidden=(50,), sigma_max=1.0, eval_every=100,
+            nopg=NOPGConfig(gamma=0.99, learning_rate=1e-2, n_mc_policy=15),
+            task={"n_theta": 15, "n_theta_dot": 15, "n_action": 2, "eval_steps": 500,
+                  "portrait_resolution": 100},
+        )
+
+    def make_dataset(self, config: ExperimentConfig, seed: int) -> TransitionDataset:
+        t = config.task
+        return collect_pendulum_grid(int(t["n_theta"]), int(t["n_theta_dot"]), int(t["n_action"]))
+
+    def initial_states(self, data: TransitionDataset, config: ExperimentConfig, seed: int
+                       ) -> np.ndarray:
+        return BOTTOM_STATE[None, :].copy()
+
+    def evaluate(self, policy: nn.Module, config: ExperimentConfig, seed: int, episodes: int
+                 ) -> list[float]:
+        # The pendulum and the (mean) policy are deterministic: one episode is the return.
+        return [evaluate_pendulum_from_bottom(policy, n_steps=int(config.task["eval_steps"]))]
+
+    def plot(self, algo: NOPG, data: TransitionDataset, config: ExperimentConfig, out_dir: Path
+             ) -> list[Path]:
+        env = make_pendulum_env(max_episode_steps=500)
+        try:
+            traj = rollout(env, algo.policy, initial_state_setter=pendulum_bottom_setter, seed=0)
+        finally:
+            env.close()
+        path = plot_phase_portraits(
+            algo.value, algo.visitation, out_dir / "phase_portraits.png",
+            resolution=int(config.task["portrait_resolution"]), data_states=data.states,
+            trajectory=traj["states"], title=f"Pendulum grid, n = {data.n}, J_hat = {algo.J_:.1f}")
+        return [path]
+

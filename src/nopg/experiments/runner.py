@@ -1,0 +1,211 @@
+"""Run a named experiment over seeds and write a results folder.
+
+An experiment is a :class:`Task` (how to get data, initial states, a policy, and how to evaluate
+and plot) plus an :class:`ExperimentConfig` (the hyper-parameters, with NOPG's own nested as a
+:class:`nopg.NOPGConfig`). :func:`run_experiment` writes::
+
+    <out>/<task>__nopg-<d|s>__<time>/
+        config.json            the full experiment configuration
+        summary.json           per-seed returns, J_hat, timings; mean and std over seeds
+        run.log                the log (J_hat, residuals, evaluations, timings)
+        learning_curves.png    J_hat and evaluation returns of all seeds
+        seed_<k>/log.csv       one row per update
+        seed_<k>/checkpoint/   policy, optimiser, config (``NOPG.load`` resumes it)
+        seed_<k>/*.png         task plots (e.g. the pendulum phase portraits)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..algorithm import NOPG, EvalCallback
+from ..bandwidth import Bandwidths, select_bandwidths
+from ..config import NOPGConfig
+from ..data import TransitionDataset
+from ..plots import plot_learning_curve, plot_learning_curves
+from ..policies import DeterministicMLPPolicy, GaussianMLPPolicy
+
+logger = logging.getLogger("nopg.experiments")
+
+
+@dataclass(frozen=True)
+class ExperimentConfig:
+    """Hyper-parameters of a NOPG experiment (defaults: the paper's appendix, see each task)."""
+
+    seeds: tuple[int, ...] = (0, 1, 2)
+    n_updates: int = 1500                     # policy updates per seed
+    stochastic: bool = False                  # NOPG-S (Gaussian policy) instead of NOPG-D
+    bandwidth_method: str = "silverman"       # silverman | scott | cv | auto
+    state_factor: float | tuple[float, ...] = 1.0   # per-dimension multipliers of the rule
+    action_factor: float | tuple[float, ...] = 1.0
+    hidden: tuple[int, ...] = (50,)           # policy MLP hidden widths (ReLU)
+    sigma_max: float = 1.0                    # NOPG-S: sigma = sigma_max * sigmoid(g)
+    eval_every: int = 100                     # evaluate in the environment every N updates
+    eval_episodes: int = 1                    # episodes per evaluation
+    final_eval_episodes: int = 1              # episodes of the final evaluation
+    nopg: NOPGConfig = field(default_factory=NOPGConfig)
+    task: dict[str, Any] = field(default_factory=dict)   # task-specific settings
+
+    def __post_init__(self) -> None:
+        if not self.seeds:
+            raise ValueError("The 'seeds' parameter must name at least one seed. Got () instead.")
+        for name in ("n_updates", "eval_every", "eval_episodes", "final_eval_episodes"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"The '{name}' parameter must be a positive int. "
+                                 f"Got {value!r} instead.")
+        if self.bandwidth_method not in ("silverman", "scott", "cv", "auto"):
+            raise ValueError("The 'bandwidth_method' parameter must be one of silverman, scott, "
+                             f"cv, auto. Got {self.bandwidth_method!r} instead.")
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        out["nopg"] = self.nopg.to_dict()
+        return out
+
+    def replace(self, **changes: Any) -> ExperimentConfig:
+        """A copy with top-level fields, ``nopg.<field>`` or ``task.<key>`` entries replaced."""
+        top: dict[str, Any] = {}
+        nopg_changes: dict[str, Any] = {}
+        task = dict(self.task)
+        for key, value in changes.items():
+            if key.startswith("nopg."):
+                nopg_changes[key[5:]] = value
+            elif key.startswith("task."):
+                task[key[5:]] = value
+            elif key == "nopg" and isinstance(value, dict):
+                nopg_changes.update(value)
+            elif key == "task" and isinstance(value, dict):
+                task.update(value)
+            elif key in {f.name for f in dataclasses.fields(self)}:
+                top[key] = tuple(value) if isinstance(value, list) else value
+            else:
+                raise ValueError(f"unknown experiment setting {key!r}")
+        nopg_cfg = NOPGConfig.from_dict({**self.nopg.to_dict(), **nopg_changes})
+        return dataclasses.replace(self, nopg=nopg_cfg, task=task, **top)
+
+
+class Task(Protocol):
+    """What an experiment needs to know about its environment and data."""
+
+    name: str
+    state_dim: int
+    action_dim: int
+    action_max: float
+
+    def default_config(self) -> ExperimentConfig: ...
+
+    def make_dataset(self, config: ExperimentConfig, seed: int) -> TransitionDataset: ...
+
+    def initial_states(self, data: TransitionDataset, config: ExperimentConfig, seed: int
+                       ) -> np.ndarray: ...
+
+    def evaluate(self, policy: nn.Module, config: ExperimentConfig, seed: int, episodes: int
+                 ) -> list[float]: ...
+
+    def plot(self, algo: NOPG, data: TransitionDataset, config: ExperimentConfig, out_dir: Path
+             ) -> list[Path]: ...
+
+
+def make_policy(task: Task, config: ExperimentConfig) -> nn.Module:
+    """The paper's policy: MLP with ``a_max * tanh`` output (Gaussian for NOPG-S)."""
+    if config.stochastic:
+        return GaussianMLPPolicy(task.state_dim, task.action_dim, action_max=task.action_max,
+                                 sigma_max=config.sigma_max, hidden=config.hidden)
+    return DeterministicMLPPolicy(task.state_dim, task.action_dim, action_max=task.action_max,
+                                  hidden=config.hidden)
+
+
+def _bandwidths(data: TransitionDataset, config: ExperimentConfig, seed: int) -> Bandwidths:
+    return select_bandwidths(data, method=config.bandwidth_method,
+                             state_factor=np.asarray(config.state_factor, float),
+                             action_factor=np.asarray(config.action_factor, float), rng=seed)
+
+
+def run_seed(task: Task, config: ExperimentConfig, seed: int, out_dir: Path,
+             progress: bool = True) -> dict[str, Any]:
+    """Collect data, select bandwidths, optimise, evaluate and plot for one seed."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    data = task.make_dataset(config, seed)
+    bw = _bandwidths(data, config, seed)
+    s0 = task.initial_states(data, config, seed)
+    logger.info("seed %d: %r; bandwidths state=%s action=%s", seed, data,
+                np.round(bw.state, 4).tolist(), np.round(bw.action, 4).tolist())
+    torch.manual_seed(seed)  # policy initialisation only; NOPG's noise has its own generator
+    policy = make_policy(task, config)
+    algo = NOPG(policy, dataclasses.replace(config.nopg, seed=seed), stochastic=config.stochastic)
+    evaluator = EvalCallback(
+        lambda pol: float(np.mean(task.evaluate(pol, config, seed, config.eval_episodes))),
+        every=config.eval_every)
+    fit_start = time.perf_counter()
+    algo.fit(data, bw, s0, config.n_updates, callbacks=[evaluator], log_path=out_dir / "log.csv",
+             progress=progress)
+    fit_time = time.perf_counter() - fit_start
+    returns = task.evaluate(algo.policy, config, seed, config.final_eval_episodes)
+    algo.save(out_dir / "checkpoint")
+    plot_learning_curve(out_dir / "log.csv", out_dir / "learning_curve.png",
+                        title=f"{task.name} seed {seed}")
+    plots = task.plot(algo, data, config, out_dir)
+    update_times = [m["update_time_s"] for m in algo.history_]
+    result = {
+        "seed": seed, "n_samples": data.n, "return_mean": float(np.mean(returns)),
+        "returns": [float(r) for r in returns], "J_hat": algo.J_,
+        "wall_time_s": time.perf_counter() - start, "fit_time_s": fit_time,
+        "time_per_update_s": float(np.mean(update_times)) if update_times else None,
+        "bandwidths": bw.to_dict(), "plots": [str(p.name) for p in plots],
+    }
+    logger.info("seed %d: return %.2f, J_hat %.4f, %.1f s (%.2f ms/update)", seed,
+                result["return_mean"], result["J_hat"], result["wall_time_s"],
+                1e3 * (result["time_per_update_s"] or 0.0))
+    return result
+
+
+def run_experiment(task: Task, config: ExperimentConfig, out: str | Path = "results",
+                   progress: bool = True, run_name: str | None = None) -> dict[str, Any]:
+    """Run ``task`` for every seed of ``config``; returns (and writes) the summary."""
+    kind = "nopg-s" if config.stochastic else "nopg-d"
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    run_dir = Path(out) / (run_name or f"{task.name}__{kind}__{stamp}")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(run_dir / "run.log")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+    root = logging.getLogger("nopg")
+    root.addHandler(handler)
+    previous_level = root.level
+    if root.getEffectiveLevel() > logging.INFO:
+        root.setLevel(logging.INFO)
+    try:
+        (run_dir / "config.json").write_text(json.dumps(
+            {"experiment": task.name, "algorithm": kind, **config.to_dict()}, indent=2))
+        logger.info("running %s with %s into %s (torch threads: %d)", task.name, kind, run_dir,
+                    torch.get_num_threads())
+        start = time.perf_counter()
+        seeds = [run_seed(task, config, s, run_dir / f"seed_{s}", progress) for s in config.seeds]
+        means = np.array([r["return_mean"] for r in seeds])
+        summary = {
+            "task": task.name, "algorithm": kind, "run_dir": str(run_dir),
+            "return_mean": float(means.mean()), "return_std": float(means.std()),
+            "wall_time_s": time.perf_counter() - start, "seeds": seeds,
+        }
+        (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+        plot_learning_curves([run_dir / f"seed_{s}" / "log.csv" for s in config.seeds],
+                             run_dir / "learning_curves.png",
+                             labels=[f"seed {s}" for s in config.seeds], title=f"{task.name} ({kind})")
+        logger.info("%s %s: return %.2f ± %.2f over %d seeds, %.1f s", task.name, kind,
+                    summary["return_mean"], summary["return_std"], len(seeds), summary["wall_time_s"])
+        return summary
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(previous_level)
+        handler.close()

@@ -1,0 +1,75 @@
+"""Shared small, seeded, float64 fixtures for the NOPG core-math tests."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import nopg
+
+torch.set_num_threads(1)
+
+N_SAMPLES = 40
+STATE_DIM = 2
+ACTION_DIM = 1
+TERMINAL_INDICES = (5, 17)
+
+
+def make_arrays(n: int = N_SAMPLES, seed: int = 0, terminals=TERMINAL_INDICES) -> dict:
+    """Random transitions near the origin; rewards depend on state and action."""
+    rng = np.random.default_rng(seed)
+    states = rng.normal(scale=0.8, size=(n, STATE_DIM))
+    actions = rng.uniform(-1.0, 1.0, size=(n, ACTION_DIM))
+    next_states = states + 0.3 * actions + 0.15 * rng.normal(size=(n, STATE_DIM))
+    rewards = -(states ** 2).sum(1) - 0.5 * (actions[:, 0] - 0.3) ** 2 + 0.1 * rng.normal(size=n)
+    term = np.zeros(n, dtype=bool)
+    term[list(terminals)] = True
+    return dict(states=states, actions=actions, rewards=rewards, next_states=next_states,
+                terminals=term)
+
+
+@pytest.fixture
+def dataset() -> nopg.TransitionDataset:
+    """40 random transitions, two of which (5 and 17) are terminal."""
+    return nopg.TransitionDataset(**make_arrays())
+
+
+@pytest.fixture
+def dataset_no_terminals() -> nopg.TransitionDataset:
+    return nopg.TransitionDataset(**make_arrays(seed=1, terminals=()))
+
+
+@pytest.fixture
+def bandwidths() -> nopg.Bandwidths:
+    # Anisotropic per-dimension bandwidths (so broadcasting or a swapped dimension would show).
+    return nopg.Bandwidths(state=[0.5, 0.7], action=[0.4])
+
+
+@pytest.fixture
+def initial_states() -> np.ndarray:
+    rng = np.random.default_rng(123)
+    return rng.normal(scale=0.5, size=(3, STATE_DIM))
+
+
+@pytest.fixture
+def det_policy() -> nopg.DeterministicMLPPolicy:
+    torch.manual_seed(0)
+    return nopg.DeterministicMLPPolicy(STATE_DIM, ACTION_DIM, action_max=1.0, hidden=(8,),
+                                       activation="tanh").double()
+
+
+@pytest.fixture
+def gauss_policy() -> nopg.GaussianMLPPolicy:
+    torch.manual_seed(1)
+    return nopg.GaussianMLPPolicy(STATE_DIM, ACTION_DIM, action_max=1.0, sigma_max=0.5,
+                                  hidden=(8,), activation="tanh").double()
+
+
+@pytest.fixture
+def linear_policy() -> nopg.LinearPolicy:
+    policy = nopg.LinearPolicy(STATE_DIM, ACTION_DIM).double()
+    with torch.no_grad():
+        policy.linear.weight.copy_(torch.tensor([[0.4, -0.3]], dtype=torch.float64))
+        policy.linear.bias.fill_(0.1)
+    return policy
