@@ -18,7 +18,7 @@ from tqdm.auto import tqdm
 
 from . import __version__
 from .bandwidth import Bandwidths
-from .bellman import BellmanSolution, NonparametricBellman
+from .bellman import BellmanSolution, NonparametricBellman, as_states
 from .config import NOPGConfig
 from .data import TransitionDataset
 from .gradient import surrogate_gradient
@@ -129,10 +129,7 @@ class NOPG:
             device=self.device, solver=c.solver, solver_tol=c.solver_tol,
             solver_max_iter=c.solver_max_iter, dense_max_n=c.dense_max_n,
         )
-        s0 = initial_states.detach().cpu().numpy() if isinstance(initial_states, torch.Tensor) \
-            else np.asarray(initial_states, dtype=np.float64)
-        self.initial_states_ = np.atleast_2d(s0)
-        self.model_.initial_vector  # validated on first use
+        self.initial_states_ = as_states(initial_states, dataset.state_dim, "initial_states")
         self._solution = None
         return self
 

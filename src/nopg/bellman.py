@@ -49,7 +49,8 @@ def _check_positive_int(name: str, value: int | None, allow_none: bool = True) -
         raise ValueError(f"The '{name}' parameter must be a positive int. Got {value!r} instead.")
 
 
-def _as_states(x: np.ndarray | torch.Tensor, state_dim: int, name: str) -> np.ndarray:
+def as_states(x: np.ndarray | torch.Tensor, state_dim: int, name: str) -> np.ndarray:
+    """Validate query states: float64 array of shape (m, state_dim), finite, m >= 1."""
     arr = x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x, dtype=float)
     arr = np.asarray(arr, dtype=np.float64)
     if arr.ndim == 1 and arr.shape[0] == state_dim:
@@ -247,7 +248,7 @@ class NonparametricBellman:
     def responsibilities(self, policy: nn.Module, states: np.ndarray | torch.Tensor,
                          generator: torch.Generator | None = None) -> Rows:
         """``eps_pi(s)`` for query states of shape (m, d_s): rows of an (m, n) matrix."""
-        s = self._tensor(_as_states(states, self.dataset.state_dim, "states"))
+        s = self._tensor(as_states(states, self.dataset.state_dim, "states"))
         return self._policy_rows(policy, self._policy_input(policy, s), self._state_sqdist(s), 1,
                                  generator)
 
@@ -268,7 +269,7 @@ class NonparametricBellman:
     def initial_vector(self, policy: nn.Module, initial_states: np.ndarray | torch.Tensor,
                        generator: torch.Generator | None = None) -> torch.Tensor:
         """``eps0 = mean_m eps_pi(z_m)`` of shape (n,), attached to the policy's graph."""
-        z = _as_states(initial_states, self.dataset.state_dim, "initial_states")
+        z = as_states(initial_states, self.dataset.state_dim, "initial_states")
         if self._init_cache is None or not np.array_equal(self._init_cache[0], z):
             zt = self._tensor(z)
             self._init_cache = (z, self._state_sqdist(zt))
@@ -316,10 +317,10 @@ class NonparametricBellman:
     def _query(self, policy: nn.Module | None, states: np.ndarray | torch.Tensor,
                vector: torch.Tensor, actions: np.ndarray | torch.Tensor | None = None,
                chunk: int = 4096, seed: int = 0) -> np.ndarray:
-        s_all = _as_states(states, self.dataset.state_dim, "states")
+        s_all = as_states(states, self.dataset.state_dim, "states")
         a_all = None
         if actions is not None:
-            a_all = _as_states(actions, self.dataset.action_dim, "actions")
+            a_all = as_states(actions, self.dataset.action_dim, "actions")
             if a_all.shape[0] != s_all.shape[0]:
                 raise ValueError(f"actions has {a_all.shape[0]} rows but states has {s_all.shape[0]}")
         generator = torch.Generator(device=self.device).manual_seed(seed)

@@ -1,0 +1,346 @@
+"""The NOPG estimator: optimisation, logs, callbacks, checkpoints, determinism, config validation."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import nopg
+from nopg.algorithm import LOG_COLUMNS
+
+TARGET = 0.5
+
+
+@pytest.fixture
+def target_data() -> nopg.TransitionDataset:
+    """1-D problem where the reward only depends on the action: r = -(a - 0.5)^2.
+
+    Next states are independent of the action, so the optimal policy plays 0.5 everywhere and any
+    policy starting near 0 must raise J_hat by moving its actions towards 0.5.
+    """
+    rng = np.random.default_rng(0)
+    n = 60
+    s = rng.uniform(-1, 1, size=(n, 1))
+    a = rng.uniform(-1, 1, size=(n, 1))
+    s1 = rng.uniform(-1, 1, size=(n, 1))
+    r = -(a[:, 0] - TARGET) ** 2
+    term = np.zeros(n, dtype=bool)
+    term[[10, 40]] = True
+    return nopg.TransitionDataset(s, a, r, s1, term)
+
+
+@pytest.fixture
+def target_bw() -> nopg.Bandwidths:
+    return nopg.Bandwidths(state=0.3, action=0.25)
+
+
+S0 = np.array([[-0.5], [0.0], [0.5]])
+
+
+def small_det(seed: int = 0) -> nopg.DeterministicMLPPolicy:
+    torch.manual_seed(seed)
+    return nopg.DeterministicMLPPolicy(1, 1, action_max=1.0, hidden=(8,), activation="tanh")
+
+
+def small_gauss(seed: int = 0) -> nopg.GaussianMLPPolicy:
+    torch.manual_seed(seed)
+    return nopg.GaussianMLPPolicy(1, 1, action_max=1.0, sigma_max=0.5, hidden=(8,),
+                                  activation="tanh")
+
+
+def params(algo: nopg.NOPG) -> list[torch.Tensor]:
+    return [p.detach().clone() for p in algo.policy.parameters()]
+
+
+def assert_same_params(a: list[torch.Tensor], b: list[torch.Tensor]) -> None:
+    assert len(a) == len(b)
+    for x, y in zip(a, b):
+        assert torch.equal(x, y)
+
+
+# ---------------------------------------------------------------------------- optimisation
+@pytest.mark.parametrize("make, stochastic", [(small_det, False), (small_gauss, True)])
+def test_updates_increase_J_hat(target_data, target_bw, make, stochastic):
+    config = nopg.NOPGConfig(gamma=0.8, learning_rate=1e-2, n_mc_policy=5, seed=0)
+    algo = nopg.NOPG(make(), config)
+    assert algo.stochastic is stochastic
+    algo.setup(target_data, target_bw, S0)
+    j_start = algo.J_
+    a_start = algo.predict(S0)
+    algo.fit(target_data, target_bw, S0, n_updates=20, progress=False)
+    j_end = algo.J_
+    assert j_end > j_start + 0.3 * abs(j_start), (j_start, j_end)
+    # The actions moved towards the target.
+    assert np.abs(algo.predict(S0) - TARGET).mean() < np.abs(a_start - TARGET).mean()
+    js = [h["J_hat"] for h in algo.history_]
+    assert len(js) == 20 and js[-1] > js[0]
+
+
+def test_linear_policy_sgd_moves_towards_target(target_data, target_bw):
+    config = nopg.NOPGConfig(gamma=0.5, learning_rate=0.05, optimizer="sgd")
+    algo = nopg.NOPG(nopg.LinearPolicy(1, 1), config)
+    algo.fit(target_data, target_bw, S0, n_updates=10, progress=False)
+    bias = float(algo.policy.linear.bias.detach())
+    assert 0 < bias < 1.0
+    assert algo.history_[-1]["J_hat"] > algo.history_[0]["J_hat"]
+
+
+def test_step_gradient_is_the_policy_gradient(dataset, bandwidths, initial_states, det_policy):
+    """One SGD step with lr 1 moves the parameters by exactly grad J_hat (ascent)."""
+    before = [p.detach().clone() for p in det_policy.parameters()]
+    res = nopg.policy_gradient(dataset, det_policy, bandwidths=bandwidths, gamma=0.9,
+                               initial_states=initial_states, top_k=8)
+    algo = nopg.NOPG(det_policy, nopg.NOPGConfig(gamma=0.9, top_k=8, optimizer="sgd",
+                                                 learning_rate=1.0))
+    algo.fit(dataset, bandwidths, initial_states, n_updates=1, progress=False)
+    assert algo.history_[0]["J_hat"] == pytest.approx(res.J, abs=1e-12)
+    norm = math.sqrt(sum(float((g * g).sum()) for g in res.grads))
+    assert algo.history_[0]["grad_norm"] == pytest.approx(norm, rel=1e-10)
+    for p0, p1, g in zip(before, algo.policy.parameters(), res.grads):
+        torch.testing.assert_close(p1.detach() - p0, g, rtol=1e-9, atol=1e-12)
+
+
+# ---------------------------------------------------------------------------- logs, callbacks
+def test_csv_log_one_row_per_update(tmp_path, target_data, target_bw):
+    log = tmp_path / "logs" / "train.csv"
+    algo = nopg.NOPG(small_det(), nopg.NOPGConfig(gamma=0.8))
+    algo.fit(target_data, target_bw, S0, n_updates=4, log_path=log, progress=False)
+    algo.fit(target_data, target_bw, S0, n_updates=3, log_path=log, progress=False)
+    with open(log, newline="") as fh:
+        reader = csv.DictReader(fh)
+        assert tuple(reader.fieldnames) == LOG_COLUMNS
+        rows = list(reader)
+    assert len(rows) == 7
+    assert [int(r["update"]) for r in rows] == list(range(1, 8))
+    np.testing.assert_array_equal([float(r["J_hat"]) for r in rows],
+                                  [h["J_hat"] for h in algo.history_])
+    for r in rows:
+        assert r["eval_return"] == ""
+        for col in LOG_COLUMNS[:-1]:
+            assert math.isfinite(float(r[col])), col
+    assert set(LOG_COLUMNS) >= {"update", "J_hat", "grad_norm", "sigma_scale", "eval_return"}
+
+
+def test_eval_callback_records_every_n(tmp_path, target_data, target_bw):
+    calls = []
+
+    def eval_fn(policy):
+        calls.append(policy)
+        return float(len(calls)) * 10.0
+
+    cb = nopg.EvalCallback(eval_fn, every=2)
+    log = tmp_path / "log.csv"
+    algo = nopg.NOPG(small_det(), nopg.NOPGConfig(gamma=0.8))
+    algo.fit(target_data, target_bw, S0, n_updates=5, callbacks=[cb], log_path=log,
+             progress=False)
+    assert cb.results == [(2, 10.0), (4, 20.0)]
+    assert all(p is algo.policy for p in calls)
+    with open(log, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [r["eval_return"] for r in rows] == ["", "10.0", "", "20.0", ""]
+    assert [h.get("eval_return") for h in algo.history_] == [None, 10.0, None, 20.0, None]
+    with pytest.raises(ValueError, match="every"):
+        nopg.EvalCallback(eval_fn, every=0)
+
+
+def test_callback_returning_false_stops_fit(target_data, target_bw):
+    seen = []
+
+    def stopper(algo, metrics):
+        seen.append(metrics["update"])
+        return False if metrics["update"] == 3 else None
+
+    algo = nopg.NOPG(small_det(), nopg.NOPGConfig(gamma=0.8))
+    algo.fit(target_data, target_bw, S0, n_updates=10, callbacks=[stopper], progress=False)
+    assert seen == [1, 2, 3]
+    assert algo.update_ == 3 and len(algo.history_) == 3
+
+
+def test_checkpoint_callback_writes_loadable_folder(tmp_path, target_data, target_bw):
+    algo = nopg.NOPG(small_det(), nopg.NOPGConfig(gamma=0.8))
+    algo.fit(target_data, target_bw, S0, n_updates=4, progress=False,
+             callbacks=[nopg.CheckpointCallback(tmp_path / "ckpt", every=2)])
+    loaded = nopg.NOPG.load(tmp_path / "ckpt")
+    assert loaded.update_ == 4
+    assert_same_params(params(loaded), params(algo))
+
+
+# ---------------------------------------------------------------------------- checkpoints
+@pytest.mark.parametrize("solver", ["dense", "bicgstab"])
+def test_checkpoint_resume_is_exact(tmp_path, target_data, target_bw, solver):
+    config = nopg.NOPGConfig(gamma=0.9, learning_rate=2e-2, n_mc_policy=3, n_mc_next=2,
+                             sigma_decay_to=0.3, sigma_decay_updates=6, solver=solver,
+                             solver_tol=1e-9, top_k=10, seed=5)
+    full = nopg.NOPG(small_gauss(), config)
+    full.fit(target_data, target_bw, S0, n_updates=6, progress=False)
+
+    first = nopg.NOPG(small_gauss(), config)
+    first.fit(target_data, target_bw, S0, n_updates=3, progress=False)
+    first.save(tmp_path / "ckpt")
+    del first
+    torch.manual_seed(12345)  # the global RNG state must not matter
+    resumed = nopg.NOPG.load(tmp_path / "ckpt")
+    assert resumed.update_ == 3 and resumed.stochastic
+    resumed.fit(target_data, target_bw, S0, n_updates=3, progress=False)
+
+    assert resumed.update_ == full.update_ == 6
+    assert_same_params(params(resumed), params(full))
+    assert [h["J_hat"] for h in resumed.history_] == [h["J_hat"] for h in full.history_]
+    assert [h["sigma_scale"] for h in resumed.history_] == [h["sigma_scale"] for h in full.history_]
+    assert float(resumed.policy.sigma_scale) == float(full.policy.sigma_scale)
+    assert resumed.J_ == full.J_
+
+
+def test_checkpoint_round_trip_queries(tmp_path, target_data, target_bw):
+    algo = nopg.NOPG(small_det(), nopg.NOPGConfig(gamma=0.8, top_k=8))
+    algo.fit(target_data, target_bw, S0, n_updates=2, progress=False)
+    algo.save(tmp_path / "c")
+    meta = json.loads((tmp_path / "c" / "meta.json").read_text())
+    assert meta["update"] == 2
+    loaded = nopg.NOPG.load(tmp_path / "c")  # data set, bandwidths and s0 come from the folder
+    assert loaded.config == algo.config
+    assert loaded.J_ == algo.J_
+    s = np.linspace(-1, 1, 7)[:, None]
+    np.testing.assert_array_equal(loaded.value(s), algo.value(s))
+
+
+def test_load_custom_policy_needs_policy(tmp_path, target_data, target_bw):
+    torch.manual_seed(0)
+    policy = nn.Sequential(nn.Linear(1, 4), nn.Tanh(), nn.Linear(4, 1))
+    algo = nopg.NOPG(policy, nopg.NOPGConfig(gamma=0.8))
+    algo.fit(target_data, target_bw, S0, n_updates=2, progress=False)
+    algo.save(tmp_path / "c")
+    with pytest.raises(ValueError, match="custom policy"):
+        nopg.NOPG.load(tmp_path / "c")
+    fresh = nn.Sequential(nn.Linear(1, 4), nn.Tanh(), nn.Linear(4, 1))
+    loaded = nopg.NOPG.load(tmp_path / "c", policy=fresh)
+    assert_same_params(params(loaded), params(algo))
+
+
+@pytest.mark.parametrize("missing", ["config.json", "meta.json", "policy.pt", "optimizer.pt",
+                                     "state.pt"])
+def test_load_incomplete_folder_raises(tmp_path, target_data, target_bw, missing):
+    algo = nopg.NOPG(small_det(), nopg.NOPGConfig(gamma=0.8))
+    algo.fit(target_data, target_bw, S0, n_updates=1, progress=False)
+    algo.save(tmp_path / "c")
+    (tmp_path / "c" / missing).unlink()
+    with pytest.raises(ValueError, match=missing.replace(".", r"\.")):
+        nopg.NOPG.load(tmp_path / "c")
+
+
+def test_load_empty_folder_raises(tmp_path):
+    with pytest.raises(ValueError, match="not a NOPG checkpoint"):
+        nopg.NOPG.load(tmp_path)
+
+
+# ---------------------------------------------------------------------------- determinism
+def test_same_seed_same_parameters(target_data, target_bw):
+    config = nopg.NOPGConfig(gamma=0.9, n_mc_policy=3, n_mc_next=2, seed=3)
+    runs = []
+    for _ in range(2):
+        algo = nopg.NOPG(small_gauss(seed=7), config)
+        algo.fit(target_data, target_bw, S0, n_updates=4, progress=False)
+        runs.append(algo)
+    assert_same_params(params(runs[0]), params(runs[1]))
+    assert [h["J_hat"] for h in runs[0].history_] == [h["J_hat"] for h in runs[1].history_]
+    other = nopg.NOPG(small_gauss(seed=7), nopg.NOPGConfig(gamma=0.9, n_mc_policy=3, n_mc_next=2,
+                                                           seed=4))
+    other.fit(target_data, target_bw, S0, n_updates=4, progress=False)
+    assert other.history_[0]["J_hat"] != runs[0].history_[0]["J_hat"]
+
+
+# ---------------------------------------------------------------------------- estimates
+def test_query_shapes(target_data, target_bw):
+    algo = nopg.NOPG(small_gauss(), nopg.NOPGConfig(gamma=0.8, n_mc_policy=3))
+    algo.fit(target_data, target_bw, S0, n_updates=2, progress=False)
+    s = np.linspace(-2, 2, 11)[:, None]
+    a = np.linspace(-1, 1, 11)[:, None]
+    v, qv, vis, act = algo.value(s), algo.q_value(s, a), algo.visitation(s), algo.predict(s)
+    assert v.shape == qv.shape == vis.shape == (11,)
+    assert act.shape == (11, 1)
+    for arr in (v, qv, vis, act):
+        assert isinstance(arr, np.ndarray) and np.all(np.isfinite(arr))
+    assert np.all(vis >= -1e-12)
+    bound = np.abs(target_data.rewards).max() / (1 - 0.8)
+    assert np.all(np.abs(v) <= bound) and np.all(np.abs(qv) <= bound)
+    # predict is the Gaussian's mean.
+    with torch.no_grad():
+        mean = algo.policy.mean_std(torch.tensor(s))[0].numpy()
+    np.testing.assert_array_equal(act, mean)
+    assert algo.predict(np.array([0.3])).shape == (1, 1)
+
+
+def test_sigma_decay_schedule(target_data, target_bw):
+    config = nopg.NOPGConfig(gamma=0.8, n_mc_policy=2, sigma_decay_to=0.2, sigma_decay_updates=5)
+    algo = nopg.NOPG(small_gauss(), config)
+    algo.fit(target_data, target_bw, S0, n_updates=5, progress=False)
+    scales = [h["sigma_scale"] for h in algo.history_]
+    np.testing.assert_allclose(scales, [1.0, 0.8, 0.6, 0.4, 0.2], rtol=0, atol=1e-12)
+    assert scales[-1] == pytest.approx(0.2, abs=1e-15)
+    assert float(algo.policy.sigma_scale) == pytest.approx(0.2, abs=1e-15)
+    algo.fit(target_data, target_bw, S0, n_updates=2, progress=False)
+    assert [h["sigma_scale"] for h in algo.history_[5:]] == pytest.approx([0.2, 0.2])
+
+
+def test_float32_config_runs_close_to_float64(target_data, target_bw):
+    j = {}
+    for dtype in ("float64", "float32"):
+        algo = nopg.NOPG(small_det(), nopg.NOPGConfig(gamma=0.8, dtype=dtype))
+        algo.setup(target_data, target_bw, S0)
+        assert next(algo.policy.parameters()).dtype == getattr(torch, dtype)
+        j[dtype] = algo.J_
+    assert j["float32"] == pytest.approx(j["float64"], rel=1e-4)
+
+
+# ---------------------------------------------------------------------------- bad inputs
+def test_nopg_bad_inputs(target_data, target_bw):
+    with pytest.raises(ValueError, match="nn.Module"):
+        nopg.NOPG(lambda s: s)
+    with pytest.raises(ValueError, match="no parameters"):
+        nopg.NOPG(nn.Tanh())
+    algo = nopg.NOPG(small_det())
+    with pytest.raises(ValueError, match="n_updates"):
+        algo.fit(target_data, target_bw, S0, n_updates=-1, progress=False)
+    with pytest.raises(ValueError, match="initial_states"):
+        algo.fit(target_data, target_bw, np.zeros((2, 3)), n_updates=1, progress=False)
+    with pytest.raises(RuntimeError):
+        nopg.NOPG(small_det()).step()
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(gamma=1.0), "gamma"),
+    (dict(gamma=-0.01), "gamma"),
+    (dict(gamma=True), "gamma"),
+    (dict(learning_rate=0.0), "learning_rate"),
+    (dict(optimizer="adagrad"), "optimizer"),
+    (dict(top_k=0), "top_k"),
+    (dict(n_mc_policy=0), "n_mc_policy"),
+    (dict(n_mc_next=1.5), "n_mc_next"),
+    (dict(solver="lu"), "solver"),
+    (dict(solver_tol=0.0), "solver_tol"),
+    (dict(dtype="float16"), "dtype"),
+    (dict(dtype=torch.float64), "dtype"),
+    (dict(device="gpu"), "device"),
+    (dict(device="tpu:0"), "device"),
+    (dict(sigma_decay_to=0.5), "sigma_decay_updates"),
+    (dict(sigma_decay_to=0.0, sigma_decay_updates=3), "sigma_decay_to"),
+    (dict(sigma_decay_to=1.5, sigma_decay_updates=3), "sigma_decay_to"),
+    (dict(seed=1.0), "seed"),
+])
+def test_config_validation(kw, match):
+    with pytest.raises(ValueError, match=match):
+        nopg.NOPGConfig(**kw)
+
+
+def test_config_dict_round_trip():
+    c = nopg.NOPGConfig(gamma=0.95, top_k=16, sigma_decay_to=0.1, sigma_decay_updates=100)
+    d = json.loads(json.dumps(c.to_dict()))
+    assert nopg.NOPGConfig.from_dict(d) == c
+    with pytest.raises(ValueError, match="unknown NOPGConfig field"):
+        nopg.NOPGConfig.from_dict({**d, "gama": 0.9})

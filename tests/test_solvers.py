@@ -1,0 +1,185 @@
+"""Dense LU and BiCGSTAB solvers, standalone and inside the Bellman model / policy gradient."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import nopg
+from nopg.bellman import NonparametricBellman
+
+GAMMA = 0.9
+
+
+def diag_dominant_system(n: int = 60, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """A random strictly diagonally dominant, non-symmetric matrix and a right-hand side."""
+    gen = torch.Generator().manual_seed(seed)
+    R = torch.randn(n, n, generator=gen, dtype=torch.float64)
+    R.fill_diagonal_(0.0)
+    A = R + torch.diag(R.abs().sum(1) * 1.05 + 0.1)
+    b = torch.randn(n, generator=gen, dtype=torch.float64)
+    assert not torch.allclose(A, A.T)
+    return A, b
+
+
+def substochastic(n: int = 30, gamma: float = 0.95, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    P = rng.random((n, n)) ** 3
+    P = gamma * P / P.sum(1, keepdims=True)
+    P[3] = 0.0  # a terminal row
+    return P
+
+
+# ---------------------------------------------------------------------------- bicgstab
+def test_bicgstab_matches_direct_solve():
+    A, b = diag_dominant_system()
+    x, info = nopg.bicgstab(lambda v: A @ v, b, tol=1e-12)
+    expected = torch.linalg.solve(A, b)
+    torch.testing.assert_close(x, expected, rtol=1e-9, atol=1e-10)
+    assert info.method == "bicgstab" and info.converged
+    assert 0 < info.iterations < 1000
+    assert info.residual <= 1e-11
+    # The reported residual is the true one.
+    true_res = float(torch.linalg.vector_norm(b - A @ x) / torch.linalg.vector_norm(b))
+    assert info.residual == pytest.approx(true_res, rel=1e-6, abs=1e-18)
+
+
+def test_bicgstab_bellman_like_system_with_high_gamma():
+    P = torch.tensor(substochastic(gamma=0.99, seed=2))
+    r = torch.randn(P.shape[0], generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    lam = torch.eye(P.shape[0], dtype=torch.float64) - P
+    for A, name in ((lam, "forward"), (lam.T, "transpose")):
+        x, info = nopg.bicgstab(lambda v, A=A: A @ v, r, tol=1e-12)
+        torch.testing.assert_close(x, torch.linalg.solve(A, r), rtol=1e-8, atol=1e-9, msg=name)
+        assert info.converged, name
+
+
+def test_bicgstab_warm_start_from_solution_takes_zero_iterations():
+    A, b = diag_dominant_system(seed=1)
+    exact = torch.linalg.solve(A, b)
+    x, info = nopg.bicgstab(lambda v: A @ v, b, exact, tol=1e-10)
+    assert info.iterations == 0 and info.converged
+    torch.testing.assert_close(x, exact, rtol=0, atol=1e-14)
+    # The warm start is not modified in place.
+    assert torch.equal(exact, torch.linalg.solve(A, b))
+
+
+def test_bicgstab_warm_start_near_solution_needs_fewer_iterations():
+    A, b = diag_dominant_system(seed=4)
+    exact = torch.linalg.solve(A, b)
+    _, cold = nopg.bicgstab(lambda v: A @ v, b, tol=1e-12)
+    _, warm = nopg.bicgstab(lambda v: A @ v, b, exact + 1e-8, tol=1e-12)
+    assert warm.converged and warm.iterations < cold.iterations
+
+
+def test_bicgstab_iteration_cap_warns():
+    A, b = diag_dominant_system(seed=2)
+    with pytest.warns(nopg.SolverWarning, match="max_iter"):
+        x, info = nopg.bicgstab(lambda v: A @ v, b, tol=1e-14, max_iter=1)
+    assert info.iterations == 1 and not info.converged
+    assert np.isfinite(info.residual) and info.residual > 1e-13
+    assert torch.all(torch.isfinite(x))
+    # warn=False silences it.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _, info = nopg.bicgstab(lambda v: A @ v, b, tol=1e-14, max_iter=1, warn=False)
+    assert not info.converged
+
+
+def test_bicgstab_zero_rhs_returns_zeros():
+    A, _ = diag_dominant_system(n=10)
+    b = torch.zeros(10, dtype=torch.float64)
+    x, info = nopg.bicgstab(lambda v: A @ v, b, torch.ones(10, dtype=torch.float64))
+    assert torch.equal(x, torch.zeros(10, dtype=torch.float64))
+    assert info.converged and info.iterations == 0 and info.residual == 0.0
+
+
+@pytest.mark.parametrize("kw, match", [(dict(tol=0.0), "tol"), (dict(tol=-1.0), "tol"),
+                                       (dict(max_iter=0), "max_iter")])
+def test_bicgstab_bad_arguments(kw, match):
+    A, b = diag_dominant_system(n=5)
+    with pytest.raises(ValueError, match=match):
+        nopg.bicgstab(lambda v: A @ v, b, **kw)
+
+
+# ---------------------------------------------------------------------------- solve_dense
+def test_solve_dense_against_numpy_forward_and_transposed():
+    P = substochastic()
+    rng = np.random.default_rng(1)
+    b, c = rng.normal(size=P.shape[0]), rng.random(P.shape[0])
+    lam = np.eye(P.shape[0]) - P
+    x, y, info = nopg.solve_dense(torch.tensor(P), torch.tensor(b), torch.tensor(c))
+    np.testing.assert_allclose(x.numpy(), np.linalg.solve(lam, b), rtol=1e-11, atol=1e-12)
+    np.testing.assert_allclose(y.numpy(), np.linalg.solve(lam.T, c), rtol=1e-11, atol=1e-12)
+    # The transposed solve is not the forward one (P is not symmetric).
+    assert not np.allclose(y.numpy(), np.linalg.solve(lam, c))
+    assert info.method == "dense" and info.iterations == 0 and info.converged
+    assert info.residual < 1e-13
+
+
+def test_solve_dense_without_transposed_rhs():
+    P = substochastic(n=8)
+    b = np.arange(8.0)
+    x, y, info = nopg.solve_dense(torch.tensor(P), torch.tensor(b))
+    assert y is None
+    np.testing.assert_allclose(x.numpy(), np.linalg.solve(np.eye(8) - P, b), rtol=1e-12)
+
+
+# ---------------------------------------------------------------------------- inside the model
+@pytest.mark.parametrize("top_k", [None, 8])
+@pytest.mark.parametrize("n_mc_next", [None, 2])
+def test_model_bicgstab_matches_dense(dataset, bandwidths, initial_states, det_policy, top_k,
+                                      n_mc_next):
+    sols = {}
+    for solver in ("dense", "bicgstab"):
+        m = NonparametricBellman(dataset, bandwidths, 0.97, top_k=top_k, n_mc_next=n_mc_next,
+                                 solver=solver)
+        sols[solver] = m.evaluate(det_policy, initial_states, torch.Generator().manual_seed(0))
+    d, it = sols["dense"], sols["bicgstab"]
+    assert d.info_q.method == "dense"
+    assert it.info_q.method == "bicgstab" and it.info_mu.method == "bicgstab"
+    assert it.info_q.converged and it.info_mu.converged and it.info_q.iterations > 0
+    np.testing.assert_allclose(it.q.numpy(), d.q.numpy(), rtol=0, atol=1e-8)
+    np.testing.assert_allclose(it.mu.numpy(), d.mu.numpy(), rtol=0, atol=1e-8)
+    assert it.J == pytest.approx(d.J, abs=1e-8)
+
+
+def test_model_bicgstab_warm_start(dataset, bandwidths, initial_states, det_policy):
+    m = NonparametricBellman(dataset, bandwidths, 0.97, solver="bicgstab")
+    cold = m.evaluate(det_policy, initial_states)
+    warm = m.evaluate(det_policy, initial_states, warm_start=(cold.q, cold.mu))
+    assert warm.info_q.iterations == 0 and warm.info_mu.iterations == 0
+    np.testing.assert_allclose(warm.q.numpy(), cold.q.numpy(), atol=1e-12)
+
+
+def test_model_auto_solver_switches_on_size(dataset, bandwidths, initial_states, det_policy):
+    small = NonparametricBellman(dataset, bandwidths, GAMMA, solver="auto")
+    assert small.evaluate(det_policy, initial_states).info_q.method == "dense"
+    big = NonparametricBellman(dataset, bandwidths, GAMMA, solver="auto", dense_max_n=10)
+    assert big.evaluate(det_policy, initial_states).info_q.method == "bicgstab"
+
+
+def test_model_solver_iteration_cap_warns(dataset, bandwidths, initial_states, det_policy):
+    m = NonparametricBellman(dataset, bandwidths, 0.99, solver="bicgstab", solver_max_iter=1,
+                             solver_tol=1e-14)
+    with pytest.warns(nopg.SolverWarning):
+        sol = m.evaluate(det_policy, initial_states)
+    assert not sol.info_q.converged
+
+
+@pytest.mark.parametrize("top_k", [None, 8])
+def test_policy_gradient_bicgstab_matches_dense(dataset, bandwidths, initial_states, gauss_policy,
+                                                top_k):
+    kw = dict(bandwidths=bandwidths, gamma=0.95, initial_states=initial_states, top_k=top_k,
+              stochastic=True, n_mc_policy=3, seed=2)
+    d = nopg.policy_gradient(dataset, gauss_policy, solver="dense", **kw)
+    it = nopg.policy_gradient(dataset, gauss_policy, solver="bicgstab", **kw)
+    assert d.info_q.method == "dense" and it.info_q.method == "bicgstab"
+    assert it.J == pytest.approx(d.J, abs=1e-8)
+    np.testing.assert_allclose(it.q, d.q, rtol=0, atol=1e-8)
+    np.testing.assert_allclose(it.mu, d.mu, rtol=0, atol=1e-8)
+    for gi, gd in zip(it.grads, d.grads):
+        np.testing.assert_allclose(gi.numpy(), gd.numpy(), rtol=0, atol=1e-7)
