@@ -313,6 +313,25 @@ def test_nopg_bad_inputs(target_data, target_bw):
         nopg.NOPG(small_det()).step()
 
 
+def test_queries_before_fit_raise_runtime_error():
+    """Like ``J_``, the other estimates must say that fit()/setup() is needed."""
+    algo = nopg.NOPG(small_det())
+    s, a = np.zeros((2, 1)), np.zeros((2, 1))
+    with pytest.raises(RuntimeError, match="fit"):
+        algo.J_
+    with pytest.raises(RuntimeError, match="fit"):
+        algo.value(s)
+    with pytest.raises(RuntimeError, match="fit"):
+        algo.q_value(s, a)
+    with pytest.raises(RuntimeError, match="fit"):
+        algo.visitation(s)
+
+
+def test_checkpoint_callback_rejects_non_positive_every(tmp_path):
+    with pytest.raises(ValueError, match="every"):
+        nopg.CheckpointCallback(tmp_path / "c", every=0)
+
+
 @pytest.mark.parametrize("kw, match", [
     (dict(gamma=1.0), "gamma"),
     (dict(gamma=-0.01), "gamma"),

@@ -64,6 +64,8 @@ class CheckpointCallback:
     """Save a checkpoint folder every ``every`` updates (overwriting the previous one)."""
 
     def __init__(self, path: str | Path, every: int) -> None:
+        if every < 1:
+            raise ValueError(f"The 'every' parameter must be >= 1. Got {every!r} instead.")
         self.path, self.every = Path(path), int(every)
 
     def __call__(self, algo: NOPG, metrics: dict[str, Any]) -> None:
@@ -243,13 +245,12 @@ class NOPG:
     # ------------------------------------------------------------------ estimates
     def solution(self) -> BellmanSolution:
         """The Bellman solution at the current policy (cached until the next update)."""
-        if self.model_ is None or self.initial_states_ is None:
-            raise RuntimeError("call fit() or setup() first")
+        model = self._fitted_model()
         if self._solution is None:
             self._apply_sigma_scale()
             gen = torch.Generator(device=self.device).manual_seed(self.config.seed)
             with torch.no_grad():
-                self._solution = self.model_.evaluate(self.policy, self.initial_states_, gen,
+                self._solution = model.evaluate(self.policy, self.initial_states_, gen,
                                                       self._warm)
         return self._solution
 
@@ -258,17 +259,22 @@ class NOPG:
         """``J_hat`` of the current policy."""
         return self.solution().J
 
+    def _fitted_model(self) -> NonparametricBellman:
+        if self.model_ is None:
+            raise RuntimeError("call fit() or setup() first")
+        return self.model_
+
     def value(self, states: np.ndarray) -> np.ndarray:
         """``V(s)`` of the current policy at states of shape (m, d_s)."""
-        return self.model_.value(self.policy, states, self.solution().q)
+        return self._fitted_model().value(self.policy, states, self.solution().q)
 
     def q_value(self, states: np.ndarray, actions: np.ndarray) -> np.ndarray:
         """``Q(s, a)`` of the current policy at pairs of shapes (m, d_s), (m, d_a)."""
-        return self.model_.q_value(states, actions, self.solution().q)
+        return self._fitted_model().q_value(states, actions, self.solution().q)
 
     def visitation(self, states: np.ndarray) -> np.ndarray:
         """Discounted state-visitation estimate ``eps_pi(s) . mu`` at states (m, d_s)."""
-        return self.model_.visitation(self.policy, states, self.solution().mu)
+        return self._fitted_model().visitation(self.policy, states, self.solution().mu)
 
     def predict(self, states: np.ndarray) -> np.ndarray:
         """Actions of the policy (the mean for a Gaussian policy) at states (m, d_s)."""

@@ -50,14 +50,14 @@ def _check_positive_int(name: str, value: int | None, allow_none: bool = True) -
 
 
 def as_states(x: np.ndarray | torch.Tensor, state_dim: int, name: str) -> np.ndarray:
-    """Validate query states: float64 array of shape (m, state_dim), finite, m >= 1."""
+    """Validate query points: float64 array of shape (m, state_dim), finite, m >= 1."""
     arr = x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x, dtype=float)
     arr = np.asarray(arr, dtype=np.float64)
     if arr.ndim == 1 and arr.shape[0] == state_dim:
         arr = arr[None, :]
     if arr.ndim != 2 or arr.shape[1] != state_dim:
         raise ValueError(
-            f"{name} must have shape (m, {state_dim}) (one state per row). "
+            f"{name} must have shape (m, {state_dim}) (one point per row). "
             f"Got shape {arr.shape} instead."
         )
     if arr.shape[0] == 0:

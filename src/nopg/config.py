@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+import numpy as np
 import torch
 
 OPTIMIZERS = ("adam", "adamw", "sgd", "rmsprop")
@@ -18,7 +19,12 @@ def _fail(name: str, requirement: str, value: Any) -> None:
 
 
 def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def _is_float(value: Any) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and \
+        not isinstance(value, (bool, np.bool_))
 
 
 @dataclass(frozen=True)
@@ -73,10 +79,9 @@ class NOPGConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if isinstance(self.gamma, bool) or not isinstance(self.gamma, (int, float)) \
-                or not 0.0 <= self.gamma < 1.0:
+        if not _is_float(self.gamma) or not 0.0 <= self.gamma < 1.0:
             _fail("gamma", "a float in [0, 1)", self.gamma)
-        if not isinstance(self.learning_rate, (int, float)) or not self.learning_rate > 0:
+        if not _is_float(self.learning_rate) or not self.learning_rate > 0:
             _fail("learning_rate", "a positive float", self.learning_rate)
         if self.optimizer not in OPTIMIZERS:
             _fail("optimizer", f"one of {OPTIMIZERS}", self.optimizer)
@@ -90,10 +95,10 @@ class NOPGConfig:
                 _fail(name, "a positive int", value)
         if self.solver not in SOLVERS:
             _fail("solver", f"one of {SOLVERS}", self.solver)
-        if not isinstance(self.solver_tol, (int, float)) or not self.solver_tol > 0:
+        if not _is_float(self.solver_tol) or not self.solver_tol > 0:
             _fail("solver_tol", "a positive float", self.solver_tol)
         if self.sigma_decay_to is not None:
-            if not isinstance(self.sigma_decay_to, (int, float)) or not 0 < self.sigma_decay_to <= 1:
+            if not _is_float(self.sigma_decay_to) or not 0 < self.sigma_decay_to <= 1:
                 _fail("sigma_decay_to", "a float in (0, 1] or None", self.sigma_decay_to)
             if self.sigma_decay_updates is None:
                 _fail("sigma_decay_updates", "set when sigma_decay_to is set", None)
@@ -104,6 +109,13 @@ class NOPGConfig:
             _fail("device", "'cpu', 'cuda', 'cuda:<index>' or 'auto'", self.device)
         if not _is_int(self.seed):
             _fail("seed", "an int", self.seed)
+        # Plain Python numbers, so that to_dict() is JSON-serialisable.
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, np.integer):
+                object.__setattr__(self, f.name, int(value))
+            elif isinstance(value, np.floating):
+                object.__setattr__(self, f.name, float(value))
 
     @property
     def torch_dtype(self) -> torch.dtype:

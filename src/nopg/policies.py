@@ -40,11 +40,15 @@ def _check_dims(state_dim: int, action_dim: int) -> None:
             raise ValueError(f"The '{name}' parameter must be >= 1. Got {value!r} instead.")
 
 
-def _action_scale(action_max: float | Sequence[float], action_dim: int) -> torch.Tensor:
-    scale = torch.as_tensor(np.broadcast_to(np.asarray(action_max, float), (action_dim,)).copy())
-    if not torch.all(torch.isfinite(scale) & (scale > 0)):
-        raise ValueError(f"action_max must be positive and finite. Got {action_max!r} instead.")
-    return scale
+def _per_dim(name: str, value: float | Sequence[float], action_dim: int) -> np.ndarray:
+    """Validate a scalar or per-dimension positive bound and expand it to (action_dim,)."""
+    arr = np.atleast_1d(np.asarray(value, dtype=float))
+    if arr.ndim != 1 or arr.shape[0] not in (1, action_dim):
+        raise ValueError(f"{name} must be a scalar or have one entry per action dimension "
+                         f"({action_dim}). Got {value!r} instead.")
+    if not np.all(np.isfinite(arr) & (arr > 0)):
+        raise ValueError(f"{name} must be positive and finite. Got {value!r} instead.")
+    return np.broadcast_to(arr, (action_dim,)).copy()
 
 
 class DeterministicMLPPolicy(nn.Module):
@@ -71,11 +75,12 @@ class DeterministicMLPPolicy(nn.Module):
     ) -> None:
         super().__init__()
         _check_dims(state_dim, action_dim)
+        a_max = _per_dim("action_max", action_max, action_dim)
         self._spec = dict(state_dim=int(state_dim), action_dim=int(action_dim),
-                          action_max=np.broadcast_to(action_max, (action_dim,)).tolist(),
-                          hidden=[int(h) for h in hidden], activation=activation)
+                          action_max=a_max.tolist(), hidden=[int(h) for h in hidden],
+                          activation=activation)
         self.net = _mlp(state_dim, action_dim, hidden, activation)
-        self.register_buffer("action_max", _action_scale(action_max, action_dim))
+        self.register_buffer("action_max", torch.tensor(a_max))
 
     def forward(self, states: torch.Tensor) -> torch.Tensor:
         """Actions of shape (batch, action_dim) for states of shape (batch, state_dim)."""
@@ -106,14 +111,15 @@ class GaussianMLPPolicy(nn.Module):
     ) -> None:
         super().__init__()
         _check_dims(state_dim, action_dim)
+        a_max = _per_dim("action_max", action_max, action_dim)
+        s_max = _per_dim("sigma_max", sigma_max, action_dim)
         self._spec = dict(state_dim=int(state_dim), action_dim=int(action_dim),
-                          action_max=np.broadcast_to(action_max, (action_dim,)).tolist(),
-                          sigma_max=np.broadcast_to(sigma_max, (action_dim,)).tolist(),
+                          action_max=a_max.tolist(), sigma_max=s_max.tolist(),
                           hidden=[int(h) for h in hidden], activation=activation)
         self.action_dim = int(action_dim)
         self.net = _mlp(state_dim, 2 * action_dim, hidden, activation)
-        self.register_buffer("action_max", _action_scale(action_max, action_dim))
-        self.register_buffer("sigma_max", _action_scale(sigma_max, action_dim))
+        self.register_buffer("action_max", torch.tensor(a_max))
+        self.register_buffer("sigma_max", torch.tensor(s_max))
         self.register_buffer("sigma_scale", torch.ones(()))
 
     def mean_std(self, states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
