@@ -318,7 +318,7 @@ def test_queries_before_fit_raise_runtime_error():
     algo = nopg.NOPG(small_det())
     s, a = np.zeros((2, 1)), np.zeros((2, 1))
     with pytest.raises(RuntimeError, match="fit"):
-        algo.J_
+        _ = algo.J_
     with pytest.raises(RuntimeError, match="fit"):
         algo.value(s)
     with pytest.raises(RuntimeError, match="fit"):

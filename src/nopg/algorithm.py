@@ -8,8 +8,9 @@ import logging
 import math
 import platform
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Callable, Iterable, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import torch

@@ -8,7 +8,8 @@ works as a deterministic policy. A stochastic (Gaussian) policy additionally pro
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
