@@ -73,3 +73,9 @@ def test_list_and_data(tmp_path, capsys):
     collect_pendulum_grid(3, 3, 2).save(tmp_path / "d.npz")
     assert main(["data", str(tmp_path / "d.npz")]) == 0
     assert json.loads(capsys.readouterr().out)["n"] == 18
+
+
+def test_cross_validation_on_grid_data_is_flagged_in_run_log(tmp_path):
+    assert main(_tiny(tmp_path, "--bandwidth", "cv", "--n-updates", "1")) == 0
+    log = (tmp_path / "run" / "run.log").read_text()
+    assert "DuplicatedDataWarning" in log and "selected bandwidths (cv)" in log

@@ -103,6 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S")
+    logging.captureWarnings(True)  # e.g. DuplicatedDataWarning also reaches run.log
     try:
         return _dispatch(args)
     except ValueError as err:

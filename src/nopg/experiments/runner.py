@@ -182,6 +182,8 @@ def run_experiment(task: Task, config: ExperimentConfig, out: str | Path = "resu
     handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
     root = logging.getLogger("nopg")
     root.addHandler(handler)
+    warnings_logger = logging.getLogger("py.warnings")  # used by logging.captureWarnings
+    warnings_logger.addHandler(handler)
     previous_level = root.level
     if root.getEffectiveLevel() > logging.INFO:
         root.setLevel(logging.INFO)
@@ -207,5 +209,6 @@ def run_experiment(task: Task, config: ExperimentConfig, out: str | Path = "resu
         return summary
     finally:
         root.removeHandler(handler)
+        warnings_logger.removeHandler(handler)
         root.setLevel(previous_level)
         handler.close()
