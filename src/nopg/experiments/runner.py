@@ -20,6 +20,7 @@ import dataclasses
 import json
 import logging
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -127,9 +128,15 @@ def make_policy(task: Task, config: ExperimentConfig) -> nn.Module:
 
 
 def _bandwidths(data: TransitionDataset, config: ExperimentConfig, seed: int) -> Bandwidths:
-    return select_bandwidths(data, method=config.bandwidth_method,
-                             state_factor=np.asarray(config.state_factor, float),
-                             action_factor=np.asarray(config.action_factor, float), rng=seed)
+    # Bandwidth warnings (e.g. cross-validation on grid data) go into the run's log.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        bw = select_bandwidths(data, method=config.bandwidth_method,
+                               state_factor=np.asarray(config.state_factor, float),
+                               action_factor=np.asarray(config.action_factor, float), rng=seed)
+    for w in caught:
+        logger.warning("%s: %s", w.category.__name__, w.message)
+    return bw
 
 
 def run_seed(task: Task, config: ExperimentConfig, seed: int, out_dir: Path,
