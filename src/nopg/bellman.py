@@ -189,7 +189,8 @@ class NonparametricBellman:
         self.actions_scaled = t(dataset.actions) / self.h_a                      # (n, d_a)
         self.rewards = torch.tensor(dataset.rewards, dtype=torch.float64, device=self.device)
         self.discounts = t(dataset.discounts(self.gamma))                        # (n,)
-        self._next_sqdist: torch.Tensor | None = None     # cached (n, n) state part of P's rows
+        self._action_sq = (self.actions_scaled ** 2).sum(-1)                     # (n,)
+        self._next_fixed: torch.Tensor | None = None      # cached fixed logits of P's rows
         self._init_cache: tuple[np.ndarray, torch.Tensor] | None = None
 
     # ------------------------------------------------------------------ helpers
@@ -200,10 +201,16 @@ class NonparametricBellman:
     def n(self) -> int:
         return self.dataset.n
 
-    def _state_sqdist(self, query_states: torch.Tensor) -> torch.Tensor:
-        """``||(s - s_j) / h_s||^2`` of shape (m, n) for query states (m, d_s)."""
+    def _fixed_logits(self, query_states: torch.Tensor) -> torch.Tensor:
+        """The policy-independent part of the log-weights, shape (m, n).
+
+        ``l_j(s, a) = -1/2 ||(s - s_j)/h_s||^2 - 1/2 ||a/h_a||^2 + (a/h_a).(a_j/h_a)
+        - 1/2 ||a_j/h_a||^2``. The term ``-1/2 ||a/h_a||^2`` is the same for every ``j`` and
+        cancels in the softmax and the top-k selection, so it is dropped; what is left is this
+        fixed part plus the bilinear term ``(a/h_a).(a_j/h_a)``, a matrix product.
+        """
         diff = query_states[:, None, :] / self.h_s - self.states_scaled[None, :, :]
-        return (diff * diff).sum(-1)
+        return -0.5 * ((diff * diff).sum(-1) + self._action_sq)
 
     def _actions(self, policy: nn.Module, states: torch.Tensor, generator: torch.Generator | None
                  ) -> torch.Tensor:
@@ -231,12 +238,14 @@ class NonparametricBellman:
         weights = torch.softmax(vals, dim=-1) / g
         return SparseRows(idx.reshape(m, -1), weights.reshape(m, -1), n)
 
-    def _policy_rows(self, policy: nn.Module, states: torch.Tensor, sqdist: torch.Tensor,
+    def _policy_rows(self, policy: nn.Module, states: torch.Tensor, fixed: torch.Tensor,
                      group: int, generator: torch.Generator | None) -> Rows:
-        """``eps_pi`` at ``m * group`` query states, averaged over consecutive groups of ``group``."""
+        """``eps_pi`` at ``m * group`` query states, averaged over consecutive groups of ``group``.
+
+        ``fixed`` holds the :meth:`_fixed_logits` of the query states.
+        """
         actions = self._actions(policy, states, generator) / self.h_a          # (M, N_pi, d_a)
-        diff = actions[:, :, None, :] - self.actions_scaled[None, None, :, :]  # (M, N_pi, n, d_a)
-        logits = -0.5 * (sqdist[:, None, :] + (diff * diff).sum(-1))           # (M, N_pi, n)
+        logits = fixed[:, None, :] + actions @ self.actions_scaled.T           # (M, N_pi, n)
         M, npi, n = logits.shape
         return self._rows(logits.reshape(M // group, group * npi, n))
 
@@ -249,21 +258,21 @@ class NonparametricBellman:
                          generator: torch.Generator | None = None) -> Rows:
         """``eps_pi(s)`` for query states of shape (m, d_s): rows of an (m, n) matrix."""
         s = self._tensor(as_states(states, self.dataset.state_dim, "states"))
-        return self._policy_rows(policy, self._policy_input(policy, s), self._state_sqdist(s), 1,
+        return self._policy_rows(policy, self._policy_input(policy, s), self._fixed_logits(s), 1,
                                  generator)
 
     def transition_matrix(self, policy: nn.Module, generator: torch.Generator | None = None) -> Rows:
         """``P`` (rows scaled by ``gamma_i``), attached to the policy's graph."""
         if self.n_mc_next is None:
-            if self._next_sqdist is None:
-                self._next_sqdist = self._state_sqdist(self.next_states)
-            queries, sqdist, group = self.next_states, self._next_sqdist, 1
+            if self._next_fixed is None:
+                self._next_fixed = self._fixed_logits(self.next_states)
+            queries, fixed, group = self.next_states, self._next_fixed, 1
         else:
             xi = torch.randn((self.n, self.n_mc_next, self.dataset.state_dim), generator=generator,
                              dtype=self.dtype, device=self.device)
             queries = (self.next_states[:, None, :] + self.h_next * xi).reshape(-1, self.dataset.state_dim)
-            sqdist, group = self._state_sqdist(queries), self.n_mc_next
-        rows = self._policy_rows(policy, self._policy_input(policy, queries), sqdist, group, generator)
+            fixed, group = self._fixed_logits(queries), self.n_mc_next
+        rows = self._policy_rows(policy, self._policy_input(policy, queries), fixed, group, generator)
         return rows.scale_rows(self.discounts)
 
     def initial_vector(self, policy: nn.Module, initial_states: np.ndarray | torch.Tensor,
@@ -272,7 +281,7 @@ class NonparametricBellman:
         z = as_states(initial_states, self.dataset.state_dim, "initial_states")
         if self._init_cache is None or not np.array_equal(self._init_cache[0], z):
             zt = self._tensor(z)
-            self._init_cache = (z, self._state_sqdist(zt))
+            self._init_cache = (z, self._fixed_logits(zt))
         zt = self._tensor(z)
         rows = self._policy_rows(policy, self._policy_input(policy, zt), self._init_cache[1], 1,
                                  generator)
@@ -328,13 +337,12 @@ class NonparametricBellman:
         out = []
         for start in range(0, s_all.shape[0], chunk):
             s = self._tensor(s_all[start:start + chunk])
-            sqdist = self._state_sqdist(s)
+            fixed = self._fixed_logits(s)
             if a_all is None:
-                rows = self._policy_rows(policy, self._policy_input(policy, s), sqdist, 1, generator)
+                rows = self._policy_rows(policy, self._policy_input(policy, s), fixed, 1, generator)
             else:
-                diff = self._tensor(a_all[start:start + chunk])[:, None, :] / self.h_a - \
-                    self.actions_scaled[None]
-                rows = self._rows((-0.5 * (sqdist + (diff * diff).sum(-1)))[:, None, :])
+                a = self._tensor(a_all[start:start + chunk]) / self.h_a
+                rows = self._rows((fixed + a @ self.actions_scaled.T)[:, None, :])
             out.append(rows.to(torch.float64).matvec(vec))
         return torch.cat(out).cpu().numpy()
 
