@@ -113,7 +113,7 @@ class NOPG:
             raise ValueError("the policy has no parameters to optimise")
         self.stochastic = is_stochastic(policy) if stochastic is None else bool(stochastic)
         self.optimizer = optimizer or _make_optimizer(self.config, self.policy.parameters())
-        self.generator = torch.Generator(device=self.device).manual_seed(self.config.seed)
+        self.generator = torch.Generator().manual_seed(self.config.seed)  # CPU: device-independent
         self.update_ = 0
         self.history_: list[dict[str, Any]] = []
         self.model_: NonparametricBellman | None = None
@@ -249,7 +249,7 @@ class NOPG:
         model = self._fitted_model()
         if self._solution is None:
             self._apply_sigma_scale()
-            gen = torch.Generator(device=self.device).manual_seed(self.config.seed)
+            gen = torch.Generator().manual_seed(self.config.seed)
             with torch.no_grad():
                 self._solution = model.evaluate(self.policy, self.initial_states_, gen,
                                                       self._warm)
@@ -281,7 +281,7 @@ class NOPG:
         """Actions of the policy (the mean for a Gaussian policy) at states (m, d_s)."""
         p = next(self.policy.parameters())
         with torch.no_grad():
-            s = torch.as_tensor(np.asarray(states, dtype=np.float64), dtype=p.dtype, device=p.device)
+            s = torch.tensor(np.asarray(states, dtype=np.float64), dtype=p.dtype, device=p.device)
             return self.policy(s.reshape(-1, s.shape[-1])).cpu().numpy()
 
     # ------------------------------------------------------------------ persistence

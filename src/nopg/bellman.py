@@ -212,13 +212,18 @@ class NonparametricBellman:
         diff = query_states[:, None, :] / self.h_s - self.states_scaled[None, :, :]
         return -0.5 * ((diff * diff).sum(-1) + self._action_sq)
 
+    def _noise(self, shape: tuple[int, ...], generator: torch.Generator | None) -> torch.Tensor:
+        """Standard normal noise drawn on the CPU (so CPU and CUDA runs see the same numbers)."""
+        return torch.randn(shape, generator=generator, dtype=torch.float64).to(
+            device=self.device, dtype=self.dtype)
+
     def _actions(self, policy: nn.Module, states: torch.Tensor, generator: torch.Generator | None
                  ) -> torch.Tensor:
         """Policy actions of shape (m, N_pi, d_a) (``N_pi = 1`` when deterministic)."""
         if self.stochastic:
             mean, std = policy.mean_std(states)
-            xi = torch.randn((states.shape[0], self.n_mc_policy, mean.shape[-1]),
-                             generator=generator, dtype=mean.dtype, device=mean.device)
+            xi = self._noise((states.shape[0], self.n_mc_policy, mean.shape[-1]), generator
+                             ).to(mean.dtype)
             actions = mean[:, None, :] + std[:, None, :] * xi
         else:
             actions = policy(states)[:, None, :]
@@ -268,8 +273,7 @@ class NonparametricBellman:
                 self._next_fixed = self._fixed_logits(self.next_states)
             queries, fixed, group = self.next_states, self._next_fixed, 1
         else:
-            xi = torch.randn((self.n, self.n_mc_next, self.dataset.state_dim), generator=generator,
-                             dtype=self.dtype, device=self.device)
+            xi = self._noise((self.n, self.n_mc_next, self.dataset.state_dim), generator)
             queries = (self.next_states[:, None, :] + self.h_next * xi).reshape(-1, self.dataset.state_dim)
             fixed, group = self._fixed_logits(queries), self.n_mc_next
         rows = self._policy_rows(policy, self._policy_input(policy, queries), fixed, group, generator)
@@ -332,7 +336,7 @@ class NonparametricBellman:
             a_all = as_states(actions, self.dataset.action_dim, "actions")
             if a_all.shape[0] != s_all.shape[0]:
                 raise ValueError(f"actions has {a_all.shape[0]} rows but states has {s_all.shape[0]}")
-        generator = torch.Generator(device=self.device).manual_seed(seed)
+        generator = torch.Generator().manual_seed(seed)
         vec = vector.to(device=self.device, dtype=torch.float64)
         out = []
         for start in range(0, s_all.shape[0], chunk):

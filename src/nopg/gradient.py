@@ -100,7 +100,7 @@ def policy_gradient(
         data, bandwidths, gamma, top_k=top_k, n_mc_next=n_mc_next, n_mc_policy=n_mc_policy,
         stochastic=stochastic, dtype=dtype, device=params[0].device, solver=solver,
     )
-    generator = torch.Generator(device=params[0].device).manual_seed(int(seed))
+    generator = torch.Generator().manual_seed(int(seed))  # CPU noise, moved to the device
     sol = model.evaluate(policy, initial_states, generator)
     grads = surrogate_gradient(sol.surrogate(), params)
     return PolicyGradientResult(

@@ -1,0 +1,65 @@
+"""CPU and CUDA give the same numbers (runs only where CUDA exists)."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+import nopg
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(),
+                                reason="needs a CUDA GPU; the CPU suite covers the same math")
+
+
+def _flat(grads):
+    return torch.cat([g.detach().cpu().reshape(-1) for g in grads])
+
+
+@pytest.mark.parametrize("top_k", [None, 8])
+@pytest.mark.parametrize("kind", ["deterministic", "stochastic", "mc_next"])
+def test_policy_gradient_cuda_equals_cpu(dataset, bandwidths, initial_states, det_policy,
+                                         top_k, kind):
+    torch.manual_seed(0)
+    policy = (nopg.GaussianMLPPolicy(2, 1, hidden=(8,)).double() if kind == "stochastic"
+              else det_policy)
+    kw = dict(bandwidths=bandwidths, gamma=0.95, initial_states=initial_states, top_k=top_k,
+              stochastic=kind == "stochastic", n_mc_policy=4,
+              n_mc_next=3 if kind == "mc_next" else None, seed=7)
+    cpu = nopg.policy_gradient(dataset, policy, **kw)
+    gpu = nopg.policy_gradient(dataset, copy.deepcopy(policy).cuda(), **kw)
+    assert gpu.grads[0].is_cuda
+    assert gpu.J == pytest.approx(cpu.J, rel=1e-10)
+    np.testing.assert_allclose(gpu.q, cpu.q, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(gpu.mu, cpu.mu, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(_flat(gpu.grads), _flat(cpu.grads), rtol=1e-8, atol=1e-12)
+
+
+@pytest.mark.parametrize("solver", ["dense", "bicgstab"])
+def test_fit_on_cuda_follows_the_cpu_run(dataset, bandwidths, initial_states, solver):
+    runs = []
+    for device in ("cpu", "cuda"):
+        torch.manual_seed(0)
+        policy = nopg.GaussianMLPPolicy(2, 1, hidden=(8,))
+        cfg = nopg.NOPGConfig(gamma=0.9, n_mc_policy=3, n_mc_next=2, solver=solver, device=device)
+        algo = nopg.NOPG(policy, cfg).fit(dataset, bandwidths, initial_states, 5, progress=False)
+        runs.append(algo)
+    cpu, gpu = runs
+    assert next(gpu.policy.parameters()).is_cuda
+    np.testing.assert_allclose([m["J_hat"] for m in gpu.history_],
+                               [m["J_hat"] for m in cpu.history_], rtol=1e-8)
+    s = dataset.states[:7]
+    np.testing.assert_allclose(gpu.value(s), cpu.value(s), rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(gpu.predict(s), cpu.predict(s), rtol=1e-8, atol=1e-10)
+
+
+def test_float32_on_cuda_stays_close_to_float64(dataset, bandwidths, initial_states, det_policy):
+    kw = dict(bandwidths=bandwidths, gamma=0.95, initial_states=initial_states, seed=1)
+    ref = nopg.policy_gradient(dataset, det_policy, **kw)
+    low = nopg.policy_gradient(dataset, copy.deepcopy(det_policy).float().cuda(), **kw)
+    assert low.grads[0].dtype == torch.float32
+    assert low.J == pytest.approx(ref.J, rel=1e-4)
+    cos = torch.nn.functional.cosine_similarity(_flat(low.grads).double(), _flat(ref.grads), dim=0)
+    assert cos > 0.9999
