@@ -283,10 +283,9 @@ class NonparametricBellman:
                        generator: torch.Generator | None = None) -> torch.Tensor:
         """``eps0 = mean_m eps_pi(z_m)`` of shape (n,), attached to the policy's graph."""
         z = as_states(initial_states, self.dataset.state_dim, "initial_states")
-        if self._init_cache is None or not np.array_equal(self._init_cache[0], z):
-            zt = self._tensor(z)
-            self._init_cache = (z, self._fixed_logits(zt))
         zt = self._tensor(z)
+        if self._init_cache is None or not np.array_equal(self._init_cache[0], z):
+            self._init_cache = (z, self._fixed_logits(zt))
         rows = self._policy_rows(policy, self._policy_input(policy, zt), self._init_cache[1], 1,
                                  generator)
         return rows.column_mean()

@@ -19,6 +19,8 @@ from typing import Any
 
 import torch
 
+from .bandwidth import METHODS
+
 
 def _parse_value(text: str) -> Any:
     try:
@@ -71,7 +73,7 @@ def _build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--stochastic", action="store_true", help="NOPG-S instead of NOPG-D")
     rep.add_argument("--seeds", type=int, nargs="+", help="seeds (default 0 1 2)")
     rep.add_argument("--n-updates", type=int, help="policy updates per seed")
-    rep.add_argument("--bandwidth", choices=["silverman", "scott", "cv", "auto"],
+    rep.add_argument("--bandwidth", choices=METHODS,
                      help="bandwidth rule")
     rep.add_argument("--state-factor", type=float, nargs="+", help="state bandwidth factor(s)")
     rep.add_argument("--action-factor", type=float, nargs="+", help="action bandwidth factor(s)")
@@ -103,7 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S")
-    logging.captureWarnings(True)  # e.g. DuplicatedDataWarning also reaches run.log
+    logging.captureWarnings(True)  # e.g. SolverWarning also reaches run.log
     try:
         return _dispatch(args)
     except ValueError as err:

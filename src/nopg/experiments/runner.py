@@ -30,7 +30,7 @@ import torch
 from torch import nn
 
 from ..algorithm import NOPG, EvalCallback
-from ..bandwidth import Bandwidths, select_bandwidths
+from ..bandwidth import METHODS, Bandwidths, select_bandwidths
 from ..config import NOPGConfig
 from ..data import TransitionDataset
 from ..plots import plot_learning_curve, plot_learning_curves
@@ -65,9 +65,9 @@ class ExperimentConfig:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"The '{name}' parameter must be a positive int. "
                                  f"Got {value!r} instead.")
-        if self.bandwidth_method not in ("silverman", "scott", "cv", "auto"):
-            raise ValueError("The 'bandwidth_method' parameter must be one of silverman, scott, "
-                             f"cv, auto. Got {self.bandwidth_method!r} instead.")
+        if self.bandwidth_method not in METHODS:
+            raise ValueError(f"The 'bandwidth_method' parameter must be one of {', '.join(METHODS)}. "
+                             f"Got {self.bandwidth_method!r} instead.")
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
