@@ -32,9 +32,11 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 __all__ = [
     "BOTTOM_STATE",
     "PENDULUM_ENV_ID",
+    "UPRIGHT_STATE",
     "angle_normalize",
     "angle_to_obs",
     "collect_pendulum_grid",
+    "collect_pendulum_random",
     "make_pendulum_env",
     "obs_to_angle",
     "set_pendulum_state",
@@ -45,6 +47,9 @@ PENDULUM_ENV_ID = "Pendulum-v1"
 
 BOTTOM_STATE: np.ndarray = np.array([-1.0, 0.0, 0.0])
 """Observation ``[cos th, sin th, thdot]`` of the hanging pendulum at rest (``th = pi``)."""
+
+UPRIGHT_STATE: np.ndarray = np.array([1.0, 0.0, 0.0])
+"""Observation of the upright pendulum at rest (``th = 0``), where the random-agent data start."""
 
 
 def make_pendulum_env(max_episode_steps: int = 500, render_mode: str | None = None) -> gym.Env:
@@ -297,4 +302,134 @@ def collect_pendulum_grid(
         terminals=np.zeros(n, dtype=bool),
         truncations=np.zeros(n, dtype=bool),
         episode_ids=np.arange(n),
+    )
+
+
+def _check_positive_float(name: str, value: float) -> float:
+    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+    if not ok or not math.isfinite(float(value)) or float(value) <= 0.0:
+        raise ValueError(f"The '{name}' parameter must be a positive finite float. Got {value!r}.")
+    return float(value)
+
+
+def collect_pendulum_random(
+    n_samples: int | None = 5000,
+    n_trajectories: int | None = None,
+    trajectory_length: int = 500,
+    seed: int = 0,
+    component_means: tuple[float, ...] = (-2.0, 2.0),
+    component_std: float = 1.0,
+    initial_theta: float = 0.0,
+    initial_theta_dot: float = 0.0,
+    clip_actions: bool = True,
+) -> TransitionDataset:
+    """Collect the paper's "random agent" pendulum data set (paper §6.4, appendix tables).
+
+    Every trajectory starts from the same state (by default upright at rest, ``th = 0``) and
+    runs gymnasium's ``Pendulum-v1`` for at most ``trajectory_length`` steps under a
+    state-independent behavioural policy: at every step one mixture component is drawn
+    uniformly, then ``a ~ N(mean_k, component_std**2)``.  The defaults are those of
+    ``policy_gmm`` and ``pendulum_nopg_*_behavioral*.py`` in ``jacarvalho/nopg`` (means
+    ``-2`` and ``+2``, standard deviation 1, initial observation ``[1, 0, 0]``, 500 transitions
+    per trajectory), see ``TASK_FACTS.md`` §2.2.
+
+    Parameters
+    ----------
+    n_samples : int or None, default=5000
+        Total number of transitions; the last trajectory is cut short when the budget ends
+        (as the original code does).  Exactly one of ``n_samples`` and ``n_trajectories``
+        must be given.
+    n_trajectories : int or None, default=None
+        Number of full trajectories of ``trajectory_length`` steps (pass ``n_samples=None``).
+    trajectory_length : int, default=500
+        Maximum number of transitions per trajectory (a time limit, not a terminal).
+    seed : int, default=0
+        Seed of the action noise (``numpy.random.default_rng``) and of ``env.reset``.
+    component_means : tuple of float, default=(-2.0, 2.0)
+        Means of the equally weighted Gaussian components.
+    component_std : float, default=1.0
+        Standard deviation of every component.
+    initial_theta, initial_theta_dot : float, default=0.0
+        Start state of every trajectory (``0`` is upright).
+    clip_actions : bool, default=True
+        Record the torque the simulator applies, ``clip(a, -2, 2)``, rather than the sampled
+        one.  The original code records the sampled value; since the dynamics only see the
+        clipped torque, recording it keeps the kernel model's action axis faithful (and the
+        learned policy's ``2 tanh`` output never leaves ``[-2, 2]``).
+
+    Returns
+    -------
+    TransitionDataset
+        ``states``/``next_states`` of shape (n, 3) (float64, from the simulator state),
+        ``actions`` (n, 1), ``rewards`` (n,), all terminals ``False``, ``truncations`` ``True``
+        on the last transition of every trajectory, and ``episode_ids`` (one per trajectory).
+
+    Raises
+    ------
+    ValueError
+        If not exactly one of ``n_samples``/``n_trajectories`` is a positive int, or another
+        parameter is invalid.
+    """
+    from nopg.data import TransitionDataset
+
+    if (n_samples is None) == (n_trajectories is None):
+        raise ValueError(
+            "Exactly one of 'n_samples' and 'n_trajectories' must be given. "
+            f"Got n_samples={n_samples!r}, n_trajectories={n_trajectories!r}."
+        )
+    length = _check_count("trajectory_length", trajectory_length)
+    if n_samples is not None:
+        total = _check_count("n_samples", n_samples)
+    else:
+        total = _check_count("n_trajectories", n_trajectories) * length  # type: ignore[arg-type]
+    means = np.asarray(component_means, dtype=np.float64).reshape(-1)
+    if means.size == 0 or not np.all(np.isfinite(means)):
+        raise ValueError(
+            f"The 'component_means' parameter must be non-empty and finite. Got {component_means!r}."
+        )
+    std = _check_positive_float("component_std", component_std)
+    th0, thd0 = float(initial_theta), float(initial_theta_dot)
+    if not (math.isfinite(th0) and math.isfinite(thd0)):
+        raise ValueError(f"The initial state must be finite. Got ({initial_theta}, {initial_theta_dot}).")
+
+    rng = np.random.default_rng(seed)
+    sampled = means[rng.integers(means.size, size=total)] + std * rng.standard_normal(total)
+
+    states = np.empty((total, 3))
+    next_states = np.empty((total, 3))
+    rewards = np.empty(total)
+    applied = np.empty(total)
+    truncations = np.zeros(total, dtype=bool)
+    episode_ids = np.empty(total, dtype=np.int64)
+    env = make_pendulum_env(max_episode_steps=length)
+    try:
+        max_torque = float(env.unwrapped.max_torque)
+        i, episode = 0, 0
+        while i < total:
+            env.reset(seed=seed + episode)
+            obs = set_pendulum_state(env, th0, thd0)
+            for _ in range(min(length, total - i)):
+                states[i] = obs
+                _, reward, terminated, _, _ = env.step(np.array([sampled[i]], dtype=np.float64))
+                if terminated:  # pragma: no cover - Pendulum-v1 never terminates
+                    raise RuntimeError("Pendulum-v1 reported a terminal state")
+                rewards[i] = float(reward)
+                applied[i] = min(max(sampled[i], -max_torque), max_torque)
+                obs = angle_to_obs(*env.unwrapped.state)
+                next_states[i] = obs
+                episode_ids[i] = episode
+                i += 1
+            truncations[i - 1] = True
+            episode += 1
+    finally:
+        env.close()
+
+    return TransitionDataset(
+        states=states,
+        actions=(applied if clip_actions else sampled).reshape(total, 1),
+        rewards=rewards,
+        next_states=next_states,
+        terminals=np.zeros(total, dtype=bool),
+        truncations=truncations,
+        episode_ids=episode_ids,
     )

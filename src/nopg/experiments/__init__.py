@@ -1,9 +1,11 @@
 """The paper's experiments as named, configurable runs (``nopg reproduce <name>``)."""
 
 from .pendulum_grid import PendulumGridTask
+from .pendulum_random import PendulumRandomTask
 from .runner import ExperimentConfig, Task, make_policy, run_experiment, run_seed
 
-TASKS: dict[str, type] = {PendulumGridTask.name: PendulumGridTask}
+TASKS: dict[str, type] = {PendulumGridTask.name: PendulumGridTask,
+                          PendulumRandomTask.name: PendulumRandomTask}
 
 
 def get_task(name: str) -> Task:
