@@ -1,11 +1,13 @@
 """The paper's experiments as named, configurable runs (``nopg reproduce <name>``)."""
 
+from .mountaincar_human import MountainCarHumanTask
 from .pendulum_grid import PendulumGridTask
 from .pendulum_random import PendulumRandomTask
 from .runner import ExperimentConfig, Task, make_policy, run_experiment, run_seed
 
 TASKS: dict[str, type] = {PendulumGridTask.name: PendulumGridTask,
-                          PendulumRandomTask.name: PendulumRandomTask}
+                          PendulumRandomTask.name: PendulumRandomTask,
+                          MountainCarHumanTask.name: MountainCarHumanTask}
 
 
 def get_task(name: str) -> Task:
