@@ -258,3 +258,12 @@ def test_collector_behaviour_interpolates_parameters(alpha):
     np.testing.assert_allclose(coef.T, expected, atol=0.03)
     residual = data.actions - data.states @ coef
     np.testing.assert_allclose(np.cov(residual.T), np.eye(2), atol=0.08)
+
+
+def test_lqg_math_imports_no_gymnasium():
+    import subprocess
+    import sys
+
+    code = "import sys, nopg.envs.lqg; print('gymnasium' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
