@@ -1,13 +1,17 @@
 """The paper's experiments as named, configurable runs (``nopg reproduce <name>``)."""
 
+from .cartpole_random import CartpoleRandomTask
 from .mountaincar_human import MountainCarHumanTask
 from .pendulum_grid import PendulumGridTask
 from .pendulum_random import PendulumRandomTask
 from .runner import ExperimentConfig, Task, make_policy, run_experiment, run_seed
+from .umaze import UMazeTask
 
 TASKS: dict[str, type] = {PendulumGridTask.name: PendulumGridTask,
                           PendulumRandomTask.name: PendulumRandomTask,
-                          MountainCarHumanTask.name: MountainCarHumanTask}
+                          MountainCarHumanTask.name: MountainCarHumanTask,
+                          UMazeTask.name: UMazeTask,
+                          CartpoleRandomTask.name: CartpoleRandomTask}
 
 
 def get_task(name: str) -> Task:
