@@ -383,7 +383,7 @@ def load_minari(dataset_id: str, *, obs_keys: str | Sequence[str] | None = None,
             ) from None
         parts: dict[str, list[np.ndarray]] = {k: [] for k in (
             "states", "actions", "rewards", "next_states", "terminals", "truncations", "ids")}
-        for j, ep in enumerate(ds.iterate_episodes()):
+        for ep in ds.iterate_episodes():
             where = f"Minari data set {dataset_id!r}, episode {ep.id}"
             try:
                 obs = flatten_observations(ep.observations, obs_keys)
