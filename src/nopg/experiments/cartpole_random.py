@@ -1,0 +1,147 @@
+"""The paper's cart-pole stabilisation experiment with random-agent data (paper §6, appendix
+"Cart-pole with Random Agent").
+
+Data: the Quanser cart-pole of :mod:`nopg.envs.cartpole` driven by uniform random voltages
+``U(-5, 5)`` from near upright until the pole leaves the stabilisation region (terminal) or 100
+steps pass (truncation), repeated until ``n_samples`` transitions (1000 by default) are
+collected; each seed draws its own data set.  Evaluation: the undiscounted return
+``sum_t cos theta_t`` of 10^4-step episodes from the environment's reset distribution; a policy
+that balances the whole episode scores about 10^4 (the optimum).
+
+Paper configuration (appendix table): gamma 0.99, 1 x 50 ReLU MLP with ``5 tanh`` output,
+Adam 1e-2, 2000 updates, kernel-mean next states, ``N_mu0 = 15`` initial states (drawn from the
+reset distribution, as ``examples/cartpole_nopg_s_behavioral.py`` does), ``N_pi = 10`` for
+NOPG-S, state bandwidth factor 1 and action factor 20 on the cross-validated bandwidths.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..algorithm import NOPG
+from ..config import NOPGConfig
+from ..data import TransitionDataset
+from ..envs.cartpole import (
+    EVAL_STEPS,
+    INIT_THETA_MAX,
+    STABILIZATION_THETA,
+    X_LIMIT,
+    collect_cartpole_random,
+    sample_initial_states,
+    simulate_cartpole,
+    state_to_obs,
+)
+from .runner import ExperimentConfig
+
+_INIT_STREAM = 1
+_EVAL_STREAM = 2
+
+
+def torch_policy_fn(policy: nn.Module):
+    """Wrap a torch policy (mean action for a Gaussian one) as ``obs (b, 5) -> volts (b,)``."""
+    param = next(policy.parameters())
+
+    def act(obs: np.ndarray) -> np.ndarray:
+        with torch.no_grad():
+            x = torch.as_tensor(obs, dtype=param.dtype, device=param.device)
+            out = policy.mean_std(x)[0] if hasattr(policy, "mean_std") else policy(x)
+        return out.detach().cpu().double().numpy()[:, 0]
+
+    return act
+
+
+def evaluate_cartpole(policy: nn.Module, episodes: int, seed: int, n_steps: int = EVAL_STEPS,
+                      theta_limit: float = STABILIZATION_THETA, x_limit: float = X_LIMIT
+                      ) -> dict[str, np.ndarray]:
+    """Returns of ``episodes`` vectorised episodes from reset states drawn with ``seed``."""
+    rng = np.random.default_rng([seed, _EVAL_STREAM])
+    s0 = sample_initial_states(rng, episodes, INIT_THETA_MAX)
+    return simulate_cartpole(torch_policy_fn(policy), s0, n_steps, theta_limit, x_limit)
+
+
+class CartpoleRandomTask:
+    """Quanser cart-pole stabilisation from uniform random-agent data."""
+
+    name = "cartpole-random"
+    state_dim = 5
+    action_dim = 1
+    action_max = 5.0
+
+    def default_config(self) -> ExperimentConfig:
+        return ExperimentConfig(
+            n_updates=2000, bandwidth_method="silverman", state_factor=0.5, action_factor=10.0,
+            hidden=(50,), sigma_max=1.0, eval_every=250, eval_episodes=5, final_eval_episodes=10,
+            nopg=NOPGConfig(gamma=0.99, learning_rate=1e-2, n_mc_policy=10),
+            task={"n_samples": 1000, "behaviour_action_max": 5.0,
+                  "theta_limit": STABILIZATION_THETA, "x_limit": X_LIMIT,
+                  "max_episode_steps": 100, "n_initial_states": 15, "eval_steps": EVAL_STEPS,
+                  "plot_steps": 500},
+        )
+
+    def make_dataset(self, config: ExperimentConfig, seed: int) -> TransitionDataset:
+        t = config.task
+        return collect_cartpole_random(
+            int(t["n_samples"]), seed=seed, action_max=float(t["behaviour_action_max"]),
+            theta_limit=float(t["theta_limit"]), x_limit=float(t["x_limit"]),
+            max_episode_steps=int(t["max_episode_steps"]))
+
+    def initial_states(self, data: TransitionDataset, config: ExperimentConfig, seed: int
+                       ) -> np.ndarray:
+        rng = np.random.default_rng([seed, _INIT_STREAM])
+        return state_to_obs(sample_initial_states(rng, int(config.task["n_initial_states"])))
+
+    def evaluate(self, policy: nn.Module, config: ExperimentConfig, seed: int, episodes: int
+                 ) -> list[float]:
+        t = config.task
+        out = evaluate_cartpole(policy, episodes, seed, int(t["eval_steps"]),
+                                float(t["theta_limit"]), float(t["x_limit"]))
+        return [float(r) for r in out["returns"]]
+
+    def plot(self, algo: NOPG, data: TransitionDataset, config: ExperimentConfig, out_dir: Path
+             ) -> list[Path]:
+        return [plot_cartpole_episode(algo.policy, out_dir / "episode.png",
+                                      n_steps=int(config.task["plot_steps"]),
+                                      title=f"cart-pole, n = {data.n}, J_hat = {algo.J_:.2f}")]
+
+
+def plot_cartpole_episode(policy: nn.Module, path: Path, n_steps: int = 500, seed: int = 0,
+                          title: str = "") -> Path:
+    """Plot x, theta and the voltage of one episode (first ``n_steps`` steps) to ``path``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ..envs.cartpole import DT, cartpole_step, outside_region
+
+    act = torch_policy_fn(policy)
+    s = sample_initial_states(np.random.default_rng([seed, _EVAL_STREAM]), 1)
+    rows = []
+    for _ in range(n_steps):
+        u = act(state_to_obs(s))
+        rows.append([s[0, 0], s[0, 1], u[0]])
+        s = cartpole_step(s, u, DT)
+        if outside_region(s)[0]:
+            break
+    arr = np.asarray(rows)
+    time_s = DT * np.arange(arr.shape[0])
+    fig, axes = plt.subplots(3, 1, figsize=(7, 6), sharex=True)
+    for ax, col, label in zip(axes, range(3), ("x [m]", "theta [rad]", "voltage [V]")):
+        ax.plot(time_s, arr[:, col])
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+    axes[0].axhline(X_LIMIT, color="r", lw=0.5)
+    axes[0].axhline(-X_LIMIT, color="r", lw=0.5)
+    axes[1].axhline(STABILIZATION_THETA, color="r", lw=0.5)
+    axes[1].axhline(-STABILIZATION_THETA, color="r", lw=0.5)
+    axes[-1].set_xlabel("time [s]")
+    fig.suptitle(title)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
