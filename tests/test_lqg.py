@@ -106,6 +106,26 @@ def test_gradient_matches_finite_differences_full_gain_with_noise(horizon):
                                rtol=1e-6, atol=1e-8)
 
 
+def test_adjoint_gradient_equals_derivative_lyapunov_solution():
+    # forward sensitivity: dP solves dP = G + gamma F^T dP F with G = dK^T L + L^T dK
+    from scipy.linalg import solve_discrete_lyapunov
+
+    lqg, sigma = _noisy_lqg(), 0.6
+    k, f = lqg.gain(FULL_GAIN), lqg.closed_loop(FULL_GAIN)
+    p_mat, _ = lqg.value_matrices(FULL_GAIN, sigma, None)
+    s_mat = lqg.noise_matrix(sigma)
+    w = lqg.B @ s_mat @ s_mat.T @ lqg.B.T + lqg.transition_std ** 2 * np.eye(2)
+    ell = lqg.R @ k + lqg.gamma * lqg.B.T @ p_mat @ f
+    grad = np.zeros((2, 2))
+    for idx in np.ndindex(2, 2):
+        dk = np.zeros((2, 2))
+        dk[idx] = 1.0
+        d_p = solve_discrete_lyapunov(np.sqrt(lqg.gamma) * f.T, dk.T @ ell + ell.T @ dk)
+        d_const = lqg.gamma * np.trace(d_p @ w) / (1 - lqg.gamma)
+        grad[idx] = -(lqg.s0 @ d_p @ lqg.s0 + d_const)
+    np.testing.assert_allclose(lqg.return_gradient(FULL_GAIN, sigma, None), grad, rtol=1e-10)
+
+
 def test_gradient_vanishes_at_the_lqr_optimum():
     lqg = paper_lqg()
     # the optimal gain of the discounted LQR: the Riccati fixed point, by value iteration
