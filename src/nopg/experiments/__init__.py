@@ -1,6 +1,7 @@
 """The paper's experiments as named, configurable runs (``nopg reproduce <name>``)."""
 
 from .cartpole_random import CartpoleRandomTask
+from .hopper import HopperTask
 from .mountaincar_human import MountainCarHumanTask
 from .pendulum_grid import PendulumGridTask
 from .pendulum_random import PendulumRandomTask
@@ -11,6 +12,7 @@ TASKS: dict[str, type] = {PendulumGridTask.name: PendulumGridTask,
                           PendulumRandomTask.name: PendulumRandomTask,
                           MountainCarHumanTask.name: MountainCarHumanTask,
                           UMazeTask.name: UMazeTask,
+                          HopperTask.name: HopperTask,
                           CartpoleRandomTask.name: CartpoleRandomTask}
 
 
