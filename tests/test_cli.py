@@ -79,3 +79,52 @@ def test_cross_validation_on_grid_data_is_flagged_in_run_log(tmp_path):
     assert main(_tiny(tmp_path, "--bandwidth", "cv", "--n-updates", "1")) == 0
     log = (tmp_path / "run" / "run.log").read_text()
     assert "DuplicatedDataWarning" in log and "selected bandwidths (cv)" in log
+
+
+def test_data_inspect_and_convert_between_formats(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "minari"))
+    from nopg.datasets import load_mountaincar_human
+
+    src = tmp_path / "mc.npz"
+    load_mountaincar_human([5, 9]).save(src)
+    assert main(["data", "convert", str(src), str(tmp_path / "mc.hdf5")]) == 0
+    assert main(["data", "convert", str(tmp_path / "mc.hdf5"), "minari:nopgtest/mc-v0",
+                 "--env-id", "MountainCarContinuous-v0"]) == 0
+    capsys.readouterr()
+    assert main(["data", "inspect", "minari:nopgtest/mc-v0"]) == 0
+    desc = json.loads(capsys.readouterr().out)
+    assert desc["n"] == 208 + 302 and desc["n_episodes"] == 2
+    assert desc["episodes_ending_terminal"] == 2 and desc["n_truncations"] == 0
+    assert desc["episode_length_min"] == 208 and desc["episode_length_max"] == 302
+    assert desc["episode_return_max"] == pytest.approx(90.9, abs=0.05)
+    assert main(["data", str(tmp_path / "mc.hdf5"), "--format", "text"]) == 0
+    text = capsys.readouterr().out
+    assert "2 terminal, 0 truncated" in text and "transitions       510" in text
+    # Existing outputs, unknown formats and bad usage are reported, not raised.
+    for argv, message in ((["data", "convert", str(src), str(tmp_path / "mc.hdf5")], "already exists"),
+                          (["data", "convert", str(src)], "usage"),
+                          (["data", str(tmp_path / "x.csv")], "cannot tell the format"),
+                          (["data", "minari:nopgtest/none-v0"], "never downloads")):
+        assert main(argv) == 2
+        assert message in capsys.readouterr().err
+
+
+def test_collect_needs_a_terminal(tmp_path, capsys):
+    assert main(["collect", "mountaincar", "--out", str(tmp_path / "demos.npz")]) == 2
+    assert "interactive terminal" in capsys.readouterr().err
+
+
+def test_reproduce_mountaincar_human_tiny(tmp_path):
+    argv = ["reproduce", "mountaincar-human", "--seeds", "0", "--n-updates", "3", "--eval-every", "3",
+            "--set", "task.demonstrations=[5]", "--set", "task.n_initial_states=3",
+            "--set", "task.portrait_resolution=6", "--set", "final_eval_episodes=2",
+            "--set", "eval_episodes=1", "--out", str(tmp_path), "--name", "mc", "--no-progress"]
+    assert main(argv) == 0
+    run = tmp_path / "mc"
+    assert (run / "seed_0" / "phase_portraits.png").stat().st_size > 0
+    seed = json.loads((run / "summary.json").read_text())["seeds"][0]
+    assert seed["n_samples"] == 208 and len(seed["returns"]) == 2
+    # Environment returns lie between "push for 999 steps" and "goal at once".
+    assert all(-100.0 <= r <= 100.0 for r in seed["returns"])
+    algo = NOPG.load(run / "seed_0" / "checkpoint")
+    assert algo.initial_states_.shape == (3, 2)

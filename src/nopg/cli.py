@@ -4,7 +4,9 @@
     nopg reproduce pendulum-grid --stochastic    # the same with NOPG-S
     nopg reproduce pendulum-grid --set task.n_theta=20 --set task.n_theta_dot=20 --seeds 0
     nopg list                                    # the available experiments
-    nopg data results/.../checkpoint/dataset.npz # inspect a data set
+    nopg data results/.../checkpoint/dataset.npz # inspect a data set (.npz, .hdf5, minari:<id>)
+    nopg data convert demos.npz demos.hdf5       # convert between formats
+    nopg collect mountaincar --out demos.npz     # record mountain-car demonstrations by keyboard
 """
 
 from __future__ import annotations
@@ -94,9 +96,114 @@ def _build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("list", help="list the available experiments")
 
-    data = sub.add_parser("data", help="summarise a data set (.npz)")
-    data.add_argument("path")
+    data = sub.add_parser(
+        "data", help="inspect or convert a data set (.npz, .hdf5/.h5, minari:<id>)",
+        description="nopg data PATH: summarise a data set (JSON by default). "
+                    "nopg data convert IN OUT: convert; the format follows the extension "
+                    "(.npz, .hdf5, .h5) or the prefix minari:<dataset id> (local Minari data "
+                    "sets only, never downloaded). A file named 'convert' can be given as ./convert.")
+    data.add_argument("args", nargs="+", metavar="PATH | convert IN OUT",
+                      help="a data set to inspect, or `convert IN OUT`")
+    data.add_argument("--format", dest="output_format", choices=["json", "text"], default="json",
+                      help="inspection output (default json)")
+    data.add_argument("--obs-key", action="append",
+                      help="Minari dict observations: use this key (repeat for several, in order)")
+    data.add_argument("--overwrite", action="store_true", help="convert: replace OUT if it exists")
+    data.add_argument("--env-id", help="convert to Minari: gymnasium id recorded with the data set")
+
+    col = sub.add_parser("collect", help="record demonstrations with the keyboard")
+    col.add_argument("env", choices=["mountaincar"], help="environment (MountainCarContinuous-v0)")
+    col.add_argument("--out", required=True, help="output file (.npz, .hdf5) or minari:<id>")
+    col.add_argument("--episodes", type=int, default=3, help="episodes to record (default 3)")
+    col.add_argument("--seed", type=int, default=0, help="reset seed of the first episode")
+    col.add_argument("--max-steps", type=int, default=999, help="time limit (default 999)")
+    col.add_argument("--fps", type=float, default=30.0, help="steps per second (default 30)")
+    col.add_argument("--hold-steps", type=int, default=4,
+                     help="keep a push for N steps after a key press (bridges key-repeat gaps)")
+    col.add_argument("--append", action="store_true", help="add the episodes to an existing OUT")
     return parser
+
+
+def _print_description(desc: dict[str, Any], fmt: str) -> None:
+    if fmt == "json":
+        print(json.dumps(desc, indent=2))
+        return
+    def vec(values: list[float]) -> str:
+        return "[" + ", ".join(f"{v:.4g}" for v in values) + "]"
+    print(f"transitions       {desc['n']}  (state dim {desc['state_dim']}, "
+          f"action dim {desc['action_dim']})")
+    print(f"episodes          {desc['n_episodes']}  (lengths {desc['episode_length_min']}-"
+          f"{desc['episode_length_max']}, mean {desc['episode_length_mean']:.1f}; ids "
+          f"{'stored' if desc['has_episode_ids'] else 'inferred'})")
+    print(f"episode ends      {desc['episodes_ending_terminal']} terminal, "
+          f"{desc['episodes_ending_truncated']} truncated, {desc['episodes_ending_open']} neither")
+    print(f"flags             {desc['n_terminals']} terminals, {desc['n_truncations']} truncations")
+    print(f"returns           mean {desc['episode_return_mean']:.4g}, min "
+          f"{desc['episode_return_min']:.4g}, max {desc['episode_return_max']:.4g}, std "
+          f"{desc['episode_return_std']:.4g}")
+    print(f"rewards           mean {desc['reward_mean']:.4g}, min {desc['reward_min']:.4g}, "
+          f"max {desc['reward_max']:.4g}")
+    print(f"states            min {vec(desc['state_min'])}  max {vec(desc['state_max'])}")
+    print(f"actions           min {vec(desc['action_min'])}  max {vec(desc['action_max'])}")
+
+
+def _data_command(args: argparse.Namespace) -> int:
+    from .formats import describe, load_dataset, resolve_location, save_dataset
+
+    items = list(args.args)
+    obs_keys = args.obs_key
+    if items[0] == "convert":
+        if len(items) != 3:
+            raise ValueError("usage: nopg data convert IN OUT")
+        src, dst = items[1], items[2]
+        in_kind = resolve_location(src)[0]
+        data = load_dataset(src, obs_keys=obs_keys if in_kind == "minari" else None)
+        kind = save_dataset(data, dst, overwrite=args.overwrite, env_id=args.env_id)
+        print(f"wrote {data!r} to {dst} ({kind})")
+        return 0
+    if items[0] == "inspect":
+        items = items[1:]
+    if len(items) != 1:
+        raise ValueError("usage: nopg data PATH  or  nopg data convert IN OUT")
+    _print_description(describe(load_dataset(items[0], obs_keys=obs_keys)), args.output_format)
+    return 0
+
+
+def _collect_command(args: argparse.Namespace) -> int:
+    from .data import concatenate
+    from .envs.mountaincar import TerminalKeys, collect_demonstrations, render_ascii
+    from .formats import load_dataset, resolve_location, save_dataset
+
+    if args.fps <= 0:
+        raise ValueError(f"--fps must be positive. Got {args.fps}.")
+    kind, target = resolve_location(args.out)
+    exists = kind == "minari" or Path(target).exists()
+    previous = load_dataset(args.out) if args.append and exists else None
+    if previous is None and kind != "minari" and Path(target).exists():
+        raise ValueError(f"{target} already exists; pass --append to add episodes to it")
+    print("MountainCarContinuous-v0: left/a push -1, right/d push +1, s/space coast, q quits. "
+          "Episodes end at the goal or the time limit.", file=sys.stderr)
+
+    def show(obs: Any, action: float, t: int) -> None:
+        print("\r" + render_ascii(obs, action, t), end="", file=sys.stderr, flush=True)
+
+    def done(k: int, ep: dict[str, Any]) -> None:
+        end = "goal" if ep["terminals"][-1] else "time limit"
+        print(f"\nepisode {k}: {ep['rewards'].size} steps, return {ep['rewards'].sum():.1f} "
+              f"({end})", file=sys.stderr)
+
+    with TerminalKeys() as keys:
+        data = collect_demonstrations(args.episodes, keys, seed=args.seed,
+                                      max_episode_steps=args.max_steps, hold_steps=args.hold_steps,
+                                      step_time=1.0 / args.fps, on_step=show, on_episode=done)
+    if data is None:
+        print("\nno episode completed; nothing written", file=sys.stderr)
+        return 1
+    if previous is not None:
+        data = concatenate([previous, data])
+    save_dataset(data, args.out, overwrite=previous is not None)
+    print(f"\nwrote {data!r} to {args.out}")
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -122,10 +229,9 @@ def _dispatch(args: argparse.Namespace) -> int:
             print(f"{name:20s} {doc}")
         return 0
     if args.command == "data":
-        from .data import TransitionDataset
-
-        print(json.dumps(TransitionDataset.load(args.path).summary(), indent=2))
-        return 0
+        return _data_command(args)
+    if args.command == "collect":
+        return _collect_command(args)
     task = get_task(args.experiment)
     config = task.default_config().replace(**_overrides(args))
     if args.threads < 1:

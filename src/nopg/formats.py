@@ -56,6 +56,7 @@ from .data import TransitionDataset
 
 __all__ = [
     "HDF5_SUFFIXES",
+    "describe",
     "MINARI_PREFIX",
     "flatten_observations",
     "load_dataset",
@@ -478,3 +479,35 @@ def save_minari(data: TransitionDataset, dataset_id: str, *, env_id: str | None 
                     description=description or f"exported by nopg: {data!r}")
             except (ValueError, AssertionError) as err:
                 raise ValueError(f"cannot create the Minari data set {dataset_id!r}: {err}") from None
+
+
+# ------------------------------------------------------------------------------ inspection
+def describe(data: TransitionDataset) -> dict[str, Any]:
+    """JSON-serialisable description of a data set (used by ``nopg data``).
+
+    Extends :meth:`TransitionDataset.summary` with episode lengths, the min/max/std of the
+    episode returns, how episodes end (terminal, truncated, neither) and per-dimension
+    next-state ranges.
+    """
+    out = data.summary()
+    episodes = data.episodes()
+    lengths = np.array([idx.size for idx in episodes])
+    returns = data.episode_returns()
+    last = np.array([idx[-1] for idx in episodes])
+    trunc = data.truncations if data.truncations is not None else np.zeros(data.n, dtype=bool)
+    out.update({
+        "has_episode_ids": data.episode_ids is not None,
+        "has_truncation_flags": data.truncations is not None,
+        "episode_length_min": int(lengths.min()),
+        "episode_length_mean": float(lengths.mean()),
+        "episode_length_max": int(lengths.max()),
+        "episodes_ending_terminal": int(data.terminals[last].sum()),
+        "episodes_ending_truncated": int((trunc[last] & ~data.terminals[last]).sum()),
+        "episodes_ending_open": int((~trunc[last] & ~data.terminals[last]).sum()),
+        "episode_return_min": float(returns.min()),
+        "episode_return_max": float(returns.max()),
+        "episode_return_std": float(returns.std()),
+        "next_state_min": [float(v) for v in data.next_states.min(axis=0)],
+        "next_state_max": [float(v) for v in data.next_states.max(axis=0)],
+    })
+    return out
