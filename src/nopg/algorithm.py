@@ -28,7 +28,8 @@ from .policies import is_stochastic, policy_from_spec
 logger = logging.getLogger(__name__)
 
 LOG_COLUMNS = ("update", "J_hat", "grad_norm", "solver_iters_q", "solver_iters_mu",
-               "residual_q", "residual_mu", "update_time_s", "sigma_scale", "eval_return")
+               "residual_q", "residual_mu", "refined_rows", "update_time_s", "sigma_scale",
+               "eval_return")
 
 
 class Callback(Protocol):
@@ -131,6 +132,8 @@ class NOPG:
             n_mc_policy=c.n_mc_policy, stochastic=self.stochastic, dtype=c.torch_dtype,
             device=self.device, solver=c.solver, solver_tol=c.solver_tol,
             solver_max_iter=c.solver_max_iter, dense_max_n=c.dense_max_n,
+            neighbors=c.neighbors, n_candidates=c.n_candidates, refine=c.refine,
+            neighbor_backend=c.neighbor_backend,
         )
         self.initial_states_ = as_states(initial_states, dataset.state_dim, "initial_states")
         self._solution = None
@@ -171,7 +174,8 @@ class NOPG:
             "update": self.update_, "J_hat": sol.J, "grad_norm": grad_norm,
             "solver_iters_q": sol.info_q.iterations, "solver_iters_mu": sol.info_mu.iterations,
             "residual_q": sol.info_q.residual, "residual_mu": sol.info_mu.residual,
-            "update_time_s": time.perf_counter() - start, "sigma_scale": sigma_scale,
+            "refined_rows": sol.refined_rows, "update_time_s": time.perf_counter() - start,
+            "sigma_scale": sigma_scale,
         }
         if not math.isfinite(sol.J):
             raise FloatingPointError(f"J_hat became {sol.J} at update {self.update_}")

@@ -18,8 +18,26 @@ computed in log space so that queries far from the data never divide 0 by 0. For
 The gradient of ``J_hat`` (paper Eq. 6) is the autograd gradient of the surrogate
 ``eps0(theta) . stop(q) + stop(mu)^T P(theta) stop(q)`` (:meth:`BellmanSolution.surrogate`).
 
-This module computes ``P`` densely (``top_k=None``) or keeps the ``k`` largest responsibilities
-of every row and renormalises them (``top_k=k``); both build the ``(n, n)`` log-weights.
+Sparsification (``top_k=k``) keeps the ``k`` largest responsibilities of every row and
+renormalises them. How those ``k`` are found is the ``neighbors`` option (DESIGN §2):
+
+- ``"dense"``: build the full ``(m, n)`` log-weights and take ``topk`` (the paper's method; also
+  used without ``top_k``). ``O(n^2)`` time and memory per update: a reference for small ``n``.
+- ``"candidates"`` (default with ``top_k``): the ``K'`` nearest data points of every query in
+  bandwidth-scaled *state* space are found once (a KD-tree, or tiled top-k on a GPU) together with
+  the distance ``d_{K'+1}`` of the first point left out. Every update re-ranks only the
+  candidates by the full log-weight (a gather, ``O(n K')``) and keeps the top ``k``. Because the
+  action term ``-1/2 ||(a - a_j)/h_a||^2`` is never positive, every non-candidate has log-weight
+  at most ``-1/2 d_{K'+1}^2``; a row whose ``k``-th kept log-weight reaches that bound is
+  *certified* to hold the exact top-k. With ``refine=True`` the rows that are not certified are
+  recomputed by an exact k-NN query in (state, action) space, so the result always equals the
+  dense top-k (up to ties), and the number of refined rows is reported.
+- ``"knn"``: an exact k-NN query in scaled (state, action) space for every row and update, since
+  the ``k`` largest log-weights are the ``k`` nearest neighbours of ``(s/h_s, pi(s)/h_a)``.
+
+On the sparse paths the kept log-weights are recomputed from the coordinates of the kept
+points, so gradients flow through them (the selection itself is piecewise constant), and no
+``(n, n)`` array is ever allocated.
 """
 
 from __future__ import annotations
@@ -33,6 +51,7 @@ from torch import nn
 
 from .bandwidth import Bandwidths
 from .data import TransitionDataset
+from .neighbors import NeighborIndex
 from .policies import is_stochastic
 from .rows import DenseRows, Rows, SparseRows
 from .solvers import SolveInfo, bicgstab, solve_dense
@@ -40,6 +59,30 @@ from .solvers import SolveInfo, bicgstab, solve_dense
 logger = logging.getLogger(__name__)
 
 _SOLVERS = ("auto", "dense", "bicgstab")
+NEIGHBOR_MODES = ("auto", "dense", "candidates", "knn")
+_DENSE_LIMIT = 20_000          # top_k=None beyond this many samples is refused (n x n memory)
+_BLOCK = 1 << 22               # elements per block of candidate scores (bounds peak memory)
+
+
+def default_candidates(top_k: int) -> int:
+    """Default candidate count ``K'`` for ``k`` kept entries per row: ``max(4 k, 32)``."""
+    return max(4 * top_k, 32)
+
+
+@dataclass
+class _Queries:
+    """Query states prepared for one neighbour mode.
+
+    ``scaled`` are the states divided by ``h_s``. Dense mode holds ``fixed``, the (m, n)
+    policy-independent log-weights; candidate mode holds ``cand`` (m, K') indices, their fixed
+    log-weights ``cand_fixed`` and the certificate bound ``bound`` (m,).
+    """
+
+    scaled: torch.Tensor
+    fixed: torch.Tensor | None = None
+    cand: torch.Tensor | None = None
+    cand_fixed: torch.Tensor | None = None
+    bound: torch.Tensor | None = None
 
 
 def _check_positive_int(name: str, value: int | None, allow_none: bool = True) -> None:
@@ -82,6 +125,9 @@ class BellmanSolution:
     P : DenseRows or SparseRows
         Transition matrix, attached to the policy's graph.
     info_q, info_mu : SolveInfo
+    refined_rows : int
+        Rows (query-action pairs) of ``P`` and ``eps0`` whose candidates could not certify the
+        exact top-k and were recomputed by an exact k-NN query (candidate mode only).
     """
 
     J: float
@@ -91,6 +137,7 @@ class BellmanSolution:
     P: Rows
     info_q: SolveInfo
     info_mu: SolveInfo
+    refined_rows: int = 0
 
     def surrogate(self) -> torch.Tensor:
         """``eps0(theta) . stop(q) + stop(mu)^T P(theta) stop(q)``; its gradient is ``grad J_hat``."""
@@ -123,6 +170,18 @@ class NonparametricBellman:
         ``auto`` is dense LU up to ``dense_max_n`` samples, BiCGSTAB above.
     solver_tol, solver_max_iter : float, int
         BiCGSTAB relative tolerance and iteration cap.
+    dense_max_n : int
+        ``solver="auto"`` uses the dense LU up to this many samples.
+    neighbors : {"auto", "dense", "candidates", "knn"}
+        How the top-k entries are found (module docstring); ``auto`` is ``dense`` without
+        ``top_k`` and ``candidates`` with it.
+    n_candidates : int, optional
+        ``K'``, the state-space candidates per query (default :func:`default_candidates`).
+    refine : bool
+        Candidate mode: recompute uncertified rows exactly (default). ``False`` keeps the best
+        ``k`` among the candidates, an approximation whose error :mod:`nopg.tuning` measures.
+    neighbor_backend : {"auto", "kdtree", "torch"}
+        Back end of the neighbour searches (:class:`nopg.neighbors.NeighborIndex`).
     """
 
     def __init__(
@@ -141,6 +200,10 @@ class NonparametricBellman:
         solver_tol: float = 1e-10,
         solver_max_iter: int = 1000,
         dense_max_n: int = 2000,
+        neighbors: str = "auto",
+        n_candidates: int | None = None,
+        refine: bool = True,
+        neighbor_backend: str = "auto",
     ) -> None:
         if not isinstance(dataset, TransitionDataset):
             raise ValueError(
@@ -160,9 +223,22 @@ class NonparametricBellman:
             raise ValueError(f"The 'solver' parameter must be one of {_SOLVERS}. Got {solver!r} instead.")
         if not (solver_tol > 0):
             raise ValueError(f"The 'solver_tol' parameter must be positive. Got {solver_tol!r} instead.")
+        _check_positive_int("n_candidates", n_candidates)
+        if neighbors not in NEIGHBOR_MODES:
+            raise ValueError(f"The 'neighbors' parameter must be one of {NEIGHBOR_MODES}. "
+                             f"Got {neighbors!r} instead.")
         n = dataset.n
         if top_k is not None and top_k > n:
             raise ValueError(f"top_k must be at most the number of samples ({n}). Got {top_k} instead.")
+        if neighbors == "auto":
+            neighbors = "dense" if top_k is None else "candidates"
+        if top_k is None and neighbors != "dense":
+            raise ValueError(f"neighbors={neighbors!r} needs top_k (the entries kept per row); "
+                             "without top_k every entry is kept and the matrix is dense")
+        if top_k is None and n > _DENSE_LIMIT:
+            raise ValueError(
+                f"top_k=None keeps all {n} x {n} entries of P ({8 * n * n / 2**30:.0f} GiB in "
+                f"float64); set top_k (e.g. 10) for data sets above {_DENSE_LIMIT} samples")
         bw = bandwidths.broadcast(dataset.state_dim, dataset.action_dim)
 
         self.dataset = dataset
@@ -178,6 +254,13 @@ class NonparametricBellman:
         self.solver_tol = float(solver_tol)
         self.solver_max_iter = int(solver_max_iter)
         self.dense_max_n = int(dense_max_n)
+        self.neighbors = neighbors
+        self.n_candidates = min(n_candidates or default_candidates(top_k or 1), n)
+        self.refine = bool(refine)
+        self.neighbor_backend = neighbor_backend
+        self._state_index: NeighborIndex | None = None
+        self._joint_index: NeighborIndex | None = None
+        self.refined_rows_ = 0                            # refined rows since the last evaluate()
 
         t = self._tensor
         self.h_s = t(bw.state)
@@ -190,8 +273,8 @@ class NonparametricBellman:
         self.rewards = torch.tensor(dataset.rewards, dtype=torch.float64, device=self.device)
         self.discounts = t(dataset.discounts(self.gamma))                        # (n,)
         self._action_sq = (self.actions_scaled ** 2).sum(-1)                     # (n,)
-        self._next_fixed: torch.Tensor | None = None      # cached fixed logits of P's rows
-        self._init_cache: tuple[np.ndarray, torch.Tensor] | None = None
+        self._next_queries: _Queries | None = None      # cached preparation of P's rows
+        self._init_cache: tuple[np.ndarray, _Queries] | None = None
 
     # ------------------------------------------------------------------ helpers
     def _tensor(self, x: np.ndarray) -> torch.Tensor:
@@ -243,16 +326,108 @@ class NonparametricBellman:
         weights = torch.softmax(vals, dim=-1) / g
         return SparseRows(idx.reshape(m, -1), weights.reshape(m, -1), n)
 
-    def _policy_rows(self, policy: nn.Module, states: torch.Tensor, fixed: torch.Tensor,
+    # ------------------------------------------------------------------ sparse path
+    def state_index(self) -> NeighborIndex:
+        """k-NN index over the scaled data states (built on first use)."""
+        if self._state_index is None:
+            self._state_index = NeighborIndex(self.states_scaled, self.neighbor_backend)
+        return self._state_index
+
+    def joint_index(self) -> NeighborIndex:
+        """k-NN index over scaled (state, action) pairs (built on first use)."""
+        if self._joint_index is None:
+            points = torch.cat([self.states_scaled, self.actions_scaled], dim=1)
+            self._joint_index = NeighborIndex(points, self.neighbor_backend)
+        return self._joint_index
+
+    def _prepare(self, query_states: torch.Tensor) -> _Queries:
+        """Per-query data that does not depend on the policy (cached for P's rows and eps0)."""
+        scaled = query_states / self.h_s
+        if self.neighbors == "dense":
+            return _Queries(scaled, fixed=self._fixed_logits(query_states))
+        if self.neighbors == "knn":
+            return _Queries(scaled)
+        n, kc = self.n, self.n_candidates
+        if kc >= n:  # every point is a candidate: nothing is left out, every row is certified
+            cand = torch.arange(n, device=self.device).expand(scaled.shape[0], n)
+            diff = scaled[:, None, :] - self.states_scaled[None, :, :]
+            d2 = (diff * diff).sum(-1)
+            bound = torch.full((scaled.shape[0],), -torch.inf, dtype=self.dtype, device=self.device)
+        else:
+            d2, cand = self.state_index().query(scaled, kc + 1)
+            bound = -0.5 * d2[:, kc]
+            d2, cand = d2[:, :kc], cand[:, :kc]
+        return _Queries(scaled, cand=cand, cand_fixed=-0.5 * (d2 + self._action_sq[cand]), bound=bound)
+
+    @torch.no_grad()
+    def _select(self, queries: _Queries, actions: torch.Tensor) -> torch.Tensor:
+        """Indices (M, G, k) of the ``k`` largest log-weights for query states and actions.
+
+        ``actions`` (M, G, d_a) are scaled by ``h_a``. Candidate mode re-ranks the candidates and
+        refines uncertified rows (counted in ``refined_rows_``); knn mode queries exactly.
+        """
+        M, G, d_a = actions.shape
+        k = self.top_k
+        assert k is not None
+        if self.neighbors == "knn":
+            points = torch.cat([queries.scaled[:, None, :].expand(M, G, -1), actions], dim=-1)
+            _, idx = self.joint_index().query(points.reshape(M * G, -1), k)
+            return idx.reshape(M, G, k)
+        cand, cand_fixed, bound = queries.cand, queries.cand_fixed, queries.bound
+        assert cand is not None and cand_fixed is not None and bound is not None
+        kc = cand.shape[1]
+        block = max(1, _BLOCK // (G * kc * d_a))
+        idx_parts, kth_parts = [], []
+        for s0 in range(0, M, block):
+            c = cand[s0:s0 + block]
+            a_cand = self.actions_scaled[c]                                     # (b, K', d_a)
+            # Bilinear action term as a broadcast product (batched matmuls of tiny matrices are slow).
+            bilinear = (actions[s0:s0 + block, :, None, :] * a_cand[:, None, :, :]).sum(-1)
+            scores = cand_fixed[s0:s0 + block, None, :] + bilinear               # (b, G, K')
+            vals, pos = torch.topk(scores, k, dim=-1)                          # (b, G, k)
+            idx_parts.append(c[:, None, :].expand(-1, G, -1).gather(2, pos))
+            kth_parts.append(vals[..., -1])
+        idx = torch.cat(idx_parts)
+        if self.refine:
+            # Full k-th log-weight (the dropped -1/2 |a|^2 restored) against the bound.
+            kth = torch.cat(kth_parts) - 0.5 * (actions * actions).sum(-1)      # (M, G)
+            rows, samples = torch.nonzero(kth < bound[:, None], as_tuple=True)
+            if rows.numel():
+                points = torch.cat([queries.scaled[rows], actions[rows, samples]], dim=-1)
+                _, exact = self.joint_index().query(points, k)
+                idx[rows, samples] = exact
+                self.refined_rows_ += int(rows.numel())
+        return idx
+
+    def _sparse_rows(self, queries: _Queries, actions: torch.Tensor, group: int) -> SparseRows:
+        """Rows over the selected entries, log-weights recomputed so gradients reach ``actions``."""
+        M, G, _ = actions.shape
+        idx = self._select(queries, actions.detach())                          # (M, G, k)
+        ds = queries.scaled[:, None, None, :] - self.states_scaled[idx]         # (M, G, k, d_s)
+        da = actions[:, :, None, :] - self.actions_scaled[idx]                  # (M, G, k, d_a)
+        logits = -0.5 * ((ds * ds).sum(-1) + (da * da).sum(-1))
+        weights = torch.softmax(logits, dim=-1) / (G * group)
+        m = M // group
+        return SparseRows(idx.reshape(m, -1), weights.reshape(m, -1), self.n)
+
+    # ------------------------------------------------------------------ rows of eps_pi
+    def _policy_rows(self, policy: nn.Module, states: torch.Tensor, queries: _Queries,
                      group: int, generator: torch.Generator | None) -> Rows:
         """``eps_pi`` at ``m * group`` query states, averaged over consecutive groups of ``group``.
 
-        ``fixed`` holds the :meth:`_fixed_logits` of the query states.
+        ``queries`` holds the query states as prepared by :meth:`_prepare`.
         """
         actions = self._actions(policy, states, generator) / self.h_a          # (M, N_pi, d_a)
-        logits = fixed[:, None, :] + actions @ self.actions_scaled.T           # (M, N_pi, n)
-        M, npi, n = logits.shape
-        return self._rows(logits.reshape(M // group, group * npi, n))
+        return self._action_rows(queries, actions, group)
+
+    def _action_rows(self, queries: _Queries, actions: torch.Tensor, group: int) -> Rows:
+        """Responsibility rows at query states and scaled actions of shape (M, G, d_a)."""
+        if self.neighbors != "dense":
+            return self._sparse_rows(queries, actions, group)
+        assert queries.fixed is not None
+        logits = queries.fixed[:, None, :] + actions @ self.actions_scaled.T   # (M, G, n)
+        M, g, n = logits.shape
+        return self._rows(logits.reshape(M // group, group * g, n))
 
     def _policy_input(self, policy: nn.Module, states: torch.Tensor) -> torch.Tensor:
         param = next(iter(policy.parameters()), None)
@@ -263,20 +438,19 @@ class NonparametricBellman:
                          generator: torch.Generator | None = None) -> Rows:
         """``eps_pi(s)`` for query states of shape (m, d_s): rows of an (m, n) matrix."""
         s = self._tensor(as_states(states, self.dataset.state_dim, "states"))
-        return self._policy_rows(policy, self._policy_input(policy, s), self._fixed_logits(s), 1,
-                                 generator)
+        return self._policy_rows(policy, self._policy_input(policy, s), self._prepare(s), 1, generator)
 
     def transition_matrix(self, policy: nn.Module, generator: torch.Generator | None = None) -> Rows:
         """``P`` (rows scaled by ``gamma_i``), attached to the policy's graph."""
         if self.n_mc_next is None:
-            if self._next_fixed is None:
-                self._next_fixed = self._fixed_logits(self.next_states)
-            queries, fixed, group = self.next_states, self._next_fixed, 1
+            if self._next_queries is None:
+                self._next_queries = self._prepare(self.next_states)
+            states, queries, group = self.next_states, self._next_queries, 1
         else:
             xi = self._noise((self.n, self.n_mc_next, self.dataset.state_dim), generator)
-            queries = (self.next_states[:, None, :] + self.h_next * xi).reshape(-1, self.dataset.state_dim)
-            fixed, group = self._fixed_logits(queries), self.n_mc_next
-        rows = self._policy_rows(policy, self._policy_input(policy, queries), fixed, group, generator)
+            states = (self.next_states[:, None, :] + self.h_next * xi).reshape(-1, self.dataset.state_dim)
+            queries, group = self._prepare(states), self.n_mc_next
+        rows = self._policy_rows(policy, self._policy_input(policy, states), queries, group, generator)
         return rows.scale_rows(self.discounts)
 
     def initial_vector(self, policy: nn.Module, initial_states: np.ndarray | torch.Tensor,
@@ -285,7 +459,7 @@ class NonparametricBellman:
         z = as_states(initial_states, self.dataset.state_dim, "initial_states")
         zt = self._tensor(z)
         if self._init_cache is None or not np.array_equal(self._init_cache[0], z):
-            self._init_cache = (z, self._fixed_logits(zt))
+            self._init_cache = (z, self._prepare(zt))
         rows = self._policy_rows(policy, self._policy_input(policy, zt), self._init_cache[1], 1,
                                  generator)
         return rows.column_mean()
@@ -303,9 +477,10 @@ class NonparametricBellman:
             q, mu, info = solve_dense(P64.to_dense(), self.rewards, e64)
             return q, mu, info, info
         q0, mu0 = warm_start if warm_start is not None else (None, None)
-        q, info_q = bicgstab(lambda v: v - P64.matvec(v), self.rewards, q0,
+        matvec, rmatvec = P64.operators()
+        q, info_q = bicgstab(lambda v: v - matvec(v), self.rewards, q0,
                              tol=self.solver_tol, max_iter=self.solver_max_iter)
-        mu, info_mu = bicgstab(lambda v: v - P64.rmatvec(v), e64, mu0,
+        mu, info_mu = bicgstab(lambda v: v - rmatvec(v), e64, mu0,
                                tol=self.solver_tol, max_iter=self.solver_max_iter)
         return q, mu, info_q, info_mu
 
@@ -318,11 +493,12 @@ class NonparametricBellman:
                 "stochastic=True needs a policy with a 'mean_std(states) -> (mean, std)' method, "
                 f"such as nopg.GaussianMLPPolicy; {type(policy).__name__} has none"
             )
+        self.refined_rows_ = 0
         eps0 = self.initial_vector(policy, initial_states, generator)
         P = self.transition_matrix(policy, generator)
         q, mu, info_q, info_mu = self.solve(P, eps0, warm_start)
         J = float(torch.dot(eps0.detach().to(torch.float64), q))
-        return BellmanSolution(J, q, mu, eps0, P, info_q, info_mu)
+        return BellmanSolution(J, q, mu, eps0, P, info_q, info_mu, self.refined_rows_)
 
     # ------------------------------------------------------------------ queries
     @torch.no_grad()
@@ -340,12 +516,12 @@ class NonparametricBellman:
         out = []
         for start in range(0, s_all.shape[0], chunk):
             s = self._tensor(s_all[start:start + chunk])
-            fixed = self._fixed_logits(s)
+            prepared = self._prepare(s)
             if a_all is None:
-                rows = self._policy_rows(policy, self._policy_input(policy, s), fixed, 1, generator)
+                rows = self._policy_rows(policy, self._policy_input(policy, s), prepared, 1, generator)
             else:
                 a = self._tensor(a_all[start:start + chunk]) / self.h_a
-                rows = self._rows((fixed + a @ self.actions_scaled.T)[:, None, :])
+                rows = self._action_rows(prepared, a[:, None, :], 1)
             out.append(rows.to(torch.float64).matvec(vec))
         return torch.cat(out).cpu().numpy()
 

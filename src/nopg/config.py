@@ -10,6 +10,8 @@ import torch
 
 OPTIMIZERS = ("adam", "adamw", "sgd", "rmsprop")
 SOLVERS = ("auto", "dense", "bicgstab")
+NEIGHBORS = ("auto", "dense", "candidates", "knn")
+NEIGHBOR_BACKENDS = ("auto", "kdtree", "torch")
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
 
 
@@ -40,7 +42,19 @@ class NOPGConfig:
     optimizer : {"adam", "adamw", "sgd", "rmsprop"}
         Gradient-ascent method (pass a torch optimiser to :class:`NOPG` for anything else).
     top_k : int or None
-        Entries kept per row of ``P`` (renormalised); ``None`` keeps the dense matrix.
+        Entries kept per row of ``P`` (renormalised); ``None`` keeps the dense matrix (refused
+        above 20 000 samples). ``10`` is the paper's setting for large data sets.
+    neighbors : {"auto", "dense", "candidates", "knn"}
+        How the top-k entries are found: ``dense`` builds the (n, n) log-weights (the paper's
+        method); ``candidates`` re-ranks state-space neighbours found once and refines the rows
+        it cannot certify (exact, near-linear; the ``auto`` choice with ``top_k``); ``knn``
+        queries (state, action) neighbours every update (exact).
+    n_candidates : int or None
+        State-space candidates per row (``None``: ``max(4 top_k, 32)``); see ``nopg tune-k``.
+    refine : bool
+        Recompute the rows the candidates cannot certify (exact top-k). ``False`` approximates.
+    neighbor_backend : {"auto", "kdtree", "torch"}
+        Neighbour search: SciPy KD-tree (CPU) or tiled torch top-k (any device).
     n_mc_policy : int
         ``N_pi``: Monte-Carlo actions per state for a stochastic policy (NOPG-S).
     n_mc_next : int or None
@@ -66,6 +80,10 @@ class NOPGConfig:
     learning_rate: float = 1e-2
     optimizer: str = "adam"
     top_k: int | None = None
+    neighbors: str = "auto"
+    n_candidates: int | None = None
+    refine: bool = True
+    neighbor_backend: str = "auto"
     n_mc_policy: int = 15
     n_mc_next: int | None = None
     solver: str = "auto"
@@ -85,7 +103,15 @@ class NOPGConfig:
             _fail("learning_rate", "a positive float", self.learning_rate)
         if self.optimizer not in OPTIMIZERS:
             _fail("optimizer", f"one of {OPTIMIZERS}", self.optimizer)
-        for name in ("top_k", "n_mc_next", "sigma_decay_updates"):
+        if self.neighbors not in NEIGHBORS:
+            _fail("neighbors", f"one of {NEIGHBORS}", self.neighbors)
+        if self.neighbor_backend not in NEIGHBOR_BACKENDS:
+            _fail("neighbor_backend", f"one of {NEIGHBOR_BACKENDS}", self.neighbor_backend)
+        if not isinstance(self.refine, (bool, np.bool_)):
+            _fail("refine", "a bool", self.refine)
+        if self.top_k is None and self.neighbors in ("candidates", "knn"):
+            _fail("neighbors", "'auto' or 'dense' when top_k is None", self.neighbors)
+        for name in ("top_k", "n_candidates", "n_mc_next", "sigma_decay_updates"):
             value = getattr(self, name)
             if value is not None and (not _is_int(value) or value < 1):
                 _fail(name, "a positive int or None", value)
@@ -112,7 +138,9 @@ class NOPGConfig:
         # Plain Python numbers, so that to_dict() is JSON-serialisable.
         for f in fields(self):
             value = getattr(self, f.name)
-            if isinstance(value, np.integer):
+            if isinstance(value, np.bool_):
+                object.__setattr__(self, f.name, bool(value))
+            elif isinstance(value, np.integer):
                 object.__setattr__(self, f.name, int(value))
             elif isinstance(value, np.floating):
                 object.__setattr__(self, f.name, float(value))

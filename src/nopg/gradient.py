@@ -59,6 +59,8 @@ def policy_gradient(
     n_mc_next: int | None = None,
     solver: str = "auto",
     seed: int = 0,
+    neighbors: str = "auto",
+    n_candidates: int | None = None,
 ) -> PolicyGradientResult:
     """Estimate ``J_hat`` and its full gradient from a fixed data set.
 
@@ -82,6 +84,11 @@ def policy_gradient(
     solver : {"auto", "dense", "bicgstab"}
     seed : int
         Seed of the Monte-Carlo noise; equal seeds give identical estimates.
+    neighbors : {"auto", "dense", "candidates", "knn"}
+        How the top-k entries are found (:class:`nopg.NonparametricBellman`); ``auto`` avoids
+        any (n, n) array when ``top_k`` is set.
+    n_candidates : int, optional
+        State-space candidates per row for ``neighbors="candidates"``.
 
     Returns
     -------
@@ -99,6 +106,7 @@ def policy_gradient(
     model = NonparametricBellman(
         data, bandwidths, gamma, top_k=top_k, n_mc_next=n_mc_next, n_mc_policy=n_mc_policy,
         stochastic=stochastic, dtype=dtype, device=params[0].device, solver=solver,
+        neighbors=neighbors, n_candidates=n_candidates,
     )
     generator = torch.Generator().manual_seed(int(seed))  # CPU noise, moved to the device
     sol = model.evaluate(policy, initial_states, generator)

@@ -6,7 +6,13 @@ so the Bellman model and the solvers do not care which one they hold.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import numpy as np
+import scipy.sparse
 import torch
+
+Operator = Callable[[torch.Tensor], torch.Tensor]
 
 
 class DenseRows:
@@ -43,6 +49,10 @@ class DenseRows:
 
     def to_dense(self) -> torch.Tensor:
         return self.matrix
+
+    def operators(self) -> tuple[Operator, Operator]:
+        """``(x -> M x, y -> M^T y)`` for repeated products (e.g. in a Krylov solver)."""
+        return self.matvec, self.rmatvec
 
 
 class SparseRows:
@@ -92,6 +102,31 @@ class SparseRows:
         m = self.index.shape[0]
         out = torch.zeros(m, self.n_cols, dtype=self.values.dtype, device=self.values.device)
         return out.scatter_add(1, self.index, self.values)
+
+    def operators(self) -> tuple[Operator, Operator]:
+        """``(x -> M x, y -> M^T y)`` for repeated products (e.g. in a Krylov solver).
+
+        On the CPU the (detached) matrix is converted once to a SciPy CSR matrix, whose products
+        measured 6x (``M x``) and 2.5x (``M^T y``) faster than the gather / ``index_add`` forms at
+        n = 10^5, k = 10 on one thread; on a GPU the torch forms are single kernels and are used.
+        """
+        if self.values.device.type != "cpu" or self.values.requires_grad:
+            return self.matvec, self.rmatvec
+        m, width = self.index.shape
+        values = self.values.numpy().reshape(-1)
+        indptr = np.arange(0, m * width + 1, width, dtype=np.int64)
+        csr = scipy.sparse.csr_matrix((values, self.index.numpy().reshape(-1), indptr),
+                                      shape=(m, self.n_cols))
+        csc_t = csr.T  # a CSC view: M^T y without building the transpose
+        dtype = self.values.dtype
+
+        def matvec(x: torch.Tensor) -> torch.Tensor:
+            return torch.from_numpy(csr @ x.numpy()).to(dtype)
+
+        def rmatvec(y: torch.Tensor) -> torch.Tensor:
+            return torch.from_numpy(csc_t @ y.numpy()).to(dtype)
+
+        return matvec, rmatvec
 
 
 Rows = DenseRows | SparseRows

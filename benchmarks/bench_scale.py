@@ -1,0 +1,155 @@
+"""Time NOPG policy updates against the number of transitions (issue: scale).
+
+Pendulum-like data (state ``[cos th, sin th, th_dot]``, one action in [-2, 2], next states from
+the Pendulum-v1 equations, vectorised here in NumPy so that 10^6 samples take a second), Silverman
+bandwidths, ``top_k = 10``, a deterministic 3-50-1 MLP, kernel-mean next states, BiCGSTAB with warm
+starts. Every size runs in its own subprocess so that its peak memory (max RSS) is its own.
+
+For each ``n`` the script times ``--updates`` policy updates of the sparse path (default
+``neighbors="candidates"``) after one warm-up update (which also finds the candidates; reported as
+``setup_s``) and, where it fits (``n <= --dense-max``), the paper's dense top-k path
+(``neighbors="dense"``) on the same data in the same run, and prints the speed-up.
+
+    OMP_NUM_THREADS=1 python benchmarks/bench_scale.py --sizes 1000 3000 10000 100000 1000000
+    python benchmarks/bench_scale.py --device cuda --dtype float32 --sizes 100000 1000000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+
+import numpy as np
+import torch
+
+from nopg import NOPG, NOPGConfig, TransitionDataset
+from nopg.bandwidth import select_bandwidths
+from nopg.policies import DeterministicMLPPolicy
+
+
+def pendulum_data(n: int, seed: int = 0) -> TransitionDataset:
+    """``n`` uniformly random one-step transitions of the gymnasium Pendulum-v1 dynamics."""
+    rng = np.random.default_rng(seed)
+    th = rng.uniform(-np.pi, np.pi, n)
+    thdot = rng.uniform(-8.0, 8.0, n)
+    u = rng.uniform(-2.0, 2.0, n)
+    g, m, length, dt = 10.0, 1.0, 1.0, 0.05
+    norm_th = ((th + np.pi) % (2 * np.pi)) - np.pi
+    reward = -(norm_th ** 2 + 0.1 * thdot ** 2 + 0.001 * u ** 2)
+    new_thdot = np.clip(thdot + (3 * g / (2 * length) * np.sin(th) + 3.0 / (m * length ** 2) * u) * dt,
+                        -8.0, 8.0)
+    new_th = th + new_thdot * dt
+    obs = np.stack([np.cos(th), np.sin(th), thdot], 1)
+    nxt = np.stack([np.cos(new_th), np.sin(new_th), new_thdot], 1)
+    return TransitionDataset(obs, u[:, None], reward, nxt, np.zeros(n, bool))
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def time_path(data: TransitionDataset, neighbors: str, args: argparse.Namespace, updates: int) -> dict:
+    """Warm-up update, then ``updates`` timed updates; per-update figures."""
+    bw = select_bandwidths(data, "silverman")
+    torch.manual_seed(0)
+    policy = DeterministicMLPPolicy(3, 1, action_max=2.0, hidden=(50,))
+    config = NOPGConfig(top_k=args.k, neighbors=neighbors, n_candidates=args.candidates,
+                        solver="bicgstab", solver_tol=args.tol, dtype=args.dtype, device=args.device,
+                        learning_rate=1e-3)
+    algo = NOPG(policy, config)
+    s0 = np.array([[-1.0, 0.0, 0.0]])
+    t0 = time.perf_counter()
+    algo.setup(data, bw, s0)
+    first = algo.step()
+    _sync(args.device)
+    setup = time.perf_counter() - t0
+    times, its, refined = [], [], []
+    for _ in range(updates):
+        t = time.perf_counter()
+        m = algo.step()
+        _sync(args.device)
+        times.append(time.perf_counter() - t)
+        its.append((m["solver_iters_q"], m["solver_iters_mu"]))
+        refined.append(m["refined_rows"])
+    return {"neighbors": neighbors, "setup_s": setup, "first_iters": (first["solver_iters_q"],
+            first["solver_iters_mu"]), "update_s": float(np.median(times)),
+            "update_mean_s": float(np.mean(times)), "iters": its[-1], "refined_rows": refined[-1],
+            "residual": max(m["residual_q"], m["residual_mu"]), "J_hat": m["J_hat"]}
+
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def one_size(args: argparse.Namespace) -> dict:
+    torch.set_num_threads(args.threads)
+    n = args.n
+    t = time.perf_counter()
+    data = pendulum_data(n)
+    out = {"n": n, "data_s": time.perf_counter() - t, "threads": torch.get_num_threads(),
+           "device": args.device, "dtype": args.dtype, "k": args.k}
+    out["sparse"] = time_path(data, args.neighbors, args, args.updates)
+    if n <= args.dense_max:
+        out["dense"] = time_path(data, "dense", args, max(1, min(args.updates, args.dense_updates)))
+        out["speedup"] = out["dense"]["update_s"] / out["sparse"]["update_s"]
+    out["peak_rss_mb"] = _peak_rss_mb()
+    if args.device.startswith("cuda"):
+        out["peak_cuda_mb"] = torch.cuda.max_memory_allocated() / 2**20
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sizes", type=int, nargs="+", default=[1000, 3000, 10000, 100000, 1000000])
+    p.add_argument("--n", type=int, help=argparse.SUPPRESS)   # internal: one size in this process
+    p.add_argument("--k", type=int, default=10)
+    p.add_argument("--candidates", type=int, default=None)
+    p.add_argument("--neighbors", default="candidates", choices=["candidates", "knn"])
+    p.add_argument("--updates", type=int, default=10)
+    p.add_argument("--dense-updates", type=int, default=3)
+    p.add_argument("--dense-max", type=int, default=10000)
+    p.add_argument("--tol", type=float, default=1e-10)
+    p.add_argument("--dtype", default="float64", choices=["float64", "float32"])
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--json", help="also write the results to this file")
+    args = p.parse_args(argv)
+    if args.n is not None:
+        print(json.dumps(one_size(args)))
+        return 0
+    rows = []
+    print(f"# NOPG update time vs n: k={args.k}, neighbors={args.neighbors}, device={args.device}, "
+          f"dtype={args.dtype}, threads={args.threads}")
+    print(f"{'n':>9} {'setup s':>8} {'update ms':>10} {'iters q/mu':>11} {'refined':>8} "
+          f"{'peak MB':>8} {'dense ms':>10} {'speed-up':>9}")
+    for n in args.sizes:
+        cmd = [sys.executable, __file__, "--n", str(n)]
+        for key, value in vars(args).items():
+            if key not in ("sizes", "n", "json") and value is not None:
+                cmd += [f"--{key.replace('_', '-')}", str(value)]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            reason = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else proc.returncode
+            print(f"{n:>9} failed: {reason}")
+            continue
+        r = json.loads(proc.stdout.strip().splitlines()[-1])
+        rows.append(r)
+        s = r["sparse"]
+        dense = f"{1e3 * r['dense']['update_s']:10.1f} {r['speedup']:8.0f}x" if "dense" in r else \
+            f"{'-':>10} {'-':>9}"
+        print(f"{n:>9} {s['setup_s']:8.2f} {1e3 * s['update_s']:10.1f} "
+              f"{s['iters'][0]:>5}/{s['iters'][1]:<5} {s['refined_rows']:>8} {r['peak_rss_mb']:8.0f} {dense}",
+              flush=True)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(rows, fh, indent=2)
+    return 0 if rows else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
