@@ -155,3 +155,29 @@ def test_hopper_runs_end_to_end(tmp_path):
     assert summary["seeds"][0]["n_samples"] == 60 and np.isfinite(summary["seeds"][0]["J_hat"])
     ev = json.loads((tmp_path / "run" / "seed_0" / "evaluation.json").read_text())
     assert ev["episodes"] == 2 and all(1 <= length <= 50 for length in ev["lengths"])
+
+
+def test_task_imports_a_d4rl_hopper_hdf5(tmp_path):
+    """D4RL hopper layout (as in hopper-*-v2): next_observations, terminals and timeouts."""
+    pytest.importorskip("nopg.formats")
+    h5py = pytest.importorskip("h5py")
+    raw = collect_hopper(200, behaviour=lambda obs: np.zeros(3), seed=1, max_episode_steps=60,
+                         action_noise=0.5)
+    path = tmp_path / "hopper-random-v2.hdf5"
+    with h5py.File(path, "w") as f:
+        f["observations"] = raw.states.astype(np.float32)
+        f["next_observations"] = raw.next_states.astype(np.float32)
+        f["actions"] = raw.actions.astype(np.float32)
+        f["rewards"] = raw.rewards.astype(np.float32)
+        f["terminals"] = raw.terminals
+        f["timeouts"] = raw.truncations
+        f["infos/qpos"] = np.zeros((raw.n, 6))
+    task = get_task("hopper")
+    config = task.default_config().replace(**{"task.dataset": str(path), "task.n_samples": None})
+    data = task.make_dataset(config, seed=0)
+    assert data.n == raw.n
+    np.testing.assert_allclose(data.states, raw.states, rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(data.terminals, raw.terminals)
+    np.testing.assert_array_equal(data.truncations, raw.truncations)
+    assert raw.terminals.any() and raw.truncations.any()
+    np.testing.assert_array_equal(data.discounts(0.99)[raw.terminals], 0.0)

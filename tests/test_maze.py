@@ -238,3 +238,64 @@ def test_umaze_runs_end_to_end(tmp_path):
     ev = json.loads((tmp_path / "run" / "seed_0" / "evaluation.json").read_text())
     assert ev["episodes"] == 2 and 0.0 <= ev["success_rate"] <= 1.0
     assert (tmp_path / "run" / "seed_0" / "maze.png").is_file()
+
+
+def test_task_imports_a_d4rl_maze2d_hdf5(tmp_path):
+    """A D4RL maze2d-style file: D4RL frame, no next_observations, episode cuts as terminals."""
+    pytest.importorskip("nopg.formats")
+    h5py = pytest.importorskip("h5py")
+    raw = collect_umaze_d4rl_style(400, seed=2)
+    to_d4rl = np.stack([2 - raw.states[:, 1], raw.states[:, 0] + 2, -raw.states[:, 3],
+                        raw.states[:, 2]], axis=1)
+    path = tmp_path / "maze2d-umaze-sparse-v1.hdf5"
+    with h5py.File(path, "w") as f:
+        f["observations"] = to_d4rl
+        f["actions"] = raw.actions
+        f["rewards"] = np.zeros(raw.n)  # D4RL generated zeros, then relabelled
+        f["terminals"] = raw.truncations  # D4RL stored "target reached / timeout" as terminals
+        f["infos/goal"] = np.zeros((raw.n, 2))
+    task = get_task("umaze")
+    config = task.default_config().replace(**{"task.dataset": str(path), "task.n_samples": None,
+                                              "task.dataset_frame": "d4rl"})
+    data = task.make_dataset(config, seed=0)
+    assert not data.terminals.any()
+    keep = ~raw.truncations  # the rows D4RL flagged have no known next state and are dropped
+    np.testing.assert_allclose(data.states, raw.states[keep], atol=1e-12)
+    np.testing.assert_allclose(data.next_states, raw.next_states[keep], atol=1e-12)
+    np.testing.assert_array_equal(data.rewards, umaze_reward(data.next_states[:, :2]))
+    # The row before each dropped one now ends its episode as a truncation.
+    cut = np.flatnonzero(raw.truncations)
+    expected = np.zeros(raw.n, bool)
+    expected[cut[cut > 0] - 1] = True
+    np.testing.assert_array_equal(data.truncations, expected[keep])
+
+
+def test_task_imports_a_local_minari_pointmaze(tmp_path, monkeypatch):
+    """Minari PointMaze data hold dict observations; the task keeps the 'observation' entry."""
+    pytest.importorskip("nopg.formats")
+    minari = pytest.importorskip("minari")
+    from minari.data_collector import EpisodeBuffer
+
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path))
+    raw = collect_umaze_d4rl_style(150, seed=3)
+    buffers = []
+    for j, idx in enumerate(raw.episodes()):
+        obs = np.concatenate([raw.states[idx], raw.next_states[idx[-1:]]])
+        buffers.append(EpisodeBuffer(
+            id=j, observations={"observation": obs, "achieved_goal": obs[:, :2].copy(),
+                                "desired_goal": np.tile(UMAZE_GOAL, (len(idx) + 1, 1))},
+            actions=raw.actions[idx], rewards=np.zeros(len(idx)).tolist(),
+            terminations=[False] * len(idx), truncations=raw.truncations[idx].tolist(), infos={}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        minari.create_dataset_from_buffers("nopgtest/pointmaze/umaze-v0", buffer=buffers,
+                                           env="PointMaze_UMaze-v3", algorithm_name="waypoint",
+                                           description="test")
+    task = get_task("umaze")
+    config = task.default_config().replace(**{"task.dataset": "minari:nopgtest/pointmaze/umaze-v0",
+                                              "task.n_samples": 100})
+    data = task.make_dataset(config, seed=0)
+    assert data.n == 100 and data.state_dim == 4
+    rows = {tuple(s) for s in raw.states}
+    assert all(tuple(s) in rows for s in data.states)
+    np.testing.assert_array_equal(data.rewards, umaze_reward(data.next_states[:, :2]))

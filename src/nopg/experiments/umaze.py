@@ -12,8 +12,10 @@ Data: by default generated locally with D4RL's noisy waypoint controller
 ``n_samples`` transitions are drawn uniformly without replacement, as the paper sub-sampled
 D4RL's million-step file. ``task.dataset`` may instead name a local file (``.npz``, or a D4RL
 ``.hdf5`` / Minari id through :mod:`nopg.formats` when installed); ``task.dataset_frame = "d4rl"``
-maps D4RL's maze coordinates to gymnasium-robotics' frame, and ``task.relabel_rewards`` (default
-true) recomputes the rewards for the fixed goal from the next states.
+maps D4RL's maze coordinates to gymnasium-robotics' frame and (``task.terminals_as_timeouts``,
+default on for that frame) turns D4RL's ``terminals``, which only mark where the continuing
+stream was cut, into truncations; ``task.relabel_rewards`` (default true) recomputes the rewards
+for the fixed goal from the next states.
 
 Paper configuration: sizes 100 ... 1000, gamma 0.99, state factor 2, action factor 5, a
 (64, 32) ReLU MLP, Adam 3e-4, 5000 updates, ``N_pi = 1`` (NOPG-S), kernel-mean next states,
@@ -79,6 +81,33 @@ def load_external_dataset(spec: str | os.PathLike[str], minari_obs_keys: str | N
                      ".npz files are supported")
 
 
+def _terminals_to_truncations(fields: dict[str, Any]) -> dict[str, Any]:
+    """Undo D4RL maze2d's ``terminals``, which mark episode cuts of a continuing stream.
+
+    The maze never terminates; D4RL's generator stored "target reached or 300 steps" as
+    ``terminals``. A terminal row's next state is unknown in such a file (readers put a
+    placeholder there), so the row is dropped and the previous row of its episode is marked
+    truncated instead.
+    """
+    term = np.asarray(fields["terminals"], dtype=bool)
+    if not term.any():
+        return fields
+    n = term.shape[0]
+    trunc = np.zeros(n, bool) if fields["truncations"] is None else fields["truncations"].copy()
+    ids = fields["episode_ids"]
+    prev = np.flatnonzero(term)[np.flatnonzero(term) > 0] - 1
+    if ids is not None:
+        prev = prev[ids[prev] == ids[prev + 1]]
+    trunc[prev] = True
+    keep = ~term
+    if not keep.any():
+        raise ValueError("every transition of the data set is terminal")
+    out = {k: (None if v is None else np.asarray(v)[keep]) for k, v in fields.items()}
+    out["truncations"] = trunc[keep]
+    out["terminals"] = np.zeros(int(keep.sum()), dtype=bool)
+    return out
+
+
 def subsample(data: TransitionDataset, n: int | None, seed: int) -> TransitionDataset:
     """``n`` transitions drawn uniformly without replacement (sorted), or ``data`` if ``n`` is None."""
     if n is None:
@@ -128,7 +157,8 @@ class UMazeTask:
             nopg=NOPGConfig(gamma=0.99, learning_rate=3e-4, n_mc_policy=1),
             task={"n_samples": 1000, "source_steps": 20000, "action_noise": 0.5,
                   "reward_type": "sparse", "eval_steps": 300, "n_initial_states": 50,
-                  "dataset": None, "dataset_frame": "gymnasium", "relabel_rewards": True},
+                  "dataset": None, "dataset_frame": "gymnasium", "relabel_rewards": True,
+                  "terminals_as_timeouts": None},
         )
 
     # ------------------------------------------------------------------ data
@@ -150,6 +180,9 @@ class UMazeTask:
             if frame == "d4rl":
                 fields["states"] = d4rl_to_gymnasium_states(data.states)
                 fields["next_states"] = d4rl_to_gymnasium_states(data.next_states)
+            as_timeouts = t.get("terminals_as_timeouts")
+            if as_timeouts if as_timeouts is not None else frame == "d4rl":
+                fields = _terminals_to_truncations(fields)
             if t.get("relabel_rewards", True):
                 fields["rewards"] = umaze_reward(fields["next_states"][:, :2],
                                                  t.get("reward_type", "sparse"))
