@@ -297,6 +297,16 @@ def save_hdf5(data: TransitionDataset, path: str | os.PathLike[str]) -> None:
 
 
 # ------------------------------------------------------------------------------- Minari
+def _import_minari() -> Any:
+    """Import minari (an optional dependency: ``pip install "nopg[minari]"``)."""
+    try:
+        import minari
+    except ImportError:
+        raise ValueError('Minari data sets need the minari package: pip install "nopg[minari]"'
+                         ) from None
+    return minari
+
+
 @contextlib.contextmanager
 def _minari_root(datasets_path: str | os.PathLike[str] | None) -> Iterator[None]:
     """Temporarily point ``MINARI_DATASETS_PATH`` at ``datasets_path`` (not thread-safe)."""
@@ -370,7 +380,7 @@ def load_minari(dataset_id: str, *, obs_keys: str | Sequence[str] | None = None,
     ValueError
         If the data set is not on disk, or its episodes are malformed (lengths, NaN, dict actions).
     """
-    import minari
+    minari = _import_minari()
 
     with _minari_root(datasets_path):
         try:
@@ -443,7 +453,8 @@ def save_minari(data: TransitionDataset, dataset_id: str, *, env_id: str | None 
         If an episode is not a chain, or the id exists (without ``overwrite``) or is invalid.
     """
     import gymnasium as gym
-    import minari
+
+    minari = _import_minari()
     from minari.data_collector import EpisodeBuffer
 
     buffers = []
