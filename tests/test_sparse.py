@@ -83,46 +83,80 @@ def test_neighbor_index_bad_input():
 
 
 # ---------------------------------------------------------------- equality with the dense top-k
+def _perturbed(policy: torch.nn.Module, scale: float, seed: int = 9) -> torch.nn.Module:
+    """A copy of ``policy`` with every parameter moved by ``scale`` * N(0, 1)."""
+    import copy
+    other = copy.deepcopy(policy)
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in other.parameters():
+            p.add_(scale * torch.randn(p.shape, generator=gen, dtype=p.dtype))
+    return other
+
+
+def _model(data, mode, **kw):
+    kw.setdefault("top_k", K)
+    return NonparametricBellman(data, BW, 0.95, neighbors=mode, solver="dense", **kw)
+
+
 @pytest.mark.parametrize("mode, kw", [
-    ("candidates", {"n_candidates": 12}),     # few candidates: refinement does real work
+    ("candidates", {"n_candidates": 8}),      # few candidates: re-centring does real work
     ("candidates", {"n_candidates": 64}),
     ("candidates", {"n_candidates": N}),      # every point a candidate
     ("knn", {}),
 ])
 @pytest.mark.parametrize("variant", ["deterministic", "stochastic", "mc_next"])
 def test_sparse_paths_equal_dense_top_k(data, mode, kw, variant):
+    """After the candidates were built at another policy (as during training), J_hat, q, mu and
+    the gradient still equal the dense top-k computation."""
     stochastic = variant == "stochastic"
     extra = {"stochastic": stochastic, "n_mc_policy": 4 if stochastic else None,
              "n_mc_next": 3 if variant == "mc_next" else None}
-    ref = _estimate(data, _policy(stochastic), neighbors="dense", **extra)
-    got = _estimate(data, _policy(stochastic), neighbors=mode, **extra, **kw)
+    policy = _policy(stochastic)
+    ref_model = _model(data, "dense", **extra)
+    model = _model(data, mode, **extra, **kw)
+    model.evaluate(_perturbed(policy, 0.3), S0, torch.Generator().manual_seed(0))  # prime caches
+    gen_ref, gen = torch.Generator().manual_seed(4), torch.Generator().manual_seed(4)
+    ref = ref_model.evaluate(policy, S0, gen_ref)
+    got = model.evaluate(policy, S0, gen)
     assert got.J == pytest.approx(ref.J, rel=1e-12, abs=1e-12)
     np.testing.assert_allclose(got.q, ref.q, rtol=1e-10, atol=1e-10)
     np.testing.assert_allclose(got.mu, ref.mu, rtol=1e-10, atol=1e-12)
-    np.testing.assert_allclose(_flat(got.grads), _flat(ref.grads), rtol=1e-9, atol=1e-11)
+    params = list(policy.parameters())
+    g_ref = _flat(torch.autograd.grad(ref.surrogate(), params))
+    g_got = _flat(torch.autograd.grad(got.surrogate(), params))
+    np.testing.assert_allclose(g_got, g_ref, rtol=1e-9, atol=1e-11)
 
 
 def test_certificate_triggers_refinement_and_refinement_is_needed(data):
-    policy = _policy()
-    exact = NonparametricBellman(data, BW, 0.95, top_k=K, neighbors="dense")
-    refined = NonparametricBellman(data, BW, 0.95, top_k=K, n_candidates=12)
-    approx = NonparametricBellman(data, BW, 0.95, top_k=K, n_candidates=12, refine=False)
-    P_ref = exact.transition_matrix(policy).to_dense().detach()
-    P_refined = refined.transition_matrix(policy).to_dense().detach()
-    P_approx = approx.transition_matrix(policy).to_dense().detach()
-    assert 0 < refined.refined_rows_ < N          # some rows certified, some not
+    policy, moved = _policy(), _perturbed(_policy(), 0.3)
+    exact = _model(data, "dense")
+    refined = _model(data, "candidates", n_candidates=8)
+    approx = _model(data, "candidates", n_candidates=8, refine=False)
+    for model in (refined, approx):
+        model.transition_matrix(policy)              # candidates built at the first policy
+        assert model.refined_rows_ == 0
+    P_ref = exact.transition_matrix(moved).to_dense().detach()
+    P_refined = refined.transition_matrix(moved).to_dense().detach()
+    P_approx = approx.transition_matrix(moved).to_dense().detach()
+    assert 0 < refined.refined_rows_ < N          # some rows certified, some re-centred
     assert approx.refined_rows_ == 0
     torch.testing.assert_close(P_refined, P_ref, rtol=1e-12, atol=1e-14)
-    # Without refinement some rows keep a wrong entry: the certificate is what makes it exact.
+    # Without the certificate some rows keep a wrong entry after the policy moved...
     assert (P_approx - P_ref).abs().max() > 1e-3
-    # ...and the certified rows of the approximate matrix are already the exact ones.
+    # ...and only rows the certificate flagged can be wrong.
     rows_differ = ((P_approx - P_ref).abs() > 1e-12).any(1).sum().item()
     assert 0 < rows_differ <= refined.refined_rows_
+    # The same policy again: every row is certified, nothing is re-centred.
+    refined.refined_rows_ = 0
+    refined.transition_matrix(moved)
+    assert refined.refined_rows_ == 0
 
 
 def test_all_candidates_certify_every_row(data):
-    model = NonparametricBellman(data, BW, 0.95, top_k=K, n_candidates=N)
+    model = _model(data, "candidates", n_candidates=N)
     model.transition_matrix(_policy())
+    model.transition_matrix(_perturbed(_policy(), 1.0))
     assert model.refined_rows_ == 0
 
 
@@ -138,7 +172,7 @@ def test_sparse_rows_keep_k_entries_and_sum_to_gamma(data):
 def test_queries_equal_dense_top_k(data, mode):
     policy = _policy()
     ref = NonparametricBellman(data, BW, 0.95, top_k=K, neighbors="dense")
-    got = NonparametricBellman(data, BW, 0.95, top_k=K, neighbors=mode, n_candidates=12)
+    got = NonparametricBellman(data, BW, 0.95, top_k=K, neighbors=mode, n_candidates=8)
     sol = ref.evaluate(policy, S0)
     rng = np.random.default_rng(5)
     qs = rng.uniform(-1.5, 1.5, (50, 3))
@@ -152,8 +186,9 @@ def test_queries_equal_dense_top_k(data, mode):
 def test_finite_differences_on_candidate_path_with_bicgstab(data):
     """Autograd of the surrogate equals central differences of J_hat on the sparse path."""
     policy = _policy()
-    model = NonparametricBellman(data, BW, 0.95, top_k=K, n_candidates=12, solver="bicgstab",
+    model = NonparametricBellman(data, BW, 0.95, top_k=K, n_candidates=8, solver="bicgstab",
                                  solver_tol=1e-13)
+    model.evaluate(_perturbed(policy, 0.3), S0)      # candidates built elsewhere
     sol = model.evaluate(policy, S0)
     grads = torch.autograd.grad(sol.surrogate(), list(policy.parameters()))
     flat = torch.nn.utils.parameters_to_vector(policy.parameters()).detach().clone()
@@ -183,9 +218,10 @@ def test_operators_match_matvec(data):
 
 
 def test_fit_logs_refined_rows(data):
-    algo = nopg.NOPG(_policy(), nopg.NOPGConfig(top_k=K, n_candidates=12, seed=0))
-    algo.fit(data, BW, S0, 3, progress=False)
-    assert all(m["refined_rows"] > 0 for m in algo.history_)
+    algo = nopg.NOPG(_policy(), nopg.NOPGConfig(top_k=K, n_candidates=8, seed=0, learning_rate=0.2))
+    algo.fit(data, BW, S0, 4, progress=False)
+    assert all(isinstance(m["refined_rows"], int) for m in algo.history_)
+    assert sum(m["refined_rows"] for m in algo.history_[1:]) > 0   # large steps move rows
 
 
 # ---------------------------------------------------------------- bad input

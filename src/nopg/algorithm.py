@@ -120,6 +120,7 @@ class NOPG:
         self.model_: NonparametricBellman | None = None
         self.initial_states_: np.ndarray | None = None
         self._warm: tuple[torch.Tensor, torch.Tensor] | None = None
+        self._solver_state: dict[str, torch.Tensor] = {}   # restored from a checkpoint
         self._solution: BellmanSolution | None = None
 
     # ------------------------------------------------------------------ set-up
@@ -127,14 +128,17 @@ class NOPG:
               initial_states: np.ndarray | torch.Tensor) -> NOPG:
         """Build the Bellman model for ``dataset``; called by :meth:`fit` when needed."""
         c = self.config
+        previous = self.model_.solver_state() if self.model_ is not None else self._solver_state
         self.model_ = NonparametricBellman(
             dataset, bandwidths, c.gamma, top_k=c.top_k, n_mc_next=c.n_mc_next,
             n_mc_policy=c.n_mc_policy, stochastic=self.stochastic, dtype=c.torch_dtype,
             device=self.device, solver=c.solver, solver_tol=c.solver_tol,
             solver_max_iter=c.solver_max_iter, dense_max_n=c.dense_max_n,
             neighbors=c.neighbors, n_candidates=c.n_candidates, refine=c.refine,
-            neighbor_backend=c.neighbor_backend,
+            neighbor_backend=c.neighbor_backend, preconditioner=c.preconditioner,
         )
+        if previous:
+            self.model_.load_solver_state(previous)
         self.initial_states_ = as_states(initial_states, dataset.state_dim, "initial_states")
         self._solution = None
         return self
@@ -312,6 +316,8 @@ class NOPG:
         state = {"generator": self.generator.get_state()}
         if self._warm is not None:
             state["warm_q"], state["warm_mu"] = self._warm
+        if self.model_ is not None:
+            state.update({f"solver_{k}": v for k, v in self.model_.solver_state().items()})
         torch.save(state, path / "state.pt")
         with open(path / "history.csv", "w", newline="") as fh:
             writer = csv.DictWriter(fh, fieldnames=LOG_COLUMNS, extrasaction="ignore")
@@ -354,6 +360,7 @@ class NOPG:
         algo.generator.set_state(state["generator"])
         if "warm_q" in state:
             algo._warm = (state["warm_q"].to(algo.device), state["warm_mu"].to(algo.device))
+        algo._solver_state = {k[7:]: v for k, v in state.items() if k.startswith("solver_")}
         algo.update_ = int(meta["update"])
         with open(path / "history.csv", newline="") as fh:
             algo.history_ = [{k: _parse(v) for k, v in row.items()} for row in csv.DictReader(fh)]

@@ -23,15 +23,17 @@ renormalises them. How those ``k`` are found is the ``neighbors`` option (DESIGN
 
 - ``"dense"``: build the full ``(m, n)`` log-weights and take ``topk`` (the paper's method; also
   used without ``top_k``). ``O(n^2)`` time and memory per update: a reference for small ``n``.
-- ``"candidates"`` (default with ``top_k``): the ``K'`` nearest data points of every query in
-  bandwidth-scaled *state* space are found once (a KD-tree, or tiled top-k on a GPU) together with
-  the distance ``d_{K'+1}`` of the first point left out. Every update re-ranks only the
-  candidates by the full log-weight (a gather, ``O(n K')``) and keeps the top ``k``. Because the
-  action term ``-1/2 ||(a - a_j)/h_a||^2`` is never positive, every non-candidate has log-weight
-  at most ``-1/2 d_{K'+1}^2``; a row whose ``k``-th kept log-weight reaches that bound is
-  *certified* to hold the exact top-k. With ``refine=True`` the rows that are not certified are
-  recomputed by an exact k-NN query in (state, action) space, so the result always equals the
-  dense top-k (up to ties), and the number of refined rows is reported.
+- ``"candidates"`` (default with ``top_k``): the ``k`` largest log-weights are the ``k`` nearest
+  neighbours of ``(s/h_s, a/h_a)`` among the scaled data pairs ``(s_j/h_s, a_j/h_a)``. For the
+  rows of ``P`` and ``eps0`` (fixed query states) the ``K'`` nearest neighbours of the pair at a
+  *centre* action are kept as candidates, with the distance ``R`` of the nearest point left out.
+  Every update re-ranks only the candidates at the policy's new action ``a`` (a gather,
+  ``O(n K')``). By the triangle inequality every other point lies at least ``R - |a - centre|``
+  away, so a row whose ``k``-th candidate is nearer than that is *certified* exact. Rows that are
+  not are re-centred at their current action by a k-NN query (a KD-tree on the CPU, tiled top-k
+  on a GPU), so the result always equals the dense top-k (up to ties); the policy moves slowly,
+  so few rows need it per update, and their number is reported. ``refine=False`` skips the
+  certificate (candidates from the first update only): an approximation.
 - ``"knn"``: an exact k-NN query in scaled (state, action) space for every row and update, since
   the ``k`` largest log-weights are the ``k`` nearest neighbours of ``(s/h_s, pi(s)/h_a)``.
 
@@ -54,11 +56,13 @@ from .data import TransitionDataset
 from .neighbors import NeighborIndex
 from .policies import is_stochastic
 from .rows import DenseRows, Rows, SparseRows
-from .solvers import SolveInfo, bicgstab, solve_dense
+from .solvers import SolveInfo, bicgstab, ilu_preconditioner, solve_dense
 
 logger = logging.getLogger(__name__)
 
 _SOLVERS = ("auto", "dense", "bicgstab")
+PRECONDITIONERS = ("auto", "ilu", "none")
+_ILU_REFRESH_ITERS = 15        # rebuild the ILU preconditioner when a solve needs more iterations
 NEIGHBOR_MODES = ("auto", "dense", "candidates", "knn")
 _DENSE_LIMIT = 20_000          # top_k=None beyond this many samples is refused (n x n memory)
 _BLOCK = 1 << 22               # elements per block of candidate scores (bounds peak memory)
@@ -73,16 +77,20 @@ def default_candidates(top_k: int) -> int:
 class _Queries:
     """Query states prepared for one neighbour mode.
 
-    ``scaled`` are the states divided by ``h_s``. Dense mode holds ``fixed``, the (m, n)
-    policy-independent log-weights; candidate mode holds ``cand`` (m, K') indices, their fixed
-    log-weights ``cand_fixed`` and the certificate bound ``bound`` (m,).
+    ``scaled`` are the states divided by ``h_s``; dense mode adds ``fixed``, the (m, n)
+    policy-independent log-weights. Candidate mode with ``cached=True`` keeps, per query, the
+    ``K'`` nearest data points ``cand`` (m, K') of the scaled pair ``(s, centre)`` in (state,
+    action) space, their squared state distances ``cand_sq_state`` (m, K') and ``radius`` (m,),
+    the distance from the centre to the nearest point left out (``inf`` if none is).
     """
 
     scaled: torch.Tensor
     fixed: torch.Tensor | None = None
+    cached: bool = False
     cand: torch.Tensor | None = None
-    cand_fixed: torch.Tensor | None = None
-    bound: torch.Tensor | None = None
+    cand_sq_state: torch.Tensor | None = None
+    centre: torch.Tensor | None = None
+    radius: torch.Tensor | None = None
 
 
 def _check_positive_int(name: str, value: int | None, allow_none: bool = True) -> None:
@@ -176,12 +184,17 @@ class NonparametricBellman:
         How the top-k entries are found (module docstring); ``auto`` is ``dense`` without
         ``top_k`` and ``candidates`` with it.
     n_candidates : int, optional
-        ``K'``, the state-space candidates per query (default :func:`default_candidates`).
+        ``K'``, the candidate neighbours kept per query (default :func:`default_candidates`).
     refine : bool
-        Candidate mode: recompute uncertified rows exactly (default). ``False`` keeps the best
-        ``k`` among the candidates, an approximation whose error :mod:`nopg.tuning` measures.
+        Candidate mode: re-centre the rows the certificate cannot vouch for (exact, default).
+        ``False`` keeps the first update's candidates, an approximation whose error
+        :mod:`nopg.tuning` measures.
     neighbor_backend : {"auto", "kdtree", "torch"}
         Back end of the neighbour searches (:class:`nopg.neighbors.NeighborIndex`).
+    preconditioner : {"auto", "ilu", "none"}
+        BiCGSTAB preconditioner. ``ilu`` (the ``auto`` choice on the CPU): an incomplete LU of
+        ``I - P`` reused across updates and rebuilt when a solve needs more than 15 iterations.
+        ``none`` on a GPU.
     """
 
     def __init__(
@@ -204,6 +217,7 @@ class NonparametricBellman:
         n_candidates: int | None = None,
         refine: bool = True,
         neighbor_backend: str = "auto",
+        preconditioner: str = "auto",
     ) -> None:
         if not isinstance(dataset, TransitionDataset):
             raise ValueError(
@@ -224,6 +238,9 @@ class NonparametricBellman:
         if not (solver_tol > 0):
             raise ValueError(f"The 'solver_tol' parameter must be positive. Got {solver_tol!r} instead.")
         _check_positive_int("n_candidates", n_candidates)
+        if preconditioner not in PRECONDITIONERS:
+            raise ValueError(f"The 'preconditioner' parameter must be one of {PRECONDITIONERS}. "
+                             f"Got {preconditioner!r} instead.")
         if neighbors not in NEIGHBOR_MODES:
             raise ValueError(f"The 'neighbors' parameter must be one of {NEIGHBOR_MODES}. "
                              f"Got {neighbors!r} instead.")
@@ -258,7 +275,15 @@ class NonparametricBellman:
         self.n_candidates = min(n_candidates or default_candidates(top_k or 1), n)
         self.refine = bool(refine)
         self.neighbor_backend = neighbor_backend
-        self._state_index: NeighborIndex | None = None
+        if preconditioner == "ilu" and self.device.type != "cpu":
+            raise ValueError("preconditioner='ilu' runs on the CPU only; use 'auto' or 'none' on "
+                             f"{self.device}")
+        self.preconditioner = ("ilu" if self.device.type == "cpu" else "none") \
+            if preconditioner == "auto" else preconditioner
+        self._ilu: tuple | None = None
+        self._ilu_source: SparseRows | None = None       # the P the ILU was built from
+        self._last_iterations = 0
+        self.preconditioner_builds_ = 0
         self._joint_index: NeighborIndex | None = None
         self.refined_rows_ = 0                            # refined rows since the last evaluate()
 
@@ -327,12 +352,6 @@ class NonparametricBellman:
         return SparseRows(idx.reshape(m, -1), weights.reshape(m, -1), n)
 
     # ------------------------------------------------------------------ sparse path
-    def state_index(self) -> NeighborIndex:
-        """k-NN index over the scaled data states (built on first use)."""
-        if self._state_index is None:
-            self._state_index = NeighborIndex(self.states_scaled, self.neighbor_backend)
-        return self._state_index
-
     def joint_index(self) -> NeighborIndex:
         """k-NN index over scaled (state, action) pairs (built on first use)."""
         if self._joint_index is None:
@@ -340,63 +359,111 @@ class NonparametricBellman:
             self._joint_index = NeighborIndex(points, self.neighbor_backend)
         return self._joint_index
 
-    def _prepare(self, query_states: torch.Tensor) -> _Queries:
-        """Per-query data that does not depend on the policy (cached for P's rows and eps0)."""
+    def _prepare(self, query_states: torch.Tensor, cache: bool = False) -> _Queries:
+        """Per-query data that does not depend on the policy.
+
+        ``cache=True`` (P's rows, eps0) keeps candidate sets across updates in candidate mode;
+        one-off queries are answered by exact k-NN.
+        """
         scaled = query_states / self.h_s
         if self.neighbors == "dense":
             return _Queries(scaled, fixed=self._fixed_logits(query_states))
-        if self.neighbors == "knn":
-            return _Queries(scaled)
-        n, kc = self.n, self.n_candidates
-        if kc >= n:  # every point is a candidate: nothing is left out, every row is certified
-            cand = torch.arange(n, device=self.device).expand(scaled.shape[0], n)
-            diff = scaled[:, None, :] - self.states_scaled[None, :, :]
-            d2 = (diff * diff).sum(-1)
-            bound = torch.full((scaled.shape[0],), -torch.inf, dtype=self.dtype, device=self.device)
+        return _Queries(scaled, cached=cache and self.neighbors == "candidates")
+
+    def _exact_knn(self, scaled: torch.Tensor, actions: torch.Tensor, k: int
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Exact k-NN of the scaled pairs ``(scaled[i], actions[i])``: (sqdist, index)."""
+        return self.joint_index().query(torch.cat([scaled, actions], dim=-1), k)
+
+    def _recentre(self, queries: _Queries, rows: torch.Tensor, centre: torch.Tensor) -> None:
+        """New candidate sets for ``rows``: the ``K'`` joint neighbours of ``(s, centre)``."""
+        n, kc, m = self.n, self.n_candidates, queries.scaled.shape[0]
+        if queries.cand is None:
+            queries.cand = torch.zeros(m, kc, dtype=torch.long, device=self.device)
+            queries.cand_sq_state = torch.zeros(m, kc, dtype=self.dtype, device=self.device)
+            queries.centre = torch.zeros(m, centre.shape[1], dtype=self.dtype, device=self.device)
+            queries.radius = torch.zeros(m, dtype=self.dtype, device=self.device)
+        assert queries.cand_sq_state is not None and queries.centre is not None
+        assert queries.radius is not None
+        scaled = queries.scaled[rows]
+        if kc >= n:  # every point is a candidate: nothing is left out
+            idx = torch.arange(n, device=self.device).expand(rows.numel(), n)
+            radius = torch.full((rows.numel(),), torch.inf, dtype=self.dtype, device=self.device)
         else:
-            d2, cand = self.state_index().query(scaled, kc + 1)
-            bound = -0.5 * d2[:, kc]
-            d2, cand = d2[:, :kc], cand[:, :kc]
-        return _Queries(scaled, cand=cand, cand_fixed=-0.5 * (d2 + self._action_sq[cand]), bound=bound)
+            d2, idx = self._exact_knn(scaled, centre, kc + 1)
+            radius, idx = d2[:, kc].sqrt(), idx[:, :kc]
+        diff = scaled[:, None, :] - self.states_scaled[idx]
+        queries.cand[rows] = idx
+        queries.cand_sq_state[rows] = (diff * diff).sum(-1)
+        queries.centre[rows] = centre
+        queries.radius[rows] = radius
+
+    def _rerank(self, queries: _Queries, rows: torch.Tensor, actions: torch.Tensor
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Top-k of the candidates of ``rows`` at ``actions`` (r, G, d_a): (index, k-th sqdist)."""
+        assert queries.cand is not None and queries.cand_sq_state is not None
+        k = self.top_k
+        assert k is not None
+        G, d_a = actions.shape[1:]
+        kc = queries.cand.shape[1]
+        block = max(1, _BLOCK // (G * kc * d_a))
+        idx_parts, kth_parts = [], []
+        for s0 in range(0, rows.numel(), block):
+            r = rows[s0:s0 + block]
+            c = queries.cand[r]                                                 # (b, K')
+            da = actions[s0:s0 + block, :, None, :] - self.actions_scaled[c][:, None, :, :]
+            d2 = queries.cand_sq_state[r][:, None, :] + (da * da).sum(-1)         # (b, G, K')
+            vals, pos = torch.topk(d2, k, dim=-1, largest=False)
+            idx_parts.append(c[:, None, :].expand(-1, G, -1).gather(2, pos))
+            kth_parts.append(vals[..., -1])
+        return torch.cat(idx_parts), torch.cat(kth_parts)
+
+    def _certified(self, queries: _Queries, rows: torch.Tensor, actions: torch.Tensor,
+                   kth_sq: torch.Tensor) -> torch.Tensor:
+        """(r, G) mask: the candidates provably hold the exact top-k.
+
+        Every data point outside a candidate set lies at least ``radius`` from ``(s, centre)``,
+        hence (triangle inequality) at least ``radius - |a - centre|`` from ``(s, a)``.
+        """
+        assert queries.centre is not None and queries.radius is not None
+        shift = torch.linalg.vector_norm(actions - queries.centre[rows][:, None, :], dim=-1)
+        return kth_sq.sqrt() <= queries.radius[rows][:, None] - shift
 
     @torch.no_grad()
     def _select(self, queries: _Queries, actions: torch.Tensor) -> torch.Tensor:
         """Indices (M, G, k) of the ``k`` largest log-weights for query states and actions.
 
-        ``actions`` (M, G, d_a) are scaled by ``h_a``. Candidate mode re-ranks the candidates and
-        refines uncertified rows (counted in ``refined_rows_``); knn mode queries exactly.
+        ``actions`` (M, G, d_a) are scaled by ``h_a``. With cached candidates, rows the
+        certificate cannot vouch for are re-centred at their current action (counted in
+        ``refined_rows_``); pairs still uncertified get an exact k-NN query.
         """
-        M, G, d_a = actions.shape
+        M, G, _ = actions.shape
         k = self.top_k
         assert k is not None
-        if self.neighbors == "knn":
-            points = torch.cat([queries.scaled[:, None, :].expand(M, G, -1), actions], dim=-1)
-            _, idx = self.joint_index().query(points.reshape(M * G, -1), k)
+        if not queries.cached:
+            points = queries.scaled[:, None, :].expand(M, G, -1).reshape(M * G, -1)
+            _, idx = self._exact_knn(points, actions.reshape(M * G, -1), k)
             return idx.reshape(M, G, k)
-        cand, cand_fixed, bound = queries.cand, queries.cand_fixed, queries.bound
-        assert cand is not None and cand_fixed is not None and bound is not None
-        kc = cand.shape[1]
-        block = max(1, _BLOCK // (G * kc * d_a))
-        idx_parts, kth_parts = [], []
-        for s0 in range(0, M, block):
-            c = cand[s0:s0 + block]
-            a_cand = self.actions_scaled[c]                                     # (b, K', d_a)
-            # Bilinear action term as a broadcast product (batched matmuls of tiny matrices are slow).
-            bilinear = (actions[s0:s0 + block, :, None, :] * a_cand[:, None, :, :]).sum(-1)
-            scores = cand_fixed[s0:s0 + block, None, :] + bilinear               # (b, G, K')
-            vals, pos = torch.topk(scores, k, dim=-1)                          # (b, G, k)
-            idx_parts.append(c[:, None, :].expand(-1, G, -1).gather(2, pos))
-            kth_parts.append(vals[..., -1])
-        idx = torch.cat(idx_parts)
-        if self.refine:
-            # Full k-th log-weight (the dropped -1/2 |a|^2 restored) against the bound.
-            kth = torch.cat(kth_parts) - 0.5 * (actions * actions).sum(-1)      # (M, G)
-            rows, samples = torch.nonzero(kth < bound[:, None], as_tuple=True)
-            if rows.numel():
-                points = torch.cat([queries.scaled[rows], actions[rows, samples]], dim=-1)
-                _, exact = self.joint_index().query(points, k)
-                idx[rows, samples] = exact
-                self.refined_rows_ += int(rows.numel())
+        centre = actions.mean(1)                                               # (M, d_a)
+        all_rows = torch.arange(M, device=self.device)
+        if queries.cand is None:
+            self._recentre(queries, all_rows, centre)
+        idx, kth = self._rerank(queries, all_rows, actions)
+        if not self.refine:
+            return idx
+        bad = ~self._certified(queries, all_rows, actions, kth).all(1)
+        rows = torch.nonzero(bad).reshape(-1)
+        if rows.numel():
+            self.refined_rows_ += int(rows.numel())
+            self._recentre(queries, rows, centre[rows])
+            sub_idx, sub_kth = self._rerank(queries, rows, actions[rows])
+            ok = self._certified(queries, rows, actions[rows], sub_kth)
+            idx[rows] = sub_idx
+            r_bad, g_bad = torch.nonzero(~ok, as_tuple=True)                  # stochastic outliers
+            if r_bad.numel():
+                r = rows[r_bad]
+                _, exact = self._exact_knn(queries.scaled[r], actions[r, g_bad], k)
+                idx[r, g_bad] = exact
         return idx
 
     def _sparse_rows(self, queries: _Queries, actions: torch.Tensor, group: int) -> SparseRows:
@@ -444,7 +511,7 @@ class NonparametricBellman:
         """``P`` (rows scaled by ``gamma_i``), attached to the policy's graph."""
         if self.n_mc_next is None:
             if self._next_queries is None:
-                self._next_queries = self._prepare(self.next_states)
+                self._next_queries = self._prepare(self.next_states, cache=True)
             states, queries, group = self.next_states, self._next_queries, 1
         else:
             xi = self._noise((self.n, self.n_mc_next, self.dataset.state_dim), generator)
@@ -459,7 +526,7 @@ class NonparametricBellman:
         z = as_states(initial_states, self.dataset.state_dim, "initial_states")
         zt = self._tensor(z)
         if self._init_cache is None or not np.array_equal(self._init_cache[0], z):
-            self._init_cache = (z, self._prepare(zt))
+            self._init_cache = (z, self._prepare(zt, cache=True))
         rows = self._policy_rows(policy, self._policy_input(policy, zt), self._init_cache[1], 1,
                                  generator)
         return rows.column_mean()
@@ -478,11 +545,37 @@ class NonparametricBellman:
             return q, mu, info, info
         q0, mu0 = warm_start if warm_start is not None else (None, None)
         matvec, rmatvec = P64.operators()
+        pre_q = pre_mu = None
+        if self.preconditioner == "ilu" and isinstance(P64, SparseRows):
+            if self._ilu is None or self._last_iterations > _ILU_REFRESH_ITERS:
+                self._build_ilu(P64)
+            if self._ilu is not None:
+                pre_q, pre_mu = self._ilu
         q, info_q = bicgstab(lambda v: v - matvec(v), self.rewards, q0,
-                             tol=self.solver_tol, max_iter=self.solver_max_iter)
+                             tol=self.solver_tol, max_iter=self.solver_max_iter, precond=pre_q)
         mu, info_mu = bicgstab(lambda v: v - rmatvec(v), e64, mu0,
-                               tol=self.solver_tol, max_iter=self.solver_max_iter)
+                               tol=self.solver_tol, max_iter=self.solver_max_iter, precond=pre_mu)
+        self._last_iterations = max(info_q.iterations, info_mu.iterations)
         return q, mu, info_q, info_mu
+
+    def _build_ilu(self, P: SparseRows) -> None:
+        self._ilu_source = P
+        self._ilu = ilu_preconditioner(P.to_scipy())
+        self.preconditioner_builds_ += 1
+
+    def solver_state(self) -> dict[str, torch.Tensor]:
+        """What the solver carries across updates besides warm starts: the matrix its ILU
+        preconditioner was built from and the last iteration count (for exact checkpoints)."""
+        if self._ilu_source is None:
+            return {}
+        return {"ilu_index": self._ilu_source.index.cpu(), "ilu_values": self._ilu_source.values.cpu(),
+                "last_iterations": torch.tensor(self._last_iterations)}
+
+    def load_solver_state(self, state: dict[str, torch.Tensor]) -> None:
+        """Restore :meth:`solver_state` (ignored when it belongs to another data set size)."""
+        if "ilu_index" in state and state["ilu_index"].shape[0] == self.n and self.preconditioner == "ilu":
+            self._build_ilu(SparseRows(state["ilu_index"], state["ilu_values"].to(torch.float64), self.n))
+            self._last_iterations = int(state["last_iterations"])
 
     def evaluate(self, policy: nn.Module, initial_states: np.ndarray | torch.Tensor,
                  generator: torch.Generator | None = None,

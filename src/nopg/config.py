@@ -12,6 +12,7 @@ OPTIMIZERS = ("adam", "adamw", "sgd", "rmsprop")
 SOLVERS = ("auto", "dense", "bicgstab")
 NEIGHBORS = ("auto", "dense", "candidates", "knn")
 NEIGHBOR_BACKENDS = ("auto", "kdtree", "torch")
+PRECONDITIONERS = ("auto", "ilu", "none")
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
 
 
@@ -46,13 +47,13 @@ class NOPGConfig:
         above 20 000 samples). ``10`` is the paper's setting for large data sets.
     neighbors : {"auto", "dense", "candidates", "knn"}
         How the top-k entries are found: ``dense`` builds the (n, n) log-weights (the paper's
-        method); ``candidates`` re-ranks state-space neighbours found once and refines the rows
-        it cannot certify (exact, near-linear; the ``auto`` choice with ``top_k``); ``knn``
-        queries (state, action) neighbours every update (exact).
+        method); ``candidates`` re-ranks cached (state, action) neighbours and re-centres the
+        rows it cannot certify (exact, near-linear; the ``auto`` choice with ``top_k``); ``knn``
+        queries (state, action) neighbours for every row and update (exact).
     n_candidates : int or None
         State-space candidates per row (``None``: ``max(4 top_k, 32)``); see ``nopg tune-k``.
     refine : bool
-        Recompute the rows the candidates cannot certify (exact top-k). ``False`` approximates.
+        Re-centre the rows the candidates cannot certify (exact top-k). ``False`` approximates.
     neighbor_backend : {"auto", "kdtree", "torch"}
         Neighbour search: SciPy KD-tree (CPU) or tiled torch top-k (any device).
     n_mc_policy : int
@@ -63,6 +64,9 @@ class NOPGConfig:
         Linear solver for ``q`` and ``mu``; ``auto`` is dense up to ``dense_max_n`` samples.
     solver_tol, solver_max_iter, dense_max_n
         Iterative-solver tolerance (relative residual), iteration cap and the dense threshold.
+    preconditioner : {"auto", "ilu", "none"}
+        BiCGSTAB preconditioner: ``auto`` is an incomplete LU of ``I - P`` on the CPU (reused
+        across updates) and none on a GPU.
     sigma_decay_to : float or None
         If set, a Gaussian policy's ``sigma`` is multiplied by a factor decaying linearly from 1
         to this value over ``sigma_decay_updates`` updates (paper appendix, NOPG-S).
@@ -90,6 +94,7 @@ class NOPGConfig:
     solver_tol: float = 1e-10
     solver_max_iter: int = 1000
     dense_max_n: int = 2000
+    preconditioner: str = "auto"
     sigma_decay_to: float | None = None
     sigma_decay_updates: int | None = None
     dtype: str = "float64"
@@ -107,6 +112,8 @@ class NOPGConfig:
             _fail("neighbors", f"one of {NEIGHBORS}", self.neighbors)
         if self.neighbor_backend not in NEIGHBOR_BACKENDS:
             _fail("neighbor_backend", f"one of {NEIGHBOR_BACKENDS}", self.neighbor_backend)
+        if self.preconditioner not in PRECONDITIONERS:
+            _fail("preconditioner", f"one of {PRECONDITIONERS}", self.preconditioner)
         if not isinstance(self.refine, (bool, np.bool_)):
             _fail("refine", "a bool", self.refine)
         if self.top_k is None and self.neighbors in ("candidates", "knn"):

@@ -103,6 +103,15 @@ class SparseRows:
         out = torch.zeros(m, self.n_cols, dtype=self.values.dtype, device=self.values.device)
         return out.scatter_add(1, self.index, self.values)
 
+    def to_scipy(self) -> scipy.sparse.csr_matrix:
+        """The (detached, CPU) matrix as a SciPy CSR matrix (repeated columns add up in products)."""
+        m, width = self.index.shape
+        values = self.values.detach().cpu().numpy().reshape(-1)
+        indptr = np.arange(0, m * width + 1, width, dtype=np.int64)
+        csr = scipy.sparse.csr_matrix((values, self.index.cpu().numpy().reshape(-1), indptr),
+                                      shape=(m, self.n_cols))
+        return csr
+
     def operators(self) -> tuple[Operator, Operator]:
         """``(x -> M x, y -> M^T y)`` for repeated products (e.g. in a Krylov solver).
 
@@ -112,11 +121,7 @@ class SparseRows:
         """
         if self.values.device.type != "cpu" or self.values.requires_grad:
             return self.matvec, self.rmatvec
-        m, width = self.index.shape
-        values = self.values.numpy().reshape(-1)
-        indptr = np.arange(0, m * width + 1, width, dtype=np.int64)
-        csr = scipy.sparse.csr_matrix((values, self.index.numpy().reshape(-1), indptr),
-                                      shape=(m, self.n_cols))
+        csr = self.to_scipy()
         csc_t = csr.T  # a CSC view: M^T y without building the transpose
         dtype = self.values.dtype
 

