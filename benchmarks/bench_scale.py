@@ -8,7 +8,9 @@ starts. Every size runs in its own subprocess so that its peak memory (max RSS) 
 For each ``n`` the script times ``--updates`` policy updates of the sparse path (default
 ``neighbors="candidates"``) after one warm-up update (which also finds the candidates; reported as
 ``setup_s``) and, where it fits (``n <= --dense-max``), the paper's dense top-k path
-(``neighbors="dense"``) on the same data in the same run, and prints the speed-up.
+(``neighbors="dense"`` with the unpreconditioned BiCGSTAB of the core issue) on the same data in
+the same run, and prints the speed-up and the accuracy of the sparse model (after its updates,
+so its candidates were built at earlier policies) against a dense top-k model at the same policy.
 
     OMP_NUM_THREADS=1 python benchmarks/bench_scale.py --sizes 1000 3000 10000 100000 1000000
     python benchmarks/bench_scale.py --device cuda --dtype float32 --sizes 100000 1000000
@@ -52,14 +54,15 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def time_path(data: TransitionDataset, neighbors: str, args: argparse.Namespace, updates: int) -> dict:
+def time_path(data: TransitionDataset, neighbors: str, args: argparse.Namespace, updates: int,
+              preconditioner: str = "auto") -> tuple[dict, NOPG]:
     """Warm-up update, then ``updates`` timed updates; per-update figures."""
-    bw = select_bandwidths(data, "silverman")
+    bw = select_bandwidths(data, "silverman", action_factor=np.array([args.action_factor]))
     torch.manual_seed(0)
     policy = DeterministicMLPPolicy(3, 1, action_max=2.0, hidden=(50,))
     config = NOPGConfig(top_k=args.k, neighbors=neighbors, n_candidates=args.candidates,
                         solver="bicgstab", solver_tol=args.tol, dtype=args.dtype, device=args.device,
-                        learning_rate=1e-3)
+                        learning_rate=args.lr, preconditioner=preconditioner)
     algo = NOPG(policy, config)
     s0 = np.array([[-1.0, 0.0, 0.0]])
     t0 = time.perf_counter()
@@ -75,10 +78,30 @@ def time_path(data: TransitionDataset, neighbors: str, args: argparse.Namespace,
         times.append(time.perf_counter() - t)
         its.append((m["solver_iters_q"], m["solver_iters_mu"]))
         refined.append(m["refined_rows"])
-    return {"neighbors": neighbors, "setup_s": setup, "first_iters": (first["solver_iters_q"],
-            first["solver_iters_mu"]), "update_s": float(np.median(times)),
+    return {"neighbors": neighbors, "preconditioner": preconditioner, "setup_s": setup,
+            "first_iters": (first["solver_iters_q"], first["solver_iters_mu"]),
+            "update_s": float(np.median(times)),
             "update_mean_s": float(np.mean(times)), "iters": its[-1], "refined_rows": refined[-1],
-            "residual": max(m["residual_q"], m["residual_mu"]), "J_hat": m["J_hat"]}
+            "residual": max(m["residual_q"], m["residual_mu"]), "J_hat": m["J_hat"]}, algo
+
+
+def accuracy(algo: NOPG, data: TransitionDataset, args: argparse.Namespace) -> dict:
+    """J_hat and gradient of the trained sparse model against a fresh dense top-k model at the
+    same policy (the sparse model's candidates were built at earlier policies)."""
+    from nopg.bellman import NonparametricBellman
+
+    def estimate(model: NonparametricBellman) -> tuple[float, np.ndarray]:
+        sol = model.evaluate(algo.policy, algo.initial_states_)
+        grads = torch.autograd.grad(sol.surrogate(), list(algo.policy.parameters()))
+        return sol.J, torch.cat([g.reshape(-1) for g in grads]).double().cpu().numpy()
+
+    J_s, g_s = estimate(algo.model_)
+    dense = NonparametricBellman(data, algo.model_.bandwidths, algo.config.gamma, top_k=args.k,
+                                 neighbors="dense", dtype=algo.model_.dtype, device=algo.device,
+                                 solver="bicgstab", solver_tol=args.tol)
+    J_d, g_d = estimate(dense)
+    return {"J_rel_err": abs(J_s - J_d) / abs(J_d),
+            "grad_cos": float(g_s @ g_d / (np.linalg.norm(g_s) * np.linalg.norm(g_d)))}
 
 
 def _sync(device: str) -> None:
@@ -93,10 +116,13 @@ def one_size(args: argparse.Namespace) -> dict:
     data = pendulum_data(n)
     out = {"n": n, "data_s": time.perf_counter() - t, "threads": torch.get_num_threads(),
            "device": args.device, "dtype": args.dtype, "k": args.k}
-    out["sparse"] = time_path(data, args.neighbors, args, args.updates)
+    out["sparse"], algo = time_path(data, args.neighbors, args, args.updates)
     if n <= args.dense_max:
-        out["dense"] = time_path(data, "dense", args, max(1, min(args.updates, args.dense_updates)))
+        # The core issue's dense top-k path: (n, n) log-weights, unpreconditioned BiCGSTAB.
+        out["dense"], _ = time_path(data, "dense", args, max(1, min(args.updates, args.dense_updates)),
+                                    preconditioner="none")
         out["speedup"] = out["dense"]["update_s"] / out["sparse"]["update_s"]
+        out["accuracy"] = accuracy(algo, data, args)
     out["peak_rss_mb"] = _peak_rss_mb()
     if args.device.startswith("cuda"):
         out["peak_cuda_mb"] = torch.cuda.max_memory_allocated() / 2**20
@@ -114,6 +140,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dense-updates", type=int, default=3)
     p.add_argument("--dense-max", type=int, default=10000)
     p.add_argument("--tol", type=float, default=1e-10)
+    p.add_argument("--lr", type=float, default=1e-2, help="Adam step (the policy moves each update)")
+    p.add_argument("--action-factor", type=float, default=1.0, help="multiplies Silverman's h_a")
     p.add_argument("--dtype", default="float64", choices=["float64", "float32"])
     p.add_argument("--device", default="cpu")
     p.add_argument("--threads", type=int, default=1)
@@ -126,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# NOPG update time vs n: k={args.k}, neighbors={args.neighbors}, device={args.device}, "
           f"dtype={args.dtype}, threads={args.threads}")
     print(f"{'n':>9} {'setup s':>8} {'update ms':>10} {'iters q/mu':>11} {'refined':>8} "
-          f"{'peak MB':>8} {'dense ms':>10} {'speed-up':>9}")
+          f"{'peak MB':>8} {'dense ms':>10} {'speed-up':>9} {'J rel err':>10} {'grad cos':>10}")
     for n in args.sizes:
         cmd = [sys.executable, __file__, "--n", str(n)]
         for key, value in vars(args).items():
@@ -140,8 +168,9 @@ def main(argv: list[str] | None = None) -> int:
         r = json.loads(proc.stdout.strip().splitlines()[-1])
         rows.append(r)
         s = r["sparse"]
-        dense = f"{1e3 * r['dense']['update_s']:10.1f} {r['speedup']:8.0f}x" if "dense" in r else \
-            f"{'-':>10} {'-':>9}"
+        dense = (f"{1e3 * r['dense']['update_s']:10.1f} {r['speedup']:8.0f}x "
+                 f"{r['accuracy']['J_rel_err']:10.1e} {r['accuracy']['grad_cos']:10.7f}"
+                 if "dense" in r else f"{'-':>10} {'-':>9}")
         print(f"{n:>9} {s['setup_s']:8.2f} {1e3 * s['update_s']:10.1f} "
               f"{s['iters'][0]:>5}/{s['iters'][1]:<5} {s['refined_rows']:>8} {r['peak_rss_mb']:8.0f} {dense}",
               flush=True)

@@ -280,3 +280,27 @@ def test_200k_samples_update_within_a_memory_cap():
     dense = subprocess.run([sys.executable, "-c", script, "dense"], capture_output=True, text=True,
                            timeout=300)
     assert dense.returncode != 0
+
+
+# ---------------------------------------------------------------- the k / K' picking tool
+def test_neighbor_report(data):
+    from nopg.tuning import neighbor_report
+    rep = neighbor_report(data, BW, _policy(), S0, gamma=0.95, ks=(3, 5, N), candidates=(8, N),
+                          top_k=K, policy_step=0.3, mass_rows=50)
+    masses = [r["mass_mean"] for r in rep.k_rows]
+    assert masses == sorted(masses) and rep.k_rows[-1]["mass_min"] == pytest.approx(1.0)
+    # k = n is the dense P: no error against it; smaller k: an error that shrinks with k.
+    assert rep.k_rows[-1]["J_rel_err"] < 1e-12 and rep.k_rows[-1]["grad_cos"] == pytest.approx(1.0)
+    assert rep.k_rows[0]["J_rel_err"] >= rep.k_rows[1]["J_rel_err"] > 0
+    few, every = rep.candidate_rows
+    assert every["certified"] == 1.0 and every["approx_J_rel_err"] < 1e-12
+    assert few["certified"] < 1.0 and few["approx_J_rel_err"] > 0
+    assert "grad cos" in rep.to_text()
+
+
+def test_cli_tune_k(tmp_path, capsys):
+    from nopg.cli import main
+    _data(n=120).save(tmp_path / "d.npz")
+    assert main(["tune-k", str(tmp_path / "d.npz"), "--k", "3", "6", "--candidates", "8"]) == 0
+    out = capsys.readouterr().out
+    assert "against the dense P" in out and "certified" in out

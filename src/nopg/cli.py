@@ -111,6 +111,24 @@ def _build_parser() -> argparse.ArgumentParser:
     data.add_argument("--overwrite", action="store_true", help="convert: replace OUT if it exists")
     data.add_argument("--env-id", help="convert to Minari: gymnasium id recorded with the data set")
 
+    tune = sub.add_parser(
+        "tune-k", help="measure what top_k and the candidate count cost in accuracy on a data set",
+        description="For a data set (and a policy: a checkpoint's, or a fresh MLP), print the "
+                    "kernel mass the k kept entries carry, the J_hat error and gradient cosine "
+                    "against the dense P (or the largest k), and for each candidate count the "
+                    "rows still certified after a typical policy update.")
+    tune.add_argument("data", help="data set (.npz, .hdf5/.h5, minari:<id>)")
+    tune.add_argument("--checkpoint", help="use this checkpoint's policy (default: a fresh MLP)")
+    tune.add_argument("--k", type=int, nargs="+", default=[5, 10, 20, 40], help="top_k values")
+    tune.add_argument("--candidates", type=int, nargs="+", default=[16, 32, 64],
+                      help="candidate counts K' (at --top-k)")
+    tune.add_argument("--top-k", type=int, default=10, help="top_k for the candidate rows")
+    tune.add_argument("--bandwidth", default="silverman", help="bandwidth rule (default silverman)")
+    tune.add_argument("--state-factor", type=float, nargs="+", default=[1.0])
+    tune.add_argument("--action-factor", type=float, nargs="+", default=[1.0])
+    tune.add_argument("--gamma", type=float, default=0.99)
+    tune.add_argument("--seed", type=int, default=0)
+
     col = sub.add_parser("collect", help="record demonstrations with the keyboard")
     col.add_argument("env", choices=["mountaincar"], help="environment (MountainCarContinuous-v0)")
     col.add_argument("--out", required=True, help="output file (.npz, .hdf5) or minari:<id>")
@@ -206,6 +224,32 @@ def _collect_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def _tune_command(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from .algorithm import NOPG
+    from .bandwidth import select_bandwidths
+    from .formats import load_dataset
+    from .policies import DeterministicMLPPolicy
+    from .tuning import neighbor_report
+
+    data = load_dataset(args.data)
+    bw = select_bandwidths(data, args.bandwidth, state_factor=np.asarray(args.state_factor),
+                           action_factor=np.asarray(args.action_factor), rng=args.seed)
+    if args.checkpoint:
+        policy = NOPG.load(args.checkpoint).policy
+    else:
+        torch.manual_seed(args.seed)
+        policy = DeterministicMLPPolicy(data.state_dim, data.action_dim,
+                                        action_max=float(np.abs(data.actions).max()))
+    starts = data.episode_start_states()
+    s0 = starts[np.random.default_rng(args.seed).choice(len(starts), min(50, len(starts)), replace=False)]
+    report = neighbor_report(data, bw, policy, s0, gamma=args.gamma, ks=tuple(args.k),
+                             candidates=tuple(args.candidates), top_k=args.top_k, seed=args.seed)
+    print(report.to_text())
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the process exit code."""
     parser = _build_parser()
@@ -232,6 +276,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _data_command(args)
     if args.command == "collect":
         return _collect_command(args)
+    if args.command == "tune-k":
+        return _tune_command(args)
     task = get_task(args.experiment)
     config = task.default_config().replace(**_overrides(args))
     if args.threads < 1:
