@@ -26,7 +26,7 @@ def _data(n: int = N, seed: int = 3) -> nopg.TransitionDataset:
     s2 = s + 0.1 * a + 0.05 * rng.normal(size=(n, 3))
     r = -(s ** 2).sum(1) - 0.1 * a[:, 0] ** 2
     term = np.zeros(n, bool)
-    term[[7, 150]] = True
+    term[[7, n // 2]] = True
     return nopg.TransitionDataset(s, a, r, s2, term)
 
 
