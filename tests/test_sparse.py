@@ -229,6 +229,7 @@ def test_fit_logs_refined_rows(data):
     ({"neighbors": "faiss", "top_k": 5}, "'neighbors' parameter must be one of"),
     ({"neighbors": "knn"}, "needs top_k"),
     ({"n_candidates": 0, "top_k": 5}, "'n_candidates' parameter must be a positive int"),
+    ({"n_candidates": 4, "top_k": 5}, r"n_candidates \(4\) must be at least top_k \(5\)"),
 ])
 def test_bad_sparse_options(data, kw, match):
     with pytest.raises(ValueError, match=match):
@@ -301,6 +302,7 @@ def test_neighbor_report(data):
 def test_cli_tune_k(tmp_path, capsys):
     from nopg.cli import main
     _data(n=120).save(tmp_path / "d.npz")
-    assert main(["tune-k", str(tmp_path / "d.npz"), "--k", "3", "6", "--candidates", "8"]) == 0
+    assert main(["tune-k", str(tmp_path / "d.npz"), "--k", "3", "6", "--candidates", "8",
+                 "--top-k", "5"]) == 0
     out = capsys.readouterr().out
     assert "against the dense P" in out and "certified" in out

@@ -247,6 +247,8 @@ class NonparametricBellman:
         n = dataset.n
         if top_k is not None and top_k > n:
             raise ValueError(f"top_k must be at most the number of samples ({n}). Got {top_k} instead.")
+        if n_candidates is not None and top_k is not None and n_candidates < top_k:
+            raise ValueError(f"n_candidates ({n_candidates}) must be at least top_k ({top_k})")
         if neighbors == "auto":
             neighbors = "dense" if top_k is None else "candidates"
         if top_k is None and neighbors != "dense":
