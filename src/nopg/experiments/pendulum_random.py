@@ -15,9 +15,10 @@ Deviations (measured with NOPG-D, 5000 samples, 2000 updates, 3 seeds, 2-core CP
 * Bandwidths: Silverman's rule with state factor 2 and action factor 6 (DESIGN §4), not the
   paper's cross-validation with action factor 25; ``--bandwidth cv --action-factor 25`` restores
   the paper's. Measured returns: state 2 / action 6: -2634.9, -3472.8, -359.9 (mean -2156);
-  state 1 / action 3: -2727.2, -3608.5, -1529.9 (mean -2622). Outcomes are bimodal (swing-up or
-  not): the data never visit the bottom at rest (lowest energy in the data is about -12 against
-  -15 there), so the policy must extrapolate from the initial state.
+  state 1 / action 3: -2727.2, -3608.5, -1529.9 (mean -2622); NOPG-S with state 2 / action 6:
+  -2833.7, -359.9, -1509.7 (mean -1568). None reaches the -1000 target on average. Outcomes
+  are bimodal (swing-up or not): the data never visit the bottom at rest (the lowest energy
+  in the data is about -12, against -15 there), so the policy must extrapolate from s0.
 * ``top_k = 10`` by default (the sparse, near-linear path: about 20-40 ms per update at
   n = 5000); ``--set nopg.top_k=null`` gives the paper's dense ``P``.
 * Actions are recorded as applied (clipped to +-2); ``task.clip_actions=false`` records the
