@@ -11,6 +11,8 @@ For each ``n`` the script times ``--updates`` policy updates of the sparse path 
 (``neighbors="dense"`` with the unpreconditioned BiCGSTAB of the core issue) on the same data in
 the same run, and prints the speed-up and the accuracy of the sparse model (after its updates,
 so its candidates were built at earlier policies) against a dense top-k model at the same policy.
+Up to ``--paper-max`` it also times the paper's method as the issue describes it (full transition
+matrix, every row sorted, top k kept, dense solves).
 
     OMP_NUM_THREADS=1 python benchmarks/bench_scale.py --sizes 1000 3000 10000 100000 1000000
     python benchmarks/bench_scale.py --device cuda --dtype float32 --sizes 100000 1000000
@@ -85,6 +87,45 @@ def time_path(data: TransitionDataset, neighbors: str, args: argparse.Namespace,
             "residual": max(m["residual_q"], m["residual_mu"]), "J_hat": m["J_hat"]}, algo
 
 
+def time_paper_path(data: TransitionDataset, args: argparse.Namespace, updates: int) -> dict:
+    """The paper's method, as the issue describes it: the full (n, n) transition matrix,
+    every row sorted, the top k kept and renormalised, dense solves; one Adam update each."""
+    bw = select_bandwidths(data, "silverman", action_factor=np.array([args.action_factor]))
+    torch.manual_seed(0)
+    policy = DeterministicMLPPolicy(3, 1, action_max=2.0, hidden=(50,)).double()
+    opt = torch.optim.Adam(policy.parameters(), lr=args.lr)
+    t = {k: torch.tensor(v, dtype=torch.float64) for k, v in
+         dict(s=data.states / bw.state, a=data.actions / bw.action, sn=data.next_states / bw.state,
+              r=data.rewards, g=data.discounts(0.99)).items()}
+    s0 = torch.tensor([[-1.0, 0.0, 0.0]], dtype=torch.float64)
+    h_s, h_a = torch.tensor(bw.state), torch.tensor(bw.action)
+    eye = torch.eye(data.n, dtype=torch.float64)
+
+    def responsibilities(states: torch.Tensor) -> torch.Tensor:
+        a = policy(states * h_s) / h_a
+        d2 = torch.cdist(states, t["s"]) ** 2 + torch.cdist(a, t["a"]) ** 2
+        full = torch.softmax(-0.5 * d2, dim=1)
+        vals, idx = torch.sort(full, dim=1, descending=True)
+        kept = vals[:, :args.k] / vals[:, :args.k].sum(1, keepdim=True)
+        return torch.zeros_like(full).scatter(1, idx[:, :args.k], kept)
+
+    times = []
+    for i in range(updates + 1):
+        start = time.perf_counter()
+        P = responsibilities(t["sn"]) * t["g"][:, None]
+        eps0 = responsibilities(s0).mean(0)
+        lam = (eye - P).detach()
+        q = torch.linalg.solve(lam, t["r"])
+        mu = torch.linalg.solve(lam.T, eps0.detach())
+        loss = -(eps0 @ q + mu @ (P @ q))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if i:
+            times.append(time.perf_counter() - start)
+    return {"update_s": float(np.median(times))}
+
+
 def accuracy(algo: NOPG, data: TransitionDataset, args: argparse.Namespace) -> dict:
     """J_hat and gradient of the trained sparse model against a fresh dense top-k model at the
     same policy (the sparse model's candidates were built at earlier policies)."""
@@ -123,6 +164,9 @@ def one_size(args: argparse.Namespace) -> dict:
                                     preconditioner="none")
         out["speedup"] = out["dense"]["update_s"] / out["sparse"]["update_s"]
         out["accuracy"] = accuracy(algo, data, args)
+    if n <= args.paper_max:
+        out["paper"] = time_paper_path(data, args, max(1, min(args.updates, args.dense_updates)))
+        out["speedup_paper"] = out["paper"]["update_s"] / out["sparse"]["update_s"]
     out["peak_rss_mb"] = _peak_rss_mb()
     if args.device.startswith("cuda"):
         out["peak_cuda_mb"] = torch.cuda.max_memory_allocated() / 2**20
@@ -139,6 +183,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--updates", type=int, default=10)
     p.add_argument("--dense-updates", type=int, default=3)
     p.add_argument("--dense-max", type=int, default=10000)
+    p.add_argument("--paper-max", type=int, default=3000,
+                   help="largest n for the paper-style baseline (full P, sorted rows)")
     p.add_argument("--tol", type=float, default=1e-10)
     p.add_argument("--lr", type=float, default=1e-2, help="Adam step (the policy moves each update)")
     p.add_argument("--action-factor", type=float, default=1.0, help="multiplies Silverman's h_a")
@@ -154,7 +200,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# NOPG update time vs n: k={args.k}, neighbors={args.neighbors}, device={args.device}, "
           f"dtype={args.dtype}, threads={args.threads}")
     print(f"{'n':>9} {'setup s':>8} {'update ms':>10} {'iters q/mu':>11} {'refined':>8} "
-          f"{'peak MB':>8} {'dense ms':>10} {'speed-up':>9} {'J rel err':>10} {'grad cos':>10}")
+          f"{'peak MB':>8} {'dense ms':>10} {'speed-up':>9} {'J rel err':>10} {'grad cos':>10} "
+          f"{'paper ms':>9} {'speed-up':>9}")
     for n in args.sizes:
         cmd = [sys.executable, __file__, "--n", str(n)]
         for key, value in vars(args).items():
@@ -170,7 +217,9 @@ def main(argv: list[str] | None = None) -> int:
         s = r["sparse"]
         dense = (f"{1e3 * r['dense']['update_s']:10.1f} {r['speedup']:8.0f}x "
                  f"{r['accuracy']['J_rel_err']:10.1e} {r['accuracy']['grad_cos']:10.7f}"
-                 if "dense" in r else f"{'-':>10} {'-':>9}")
+                 if "dense" in r else f"{'-':>10} {'-':>9} {'-':>10} {'-':>10}")
+        if "paper" in r:
+            dense += f" {1e3 * r['paper']['update_s']:9.0f} {r['speedup_paper']:8.0f}x"
         print(f"{n:>9} {s['setup_s']:8.2f} {1e3 * s['update_s']:10.1f} "
               f"{s['iters'][0]:>5}/{s['iters'][1]:<5} {s['refined_rows']:>8} {r['peak_rss_mb']:8.0f} {dense}",
               flush=True)
