@@ -35,6 +35,7 @@ class PendulumGridTask:
     """Pendulum swing-up from a uniform grid of simulator queries."""
 
     name = "pendulum-grid"
+    plot_title = "Pendulum grid"
     state_dim = 3
     action_dim = 1
     action_max = 2.0
@@ -63,7 +64,7 @@ class PendulumGridTask:
 
     def plot(self, algo: NOPG, data: TransitionDataset, config: ExperimentConfig, out_dir: Path
              ) -> list[Path]:
-        env = make_pendulum_env(max_episode_steps=500)
+        env = make_pendulum_env(max_episode_steps=int(config.task["eval_steps"]))
         try:
             traj = rollout(env, algo.policy, initial_state_setter=pendulum_bottom_setter, seed=0)
         finally:
@@ -71,6 +72,6 @@ class PendulumGridTask:
         path = plot_phase_portraits(
             algo.value, algo.visitation, out_dir / "phase_portraits.png",
             resolution=int(config.task["portrait_resolution"]), data_states=data.states,
-            trajectory=traj["states"], title=f"Pendulum grid, n = {data.n}, J_hat = {algo.J_:.1f}")
+            trajectory=traj["states"], title=f"{self.plot_title}, n = {data.n}, J_hat = {algo.J_:.1f}")
         return [path]
 

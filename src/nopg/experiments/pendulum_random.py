@@ -38,14 +38,9 @@ Deviations (measured with NOPG-D, 5000 samples, 2000 updates, 3 seeds, 2-core CP
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from ..algorithm import NOPG
 from ..config import NOPGConfig
 from ..data import TransitionDataset
-from ..envs.pendulum import collect_pendulum_random, make_pendulum_env
-from ..evaluation import pendulum_bottom_setter, rollout
-from ..plots import plot_phase_portraits
+from ..envs.pendulum import collect_pendulum_random
 from .pendulum_grid import PendulumGridTask
 from .runner import ExperimentConfig
 
@@ -58,6 +53,7 @@ class PendulumRandomTask(PendulumGridTask):
     """
 
     name = "pendulum-random"
+    plot_title = "Pendulum random agent"
 
     def default_config(self) -> ExperimentConfig:
         return ExperimentConfig(
@@ -73,17 +69,3 @@ class PendulumRandomTask(PendulumGridTask):
         return collect_pendulum_random(
             n_samples=int(t["n_samples"]), trajectory_length=int(t["trajectory_length"]),
             seed=seed, clip_actions=bool(t.get("clip_actions", True)))
-
-    def plot(self, algo: NOPG, data: TransitionDataset, config: ExperimentConfig, out_dir: Path
-             ) -> list[Path]:
-        env = make_pendulum_env(max_episode_steps=int(config.task["eval_steps"]))
-        try:
-            traj = rollout(env, algo.policy, initial_state_setter=pendulum_bottom_setter, seed=0)
-        finally:
-            env.close()
-        path = plot_phase_portraits(
-            algo.value, algo.visitation, out_dir / "phase_portraits.png",
-            resolution=int(config.task["portrait_resolution"]), data_states=data.states,
-            trajectory=traj["states"],
-            title=f"Pendulum random agent, n = {data.n}, J_hat = {algo.J_:.1f}")
-        return [path]
