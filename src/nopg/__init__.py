@@ -24,7 +24,13 @@ from .bellman import BellmanSolution, NonparametricBellman
 from .config import NOPGConfig
 from .data import TransitionDataset
 from .gradient import PolicyGradientResult, policy_gradient
-from .policies import DeterministicMLPPolicy, GaussianMLPPolicy, LinearPolicy
+from .policies import (
+    DeterministicMLPPolicy,
+    DiagonalLinearPolicy,
+    GaussianMLPPolicy,
+    LinearPolicy,
+    gaussian_log_prob,
+)
 from .solvers import SolveInfo, SolverWarning, bicgstab, solve_dense
 
 __all__ = [
@@ -32,6 +38,7 @@ __all__ = [
     "TransitionDataset", "Bandwidths", "DuplicatedDataWarning", "select_bandwidths",
     "silverman_bandwidth", "scott_bandwidth", "cross_validated_bandwidth",
     "NonparametricBellman", "BellmanSolution", "policy_gradient", "PolicyGradientResult",
-    "DeterministicMLPPolicy", "GaussianMLPPolicy", "LinearPolicy",
+    "DeterministicMLPPolicy", "DiagonalLinearPolicy", "GaussianMLPPolicy", "LinearPolicy",
+    "gaussian_log_prob",
     "SolveInfo", "SolverWarning", "bicgstab", "solve_dense",
 ]

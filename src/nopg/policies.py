@@ -8,6 +8,7 @@ works as a deterministic policy. A stochastic (Gaussian) policy additionally pro
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -171,7 +172,71 @@ class LinearPolicy(nn.Module):
         return {"type": type(self).__name__, "kwargs": dict(self._spec)}
 
 
-_POLICIES = {cls.__name__: cls for cls in (DeterministicMLPPolicy, GaussianMLPPolicy, LinearPolicy)}
+class DiagonalLinearPolicy(nn.Module):
+    """Linear policy with a diagonal gain, ``a = theta * s`` (the LQG's ``K = diag(theta)``).
+
+    With ``sigma`` it is also the Gaussian policy ``N(theta * s, diag(sigma^2))`` (``mean_std``),
+    whose standard deviation is fixed (a buffer, not a parameter): the paper's gradient analysis
+    differentiates with respect to ``theta`` only.
+
+    Parameters
+    ----------
+    theta : array-like of shape (d,)
+        Initial gains; ``state_dim == action_dim == d``.
+    sigma : float or array-like of shape (d,), optional
+        Standard deviation of the Gaussian policy; ``None`` makes ``mean_std`` unavailable
+        (a purely deterministic policy).
+    """
+
+    def __init__(self, theta: Sequence[float] | np.ndarray,
+                 sigma: float | Sequence[float] | None = None) -> None:
+        super().__init__()
+        th = np.atleast_1d(np.asarray(theta, dtype=np.float64))
+        if th.ndim != 1 or th.size < 1 or not np.all(np.isfinite(th)):
+            raise ValueError(f"theta must be a finite vector. Got {theta!r} instead.")
+        d = int(th.size)
+        self._spec = dict(theta=th.tolist(),
+                          sigma=None if sigma is None else _per_dim("sigma", sigma, d).tolist())
+        self.theta = nn.Parameter(torch.tensor(th))
+        self.has_sigma = sigma is not None
+        self.register_buffer("sigma", torch.tensor(_per_dim("sigma", 1.0 if sigma is None else sigma, d)))
+
+    def forward(self, states: torch.Tensor) -> torch.Tensor:
+        return states * self.theta.to(states.dtype)
+
+    def mean_std(self, states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Mean ``theta * s`` and the fixed standard deviation, both (batch, d)."""
+        if not self.has_sigma:
+            raise ValueError("this DiagonalLinearPolicy is deterministic (sigma=None)")
+        mean = self(states)
+        return mean, self.sigma.to(states.dtype).expand_as(mean)
+
+    def spec(self) -> dict[str, Any]:
+        return {"type": type(self).__name__, "kwargs": dict(self._spec)}
+
+
+def gaussian_log_prob(policy: nn.Module, states: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+    """``log pi(a | s)`` of a Gaussian policy (one that provides ``mean_std``), shape (batch,).
+
+    The action dimensions are independent: the log-densities are summed over them.
+    """
+    if not is_stochastic(policy):
+        raise ValueError(f"{type(policy).__name__} has no mean_std: a log-likelihood needs a "
+                         "Gaussian policy")
+    mean, std = policy.mean_std(states)
+    if actions.shape != mean.shape:
+        raise ValueError(f"actions must have shape {tuple(mean.shape)}; got {tuple(actions.shape)}")
+    return normal_log_density(actions, mean, std)
+
+
+def normal_log_density(actions: torch.Tensor, mean: torch.Tensor, std: torch.Tensor) -> torch.Tensor:
+    """Log-density of independent normals ``N(mean, std^2)`` summed over the last axis."""
+    z = (actions - mean) / std
+    return (-0.5 * z * z - torch.log(std) - 0.5 * math.log(2.0 * math.pi)).sum(-1)
+
+
+_POLICIES = {cls.__name__: cls for cls in (DeterministicMLPPolicy, GaussianMLPPolicy, LinearPolicy,
+                                          DiagonalLinearPolicy)}
 
 
 def policy_from_spec(spec: dict[str, Any]) -> nn.Module:
@@ -186,5 +251,8 @@ def policy_from_spec(spec: dict[str, Any]) -> nn.Module:
 
 
 def is_stochastic(policy: nn.Module) -> bool:
-    """True when ``policy`` provides ``mean_std`` (a Gaussian policy usable by NOPG-S)."""
-    return callable(getattr(policy, "mean_std", None))
+    """True when ``policy`` provides ``mean_std`` (a Gaussian policy usable by NOPG-S).
+
+    A policy can opt out with a false ``has_sigma`` attribute (``DiagonalLinearPolicy(sigma=None)``).
+    """
+    return callable(getattr(policy, "mean_std", None)) and bool(getattr(policy, "has_sigma", True))

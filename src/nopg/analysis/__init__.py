@@ -1,0 +1,1 @@
+"""Gradient-estimator analysis: NOPG against importance sampling and semi-gradients."""

@@ -1,0 +1,124 @@
+"""The five gradient estimators set up on an LQG, each with its exact ground truth.
+
+:func:`lqg_cases` returns, for a linear-Gaussian system, a target gain ``theta`` and a behaviour
+gain, every estimator together with the policy it differentiates and the exact gradient it
+estimates: the deterministic policy ``a = diag(theta) s`` for NOPG-D and DPG+Q, the Gaussian
+policy ``N(diag(theta) s, sigma^2 I)`` for NOPG-S and the G(PO)MDP variants (paper §6.3: "in the
+deterministic experiment the behavioral policy remains stochastic"). The truth is
+:meth:`nopg.envs.lqg.LQG.return_gradient` over the episode horizon of the data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike
+from torch import nn
+
+from ..bandwidth import Bandwidths
+from ..envs.lqg import LQG
+from ..policies import DiagonalLinearPolicy
+from .estimators import DPGEstimator, GPOMDPEstimator, GradientEstimator, NOPGEstimator, QGradient
+
+__all__ = ["ESTIMATOR_NAMES", "EstimatorCase", "lqg_cases", "lqg_q_gradient"]
+
+ESTIMATOR_NAMES: tuple[str, ...] = ("NOPG-D", "NOPG-S", "G(PO)MDP+N", "G(PO)MDP+BN", "DPG+Q")
+"""The estimators of the paper's gradient analysis, in plotting order."""
+
+
+@dataclass
+class EstimatorCase:
+    """An estimator, the policy it differentiates and the exact gradient of that policy."""
+
+    estimator: GradientEstimator
+    policy: nn.Module
+    truth: np.ndarray
+
+    def estimate(self, data) -> np.ndarray:  # noqa: ANN001 - a TransitionDataset
+        """The estimator's gradient on ``data`` (flat, float64)."""
+        return self.estimator.estimate(data, self.policy)
+
+
+def lqg_q_gradient(problem: LQG, theta: ArrayLike, horizon: int | None) -> QGradient:
+    """The oracle ``dQ_t/da`` of the deterministic policy ``theta`` (time-indexed if finite)."""
+
+    def q_gradient(states: np.ndarray, actions: np.ndarray, steps: np.ndarray) -> np.ndarray:
+        out = np.empty_like(actions, dtype=np.float64)
+        if horizon is None:
+            return problem.q_action_gradient(states, actions, theta, 0.0, None)
+        for t in np.unique(steps):
+            rows = steps == t
+            out[rows] = problem.q_action_gradient(states[rows], actions[rows], theta, 0.0, horizon,
+                                                  int(t))
+        return out
+
+    return q_gradient
+
+
+def lqg_cases(problem: LQG, theta: ArrayLike, behaviour_theta: ArrayLike, *, sigma: float = 1.0,
+              horizon: int | None = 50, bandwidth: float | Bandwidths = 0.3,
+              names: Sequence[str] = ESTIMATOR_NAMES, n_mc_policy: int = 10, top_k: int | None = None,
+              dpg_discounting: str = "improper", seed: int = 0) -> dict[str, EstimatorCase]:
+    """Estimators of ``dJ/dtheta`` for data collected by ``behaviour_theta``, with their truths.
+
+    Parameters
+    ----------
+    problem : LQG
+    theta : array-like of shape (d,)
+        The diagonal gain whose gradient is estimated.
+    behaviour_theta : array-like of shape (d,)
+        The diagonal gain of the Gaussian behaviour policy that collected the data (for the
+        paper's off-policy mix, ``(1 - alpha) theta + alpha theta'``).
+    sigma : float
+        Standard deviation of the behaviour and of the stochastic target policy.
+    horizon : int or None
+        Episode length of the data, the horizon of the exact gradient and of DPG's oracle Q.
+    bandwidth : float or Bandwidths
+        NOPG's kernel bandwidths (a float sets every state, action and next-state bandwidth to
+        that value, as in the paper's bandwidth analysis).
+    names : sequence of str
+        Which of :data:`ESTIMATOR_NAMES` to set up.
+    n_mc_policy : int
+        NOPG-S Monte-Carlo actions per state.
+    top_k : int, optional
+        NOPG's sparse rows (``None``: dense).
+    dpg_discounting : {"improper", "proper"}
+    seed : int
+        Seed of NOPG-S's Monte-Carlo noise.
+    """
+    unknown = sorted(set(names) - set(ESTIMATOR_NAMES))
+    if unknown:
+        raise ValueError(f"unknown estimators {unknown}; available: {list(ESTIMATOR_NAMES)}")
+    theta = np.asarray(theta, dtype=np.float64)
+    if not float(sigma) > 0:
+        raise ValueError(f"sigma must be positive (the behaviour policy is Gaussian). Got {sigma!r}.")
+    bw = bandwidth if isinstance(bandwidth, Bandwidths) else Bandwidths(
+        state=float(bandwidth), action=float(bandwidth), next_state=float(bandwidth))
+    truth_det = problem.return_gradient(theta, 0.0, horizon)
+    truth_sto = problem.return_gradient(theta, sigma, horizon)
+    s0 = problem.s0[None, :]
+    behaviour = DiagonalLinearPolicy(behaviour_theta, sigma=sigma)
+
+    def deterministic() -> nn.Module:
+        return DiagonalLinearPolicy(theta)
+
+    def stochastic() -> nn.Module:
+        return DiagonalLinearPolicy(theta, sigma=sigma)
+
+    makers = {
+        "NOPG-D": lambda: EstimatorCase(NOPGEstimator(bw, problem.gamma, s0, top_k=top_k),
+                                        deterministic(), truth_det),
+        "NOPG-S": lambda: EstimatorCase(
+            NOPGEstimator(bw, problem.gamma, s0, stochastic=True, n_mc_policy=n_mc_policy,
+                          top_k=top_k, seed=seed), stochastic(), truth_sto),
+        "G(PO)MDP+N": lambda: EstimatorCase(GPOMDPEstimator(behaviour, problem.gamma), stochastic(),
+                                            truth_sto),
+        "G(PO)MDP+BN": lambda: EstimatorCase(GPOMDPEstimator(behaviour, problem.gamma, baseline=True),
+                                             stochastic(), truth_sto),
+        "DPG+Q": lambda: EstimatorCase(
+            DPGEstimator(lqg_q_gradient(problem, theta, horizon), problem.gamma,
+                         discounting=dpg_discounting), deterministic(), truth_det),
+    }
+    return {name: makers[name]() for name in names}
