@@ -188,21 +188,15 @@ def _point_values(d: np.ndarray, angles: np.ndarray, t2: float) -> dict[str, flo
 
 
 def _resampled_values(
-    d: np.ndarray, cn: np.ndarray, dbar: np.ndarray, angles: np.ndarray, t2: float, idx: np.ndarray
+    dT: np.ndarray, cn: np.ndarray, dbar: np.ndarray, angles: np.ndarray, t2: float, idx: np.ndarray
 ) -> dict[str, np.ndarray]:
-    """Statistics of a batch of resamples ``idx`` (B, m) of the rows."""
-    dm = d[idx].mean(axis=1)  # (B, p) resampled mean deviation
+    """Statistics of a batch of resamples ``idx`` (B, m) of the rows; ``dT`` is ``(g - truth).T``."""
+    dm = np.stack([col[idx].mean(axis=1) for col in dT], axis=1)  # (B, p) resampled mean deviation
     bias2 = np.einsum("bp,bp->b", dm, dm)
     cm = dm - dbar  # resampled mean of the centred rows
     variance = np.maximum(cn[idx].mean(axis=1) - np.einsum("bp,bp->b", cm, cm), 0.0)
     mse = bias2 + variance
-    a = angles[idx]
-    if np.isnan(angles).any():
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            a_mean, a_median = np.nanmean(a, axis=1), np.nanmedian(a, axis=1)
-    else:
-        a_mean, a_median = a.mean(axis=1), np.median(a, axis=1)
+    a_mean, a_median = _resampled_angles(angles, idx)
     return {
         "bias2": bias2,
         "variance": variance,
@@ -211,6 +205,24 @@ def _resampled_values(
         "angle_mean": a_mean,
         "angle_median": a_median,
     }
+
+
+def _resampled_angles(angles: np.ndarray, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and median angle of each resample (NaN angles of zero estimates ignored)."""
+    if np.isnan(angles).any():
+        a = angles[idx]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # a resample of zero estimates only
+            return np.nanmean(a, axis=1), np.nanmedian(a, axis=1)
+    # median through the ranks: sorting small ints is about twice as fast as np.median
+    m = angles.shape[0]
+    order = np.argsort(angles, kind="stable")
+    rank = np.empty(m, dtype=np.intp)
+    rank[order] = np.arange(m)
+    ranks = np.sort(rank[idx], axis=1)
+    ordered = angles[order]
+    median = 0.5 * (ordered[ranks[:, (m - 1) // 2]] + ordered[ranks[:, m // 2]])
+    return angles[idx].mean(axis=1), median
 
 
 def _bootstrap(
@@ -222,11 +234,12 @@ def _bootstrap(
     dbar = d.mean(axis=0)
     c = d - dbar
     cn = np.einsum("ij,ij->i", c, c)
+    dT = np.ascontiguousarray(d.T)
     batch = max(1, min(n_boot, _BATCH_ELEMENTS // m))
     parts: dict[str, list[np.ndarray]] = {name: [] for name in STATISTICS}
     for start in range(0, n_boot, batch):
         idx = rng.integers(0, m, size=(min(batch, n_boot - start), m))
-        for name, values in _resampled_values(d, cn, dbar, angles, t2, idx).items():
+        for name, values in _resampled_values(dT, cn, dbar, angles, t2, idx).items():
             parts[name].append(values)
     return {name: np.concatenate(vals) for name, vals in parts.items()}
 
