@@ -24,6 +24,7 @@ __all__ = [
     "plot_learning_curve",
     "plot_learning_curves",
     "plot_phase_portraits",
+    "plot_trust_region",
 ]
 
 LogLike = Mapping[str, Sequence[float]] | str | Path
@@ -392,6 +393,88 @@ def plot_phase_portraits(
         ax.set_title(name)
         if data_angles is not None or traj_angles is not None:
             ax.legend(loc="upper right", fontsize="small")
+    if title:
+        fig.suptitle(title)
+    return _save(fig, path)
+
+
+def plot_trust_region(
+    data_states: np.ndarray,
+    data_actions: np.ndarray,
+    log_likelihood: np.ndarray,
+    log_grad_norm: np.ndarray,
+    theta3: np.ndarray,
+    w_edges: np.ndarray,
+    w_dot_edges: np.ndarray,
+    heat: np.ndarray,
+    path: str | Path,
+    heat_label: str = r"$\|g_i\|$ per bin",
+    title: str | None = None,
+) -> Path:
+    """The trust-region figure: (a) data, (b) log-likelihood vs log gradient norm, (c) heat map.
+
+    Parameters
+    ----------
+    data_states : array of shape (n, 3)
+        Observations ``[cos w, sin w, w_dot]``; drawn in the ``(w, w_dot)`` plane.
+    data_actions : array of shape (n,)
+        Colour of each data point.
+    log_likelihood, log_grad_norm, theta3 : arrays of shape (p,)
+        One point per policy, coloured by ``theta3``.
+    w_edges, w_dot_edges : arrays of shape (bx + 1,) and (by + 1,)
+        Bin edges of the heat map.
+    heat : array of shape (bx, by)
+        Per-bin values (NaN bins are left blank); drawn on a log colour scale when positive.
+    path : str or pathlib.Path
+        Output PNG.
+
+    Returns
+    -------
+    pathlib.Path
+    """
+    states = np.asarray(data_states, dtype=np.float64).reshape(-1, 3)
+    actions = np.asarray(data_actions, dtype=np.float64).reshape(-1)
+    if actions.shape[0] != states.shape[0]:
+        raise ValueError(f"data_actions has {actions.shape[0]} entries but data_states has "
+                         f"{states.shape[0]} rows.")
+    x, y, c = (np.asarray(v, dtype=np.float64).reshape(-1) for v in (log_likelihood, log_grad_norm, theta3))
+    if not x.shape == y.shape == c.shape:
+        raise ValueError(f"log_likelihood, log_grad_norm and theta3 must have equal lengths. "
+                         f"Got {x.size}, {y.size} and {c.size}.")
+    heat = np.asarray(heat, dtype=np.float64)
+    if heat.shape != (len(w_edges) - 1, len(w_dot_edges) - 1):
+        raise ValueError(f"heat must have shape ({len(w_edges) - 1}, {len(w_dot_edges) - 1}). "
+                         f"Got {heat.shape}.")
+    from matplotlib.colors import LogNorm
+
+    plt = _pyplot()
+    w, w_dot = obs_to_angle(states)
+    fig, axes = plt.subplots(1, 3, figsize=(17, 4.8))
+    bound = float(np.max(np.abs(actions))) or 1.0
+    sc = axes[0].scatter(w, w_dot, c=actions, s=5, cmap="coolwarm", vmin=-bound, vmax=bound)
+    fig.colorbar(sc, ax=axes[0], label="action")
+    axes[0].set_title(f"(a) data ({states.shape[0]} samples)")
+
+    axes[1].plot(x, y, color="0.6", lw=1, zorder=1)
+    sc = axes[1].scatter(x, y, c=c, cmap="viridis", s=22, zorder=2)
+    fig.colorbar(sc, ax=axes[1], label=r"$\theta_3$")
+    axes[1].set_xlabel("log-likelihood of the policy (mean per sample)")
+    axes[1].set_ylabel(r"$\log\|\nabla_\theta \hat J\|$")
+    axes[1].set_title("(b) gradient norm vs log-likelihood")
+    axes[1].grid(alpha=0.3)
+
+    finite = heat[np.isfinite(heat) & (heat > 0)]
+    norm = LogNorm(vmin=finite.min(), vmax=finite.max()) if finite.size else None
+    mesh = axes[2].pcolormesh(w_edges, w_dot_edges, np.ma.masked_invalid(heat).T, cmap="magma",
+                              norm=norm, shading="flat")
+    fig.colorbar(mesh, ax=axes[2], label=heat_label)
+    axes[2].set_facecolor("0.85")
+    axes[2].set_title("(c) per-sample gradient contributions")
+    for ax in (axes[0], axes[2]):
+        ax.set_xlim(-np.pi, np.pi)
+        ax.set_ylim(float(w_dot_edges[0]), float(w_dot_edges[-1]))
+        ax.set_xlabel(r"$\omega$ [rad] (0 upright)")
+        ax.set_ylabel(r"$\dot\omega$ [rad/s]")
     if title:
         fig.suptitle(title)
     return _save(fig, path)
