@@ -230,5 +230,7 @@ def test_parallel_map_processes_equal_serial():
 
 def test_parallel_map_on_a_local_ray_instance():
     pytest.importorskip("ray")
-    assert parallel_map(_square, list(range(5)), workers=2, ray_address="local",
-                        progress=False) == [0, 1, 4, 9, 16]
+    import math  # a function Ray's workers can import (they do not see the tests folder)
+
+    assert parallel_map(math.factorial, list(range(6)), workers=2, ray_address="local",
+                        progress=False) == [1, 1, 2, 6, 24, 120]
