@@ -3,6 +3,9 @@
     nopg reproduce pendulum-grid                 # the paper's Pendulum grid run, NOPG-D, 3 seeds
     nopg reproduce pendulum-grid --stochastic    # the same with NOPG-S
     nopg reproduce pendulum-grid --set task.n_theta=20 --set task.n_theta_dot=20 --seeds 0
+    nopg reproduce gradient-analysis             # NOPG vs G(PO)MDP+N/+BN and DPG+Q on the LQG
+    nopg reproduce gradient-analysis --full --ray-address auto   # the paper's size, on Ray
+    nopg reproduce trust-region                  # gradient norm against policy log-likelihood
     nopg list                                    # the available experiments
     nopg data results/.../checkpoint/dataset.npz # inspect a data set (.npz, .hdf5, minari:<id>)
     nopg data convert demos.npz demos.hdf5       # convert between formats
@@ -93,6 +96,12 @@ def _build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--name", help="run folder name (default <task>__<algo>__<time>)")
     rep.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     rep.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    rep.add_argument("--full", action="store_true",
+                     help="gradient-analysis: the paper's size (1000 data sets per point)")
+    rep.add_argument("--workers", type=int,
+                     help="gradient-analysis: local worker processes (default: all cores)")
+    rep.add_argument("--ray-address",
+                     help="gradient-analysis: run on Ray ('local', 'auto' or a cluster address)")
 
     sub.add_parser("list", help="list the available experiments")
 
@@ -250,6 +259,56 @@ def _tune_command(args: argparse.Namespace) -> int:
     return 0
 
 
+_NOPG_FLAGS = ("seeds", "n_updates", "bandwidth", "state_factor", "action_factor", "gamma", "lr",
+               "top_k", "n_mc_policy", "eval_every", "device", "dtype")
+
+
+def _analysis_changes(args: argparse.Namespace) -> dict[str, Any]:
+    """``--config`` and ``--set`` settings of an analysis; NOPG-run flags are refused."""
+    used = [f"--{name.replace('_', '-')}" for name in _NOPG_FLAGS if getattr(args, name) is not None]
+    if args.stochastic:
+        used.append("--stochastic")
+    if used:
+        raise ValueError(f"{args.experiment} does not take {', '.join(used)}; use --set KEY=VALUE "
+                         "with its settings (see its config.json)")
+    changes: dict[str, Any] = {}
+    if args.config is not None:
+        path = Path(args.config)
+        if not path.is_file():
+            raise ValueError(f"config file {path} does not exist")
+        changes.update(json.loads(path.read_text()))
+    for item in args.set or []:
+        if "=" not in item:
+            raise ValueError(f"--set expects key=value, got {item!r}")
+        key, text = item.split("=", 1)
+        changes[key.strip()] = _parse_value(text)
+    changes.pop("experiment", None)
+    return changes
+
+
+def _analysis_command(args: argparse.Namespace) -> int:
+    changes = _analysis_changes(args)
+    progress = not args.no_progress
+    if args.experiment == "gradient-analysis":
+        from .experiments.gradient_analysis import GradientAnalysisConfig, run_gradient_analysis
+
+        base = GradientAnalysisConfig.paper_size() if args.full else GradientAnalysisConfig()
+        summary = run_gradient_analysis(base.replace(**changes), out=args.out, progress=progress,
+                                        run_name=args.name, workers=args.workers,
+                                        ray_address=args.ray_address)
+        print(f"gradient-analysis: {summary['n_data_sets']} data sets in "
+              f"{summary['wall_time_s']:.0f} s; results in {summary['run_dir']}")
+        return 0
+    if args.full or args.workers is not None or args.ray_address is not None:
+        raise ValueError("--full, --workers and --ray-address apply to gradient-analysis only")
+    from .experiments.trust_region import TrustRegionConfig, run_trust_region
+
+    summary = run_trust_region(TrustRegionConfig().replace(**changes), out=args.out,
+                               progress=progress, run_name=args.name)
+    print(f"trust-region: results in {summary['run_dir']}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the process exit code."""
     parser = _build_parser()
@@ -265,11 +324,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _dispatch(args: argparse.Namespace) -> int:
-    from .experiments import TASKS, get_task, run_experiment
+    from .experiments import ANALYSES, TASKS, get_task, run_experiment
 
     if args.command == "list":
         for name, cls in sorted(TASKS.items()):
             doc = (cls.__doc__ or "").strip().splitlines()[0]
+            print(f"{name:20s} {doc}")
+        for name, doc in ANALYSES.items():
             print(f"{name:20s} {doc}")
         return 0
     if args.command == "data":
@@ -278,11 +339,15 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _collect_command(args)
     if args.command == "tune-k":
         return _tune_command(args)
-    task = get_task(args.experiment)
-    config = task.default_config().replace(**_overrides(args))
     if args.threads < 1:
         raise ValueError(f"--threads must be >= 1. Got {args.threads} instead.")
     torch.set_num_threads(args.threads)
+    if args.experiment in ANALYSES:
+        return _analysis_command(args)
+    if args.full or args.workers is not None or args.ray_address is not None:
+        raise ValueError("--full, --workers and --ray-address apply to gradient-analysis only")
+    task = get_task(args.experiment)
+    config = task.default_config().replace(**_overrides(args))
     summary = run_experiment(task, config, out=args.out, progress=not args.no_progress,
                              run_name=args.name)
     per_seed = ", ".join(f"{s['return_mean']:.1f}" for s in summary["seeds"])

@@ -16,12 +16,20 @@ TASKS: dict[str, type] = {PendulumGridTask.name: PendulumGridTask,
                           CartpoleRandomTask.name: CartpoleRandomTask}
 
 
+ANALYSES: dict[str, str] = {
+    "gradient-analysis": "Gradient analysis on the LQG: NOPG vs G(PO)MDP+N/+BN and DPG+Q (bias, "
+                         "variance, MSE, angle)",
+    "trust-region": "Pendulum trust region: NOPG-D gradient norm against the policy's log-likelihood",
+}
+"""Analyses run by ``nopg reproduce`` that are not NOPG training runs (no Task)."""
+
+
 def get_task(name: str) -> Task:
     """The task registered under ``name``."""
     if name not in TASKS:
-        raise ValueError(f"unknown experiment {name!r}; available: {sorted(TASKS)}")
+        raise ValueError(f"unknown experiment {name!r}; available: {sorted([*TASKS, *ANALYSES])}")
     return TASKS[name]()
 
 
-__all__ = ["ExperimentConfig", "Task", "TASKS", "get_task", "make_policy", "run_experiment",
+__all__ = ["ANALYSES", "ExperimentConfig", "Task", "TASKS", "get_task", "make_policy", "run_experiment",
            "run_seed"]
