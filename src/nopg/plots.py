@@ -464,12 +464,15 @@ def plot_trust_region(
     axes[1].grid(alpha=0.3)
 
     finite = heat[np.isfinite(heat) & (heat > 0)]
-    norm = LogNorm(vmin=finite.min(), vmax=finite.max()) if finite.size else None
+    norm = None
+    if finite.size:  # log scale over the upper 95% of the bins (a few near-zero bins would flatten it)
+        low = min(float(np.percentile(finite, 5)), float(finite.max()) / 10)
+        norm = LogNorm(vmin=low, vmax=float(finite.max()), clip=True)
     mesh = axes[2].pcolormesh(w_edges, w_dot_edges, np.ma.masked_invalid(heat).T, cmap="magma",
                               norm=norm, shading="flat")
-    fig.colorbar(mesh, ax=axes[2], label=heat_label)
+    fig.colorbar(mesh, ax=axes[2], label=heat_label, extend="min" if finite.size else "neither")
     axes[2].set_facecolor("0.85")
-    axes[2].set_title("(c) per-sample gradient contributions")
+    axes[2].set_title("(c) per-sample gradient contributions (grey: no data)")
     for ax in (axes[0], axes[2]):
         ax.set_xlim(-np.pi, np.pi)
         ax.set_ylim(float(w_dot_edges[0]), float(w_dot_edges[-1]))

@@ -467,6 +467,7 @@ def _run(config: TrustRegionConfig, run_dir: Path, progress: bool) -> dict[str, 
     n_dense = max(1, int(round(config.dense_fraction * data.n)))
     densest = np.argsort(-density)[:n_dense]
     sq = g_norm ** 2
+    filled = bins["count"] > 0
     heat = {
         "theta3": config.heatmap_theta3, "stat": config.heatmap_stat,
         "split_residual": split.residual(),
@@ -475,6 +476,8 @@ def _run(config: TrustRegionConfig, run_dir: Path, progress: bool) -> dict[str, 
         "dense_fraction": config.dense_fraction,
         "sq_norm_share_of_densest": float(sq[densest].sum() / sq.sum()) if sq.sum() > 0 else None,
         "spearman_g_norm_vs_density": float(spearmanr(g_norm, density).statistic),
+        "spearman_bin_mean_vs_count": _side_spearman(bins["count"][filled], bins["mean"][filled]),
+        "spearman_bin_sum_vs_count": _side_spearman(bins["count"][filled], bins["sum"][filled]),
     }
     t_contrib = time.perf_counter() - t0
 
