@@ -169,3 +169,13 @@ def test_run_writes_all_files(tmp_path):
     assert -1.0 <= saved["spearman_loglik_vs_log_grad_norm"] <= 1.0
     assert 0.0 <= saved["heatmap"]["sq_norm_share_of_densest"] <= 1.0
     assert "trust region" in (run / "run.log").read_text()
+
+
+def test_contributions_sum_to_the_gradient_on_the_sparse_path(small):
+    data, bw, _, s0 = small
+    model = nopg.NonparametricBellman(data, bw, GAMMA, top_k=10, dtype=torch.float64)
+    policy = constant_policy(0.5)
+    split = gradient_contributions(model, policy, s0)
+    ref = nopg.policy_gradient(data, policy, bandwidths=bw, gamma=GAMMA, initial_states=s0, top_k=10)
+    flat = torch.cat([g.reshape(-1) for g in ref.grads]).numpy()
+    np.testing.assert_allclose(split.per_sample.sum(0) + split.initial.sum(0), flat, rtol=1e-10, atol=1e-10)
