@@ -352,6 +352,8 @@ def test_math_modules_do_not_import_gymnasium_or_matplotlib():
     code = (
         "import sys\n"
         "import nopg, nopg.bellman, nopg.gradient, nopg.solvers\n"
+        "import nopg.analysis.estimators, nopg.analysis.lqg_cases, nopg.analysis.statistics\n"
+        "import nopg.analysis.parallel\n"
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('gymnasium', 'matplotlib'))\n"
         "print(','.join(bad))\n"
     )

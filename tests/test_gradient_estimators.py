@@ -15,7 +15,7 @@ from nopg.analysis.estimators import (
 )
 from nopg.analysis.lqg_cases import ESTIMATOR_NAMES, lqg_cases, lqg_q_gradient
 from nopg.analysis.parallel import parallel_map
-from nopg.envs.lqg import PAPER_BEHAVIOUR_THETA, PAPER_THETA, LQG, collect_lqg, paper_lqg
+from nopg.envs.lqg import LQG, PAPER_BEHAVIOUR_THETA, PAPER_THETA, collect_lqg, paper_lqg
 
 THETA = PAPER_THETA
 
