@@ -21,6 +21,8 @@ import json
 import logging
 import time
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -178,6 +180,27 @@ def run_seed(task: Task, config: ExperimentConfig, seed: int, out_dir: Path,
     return result
 
 
+@contextmanager
+def run_log(run_dir: Path) -> Iterator[None]:
+    """Copy the ``nopg`` logger (at INFO or finer) and captured warnings to ``run_dir/run.log``."""
+    handler = logging.FileHandler(Path(run_dir) / "run.log")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+    root = logging.getLogger("nopg")
+    warnings_logger = logging.getLogger("py.warnings")  # used by logging.captureWarnings
+    root.addHandler(handler)
+    warnings_logger.addHandler(handler)
+    previous_level = root.level
+    if root.getEffectiveLevel() > logging.INFO:
+        root.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        warnings_logger.removeHandler(handler)
+        root.setLevel(previous_level)
+        handler.close()
+
+
 def run_experiment(task: Task, config: ExperimentConfig, out: str | Path = "results",
                    progress: bool = True, run_name: str | None = None) -> dict[str, Any]:
     """Run ``task`` for every seed of ``config``; returns (and writes) the summary."""
@@ -185,16 +208,7 @@ def run_experiment(task: Task, config: ExperimentConfig, out: str | Path = "resu
     stamp = time.strftime("%Y%m%d-%H%M%S")
     run_dir = Path(out) / (run_name or f"{task.name}__{kind}__{stamp}")
     run_dir.mkdir(parents=True, exist_ok=True)
-    handler = logging.FileHandler(run_dir / "run.log")
-    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
-    root = logging.getLogger("nopg")
-    root.addHandler(handler)
-    warnings_logger = logging.getLogger("py.warnings")  # used by logging.captureWarnings
-    warnings_logger.addHandler(handler)
-    previous_level = root.level
-    if root.getEffectiveLevel() > logging.INFO:
-        root.setLevel(logging.INFO)
-    try:
+    with run_log(run_dir):
         (run_dir / "config.json").write_text(json.dumps(
             {"experiment": task.name, "algorithm": kind, **config.to_dict()}, indent=2))
         logger.info("running %s with %s into %s (torch threads: %d)", task.name, kind, run_dir,
@@ -214,8 +228,3 @@ def run_experiment(task: Task, config: ExperimentConfig, out: str | Path = "resu
         logger.info("%s %s: return %.2f ± %.2f over %d seeds, %.1f s", task.name, kind,
                     summary["return_mean"], summary["return_std"], len(seeds), summary["wall_time_s"])
         return summary
-    finally:
-        root.removeHandler(handler)
-        warnings_logger.removeHandler(handler)
-        root.setLevel(previous_level)
-        handler.close()

@@ -81,6 +81,7 @@ from ..bellman import NonparametricBellman
 from ..data import TransitionDataset
 from ..envs.pendulum import BOTTOM_STATE, angle_to_obs, make_pendulum_env, obs_to_angle
 from ..policies import LinearPolicy
+from .runner import run_log
 
 logger = logging.getLogger(__name__)
 
@@ -428,19 +429,8 @@ def run_trust_region(config: TrustRegionConfig | None = None, out: str | Path = 
         raise ValueError(f"config must be a TrustRegionConfig. Got {type(config).__name__} instead.")
     run_dir = Path(out) / (run_name or f"trust-region__{time.strftime('%Y%m%d-%H%M%S')}")
     run_dir.mkdir(parents=True, exist_ok=True)
-    handler = logging.FileHandler(run_dir / "run.log")
-    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
-    root = logging.getLogger("nopg")
-    root.addHandler(handler)
-    previous_level = root.level
-    if root.getEffectiveLevel() > logging.INFO:
-        root.setLevel(logging.INFO)
-    try:
+    with run_log(run_dir):
         return _run(config, run_dir, progress)
-    finally:
-        root.removeHandler(handler)
-        root.setLevel(previous_level)
-        handler.close()
 
 
 def _run(config: TrustRegionConfig, run_dir: Path, progress: bool) -> dict[str, Any]:
