@@ -18,6 +18,7 @@ from numpy.typing import ArrayLike
 from torch import nn
 
 from ..bandwidth import Bandwidths
+from ..data import TransitionDataset
 from ..envs.lqg import LQG
 from ..policies import DiagonalLinearPolicy
 from .estimators import DPGEstimator, GPOMDPEstimator, GradientEstimator, NOPGEstimator, QGradient
@@ -36,7 +37,7 @@ class EstimatorCase:
     policy: nn.Module
     truth: np.ndarray
 
-    def estimate(self, data) -> np.ndarray:  # noqa: ANN001 - a TransitionDataset
+    def estimate(self, data: TransitionDataset) -> np.ndarray:
         """The estimator's gradient on ``data`` (flat, float64)."""
         return self.estimator.estimate(data, self.policy)
 
