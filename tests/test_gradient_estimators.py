@@ -234,3 +234,17 @@ def test_parallel_map_on_a_local_ray_instance():
 
     assert parallel_map(math.factorial, list(range(6)), workers=2, ray_address="local",
                         progress=False) == [1, 1, 2, 6, 24, 120]
+
+
+def test_diagonal_linear_policy_spec_round_trip_and_stochastic_flag():
+    from nopg.policies import is_stochastic, policy_from_spec
+
+    s = torch.tensor([[1.0, -2.0], [0.5, 3.0]], dtype=torch.float64)
+    for sigma in (None, [0.5, 2.0]):
+        policy = DiagonalLinearPolicy(THETA, sigma=sigma)
+        again = policy_from_spec(policy.spec())
+        torch.testing.assert_close(again(s), s * torch.tensor(THETA))
+        assert is_stochastic(again) is (sigma is not None)
+    torch.testing.assert_close(again.mean_std(s)[1], torch.tensor([[0.5, 2.0]] * 2, dtype=torch.float64))
+    with pytest.raises(ValueError, match="finite vector"):
+        DiagonalLinearPolicy([np.nan, 1.0])
