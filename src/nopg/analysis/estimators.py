@@ -34,8 +34,8 @@ from torch import nn
 from torch.func import functional_call, grad, vmap
 
 from ..bandwidth import Bandwidths
-from ..data import TransitionDataset
-from ..gradient import policy_gradient
+from ..data import TransitionDataset, _check_gamma
+from ..gradient import policy_gradient, surrogate_gradient
 from ..policies import gaussian_log_prob, is_stochastic, normal_log_density
 
 __all__ = [
@@ -75,19 +75,11 @@ def flat_gradient(grads: list[torch.Tensor]) -> np.ndarray:
     return torch.cat([g.detach().reshape(-1).to(torch.float64).cpu() for g in grads]).numpy()
 
 
-def _check_gamma(gamma: float) -> float:
-    if isinstance(gamma, bool) or not 0.0 <= float(gamma) < 1.0:
-        raise ValueError(f"The 'gamma' parameter must be a float in [0, 1). Got {gamma!r} instead.")
-    return float(gamma)
-
-
-def episode_arrays(data: TransitionDataset) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
+def episode_arrays(data: TransitionDataset) -> tuple[np.ndarray, np.ndarray]:
     """Episodes as padded arrays for the path-wise estimators.
 
     Returns
     -------
-    episodes : list of index arrays
-        Transition indices of each episode, in time order.
     index : int array of shape (M, T)
         ``index[e, t]`` is the transition at step ``t`` of episode ``e`` (0 where padded).
     mask : bool array of shape (M, T)
@@ -101,15 +93,7 @@ def episode_arrays(data: TransitionDataset) -> tuple[list[np.ndarray], np.ndarra
     mask = np.arange(index.shape[1])[None, :] < lengths[:, None]
     for e, idx in enumerate(episodes):
         index[e, : len(idx)] = idx
-    return episodes, index, mask
-
-
-def _step_numbers(data: TransitionDataset) -> np.ndarray:
-    """Time step of every transition within its episode, shape (n,)."""
-    steps = np.empty(data.n, dtype=np.int64)
-    for idx in data.episodes():
-        steps[idx] = np.arange(len(idx))
-    return steps
+    return index, mask
 
 
 def per_sample_scores(policy: nn.Module, states: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
@@ -176,7 +160,6 @@ class NOPGEstimator:
     def estimate(self, data: TransitionDataset, policy: nn.Module) -> np.ndarray:
         if self.stochastic and not is_stochastic(policy):
             raise ValueError(f"{self.name} needs a Gaussian policy (with mean_std)")
-        _params(policy)
         bw = self.bandwidths if isinstance(self.bandwidths, Bandwidths) else self.bandwidths(data)
         res = policy_gradient(data, policy, bandwidths=bw, gamma=self.gamma,
                               initial_states=self.initial_states, top_k=self.top_k,
@@ -223,7 +206,7 @@ class GPOMDPEstimator:
         With ``normalize`` the weights of each step sum to 1 over the episodes alive at that
         step; otherwise they are ``rho_t / M``.
         """
-        _, index, mask = episode_arrays(data)
+        index, mask = episode_arrays(data)
         if self.behaviour is None:
             log_ratio = np.zeros(data.n)
         else:
@@ -303,12 +286,19 @@ class DPGEstimator:
 
     def state_weights(self, data: TransitionDataset) -> np.ndarray:
         """Weight of every transition's state in the estimate, shape (n,)."""
-        episodes = data.episodes()
-        w = np.empty(data.n)
-        for idx in episodes:
-            disc = self.gamma ** np.arange(len(idx), dtype=np.float64)
-            w[idx] = disc if self.discounting == "proper" else disc.mean()
-        return w / len(episodes)
+        return self._weights_and_steps(data)[0]
+
+    def _weights_and_steps(self, data: TransitionDataset) -> tuple[np.ndarray, np.ndarray]:
+        """State weights and the time step of every transition within its episode, both (n,)."""
+        index, mask = episode_arrays(data)
+        rows, steps = np.nonzero(mask)                       # episode-major, time order
+        disc = self.gamma ** steps.astype(np.float64)
+        if self.discounting == "improper":                   # each episode's mean discount
+            disc = (np.bincount(rows, weights=disc) / mask.sum(1))[rows]
+        weights, step_of = np.empty(data.n), np.empty(data.n, dtype=np.int64)
+        weights[index[mask]] = disc / mask.shape[0]
+        step_of[index[mask]] = steps
+        return weights, step_of
 
     def estimate(self, data: TransitionDataset, policy: nn.Module) -> np.ndarray:
         params = _params(policy)
@@ -318,12 +308,12 @@ class DPGEstimator:
         if actions.shape != (data.n, data.action_dim):
             raise ValueError(f"the policy returned actions of shape {tuple(actions.shape)}; "
                              f"expected {(data.n, data.action_dim)}")
+        weights, steps = self._weights_and_steps(data)
         dq = np.asarray(self.q_action_gradient(data.states, actions.detach().to(torch.float64).numpy(),
-                                               _step_numbers(data)), dtype=np.float64)
+                                               steps), dtype=np.float64)
         if dq.shape != (data.n, data.action_dim) or not np.all(np.isfinite(dq)):
             raise ValueError(f"q_action_gradient must return finite values of shape "
                              f"{(data.n, data.action_dim)}; got {dq.shape}")
-        weights = torch.as_tensor(self.state_weights(data), dtype=dtype)
-        surrogate = (weights[:, None] * actions * torch.as_tensor(dq, dtype=dtype)).sum()
-        grads = torch.autograd.grad(surrogate, params, allow_unused=True)
-        return flat_gradient([torch.zeros_like(p) if g is None else g for p, g in zip(params, grads)])
+        surrogate = (torch.as_tensor(weights, dtype=dtype)[:, None] * actions
+                     * torch.as_tensor(dq, dtype=dtype)).sum()
+        return flat_gradient(surrogate_gradient(surrogate, params))

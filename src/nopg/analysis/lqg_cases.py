@@ -46,9 +46,9 @@ def lqg_q_gradient(problem: LQG, theta: ArrayLike, horizon: int | None) -> QGrad
     """The oracle ``dQ_t/da`` of the deterministic policy ``theta`` (time-indexed if finite)."""
 
     def q_gradient(states: np.ndarray, actions: np.ndarray, steps: np.ndarray) -> np.ndarray:
-        out = np.empty_like(actions, dtype=np.float64)
         if horizon is None:
             return problem.q_action_gradient(states, actions, theta, 0.0, None)
+        out = np.empty_like(actions, dtype=np.float64)
         for t in np.unique(steps):
             rows = steps == t
             out[rows] = problem.q_action_gradient(states[rows], actions[rows], theta, 0.0, horizon,

@@ -189,14 +189,14 @@ class GradientAnalysisConfig:
 
     def replace(self, **changes: Any) -> GradientAnalysisConfig:
         """A copy with ``changes``; unknown keys raise ``ValueError``."""
-        names = {f.name for f in dataclasses.fields(self) if f.init}
+        names = {f.name for f in dataclasses.fields(self)}
         unknown = sorted(set(changes) - names)
         if unknown:
             raise ValueError(f"unknown gradient-analysis settings {unknown}; known: {sorted(names)}")
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.init}
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
     def problem(self) -> LQG:
         """The LQG of this configuration (checks that both gains are stabilising)."""
