@@ -312,7 +312,7 @@ def error_statistics(
         fields[f"{name}_ci"] = _percentile_ci(boot[name], float(confidence))
     stats = ErrorStatistics(n=est.shape[0], n_dropped=n_dropped, confidence=float(confidence),
                             n_boot=int(n_boot), **fields)
-    logger.info(
+    logger.debug(  # the experiment drivers log each cell with its sweep, point and estimator
         "n=%d dropped=%d bias2=%.4g variance=%.4g mse=%.4g [%.4g, %.4g] angle median=%.3g deg",
         stats.n, stats.n_dropped, stats.bias2, stats.variance, stats.mse, *stats.mse_ci, stats.angle_median,
     )
