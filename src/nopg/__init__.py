@@ -11,7 +11,7 @@ The public API::
 
 __version__ = "0.1.0"
 
-from .algorithm import NOPG, CheckpointCallback, EvalCallback
+from .algorithm import NOPG, CheckpointCallback, EvalCallback, SupportWarning
 from .bandwidth import (
     Bandwidths,
     DuplicatedDataWarning,
@@ -34,7 +34,7 @@ from .policies import (
 from .solvers import SolveInfo, SolverWarning, bicgstab, solve_dense
 
 __all__ = [
-    "NOPG", "NOPGConfig", "CheckpointCallback", "EvalCallback",
+    "NOPG", "NOPGConfig", "CheckpointCallback", "EvalCallback", "SupportWarning",
     "TransitionDataset", "Bandwidths", "DuplicatedDataWarning", "select_bandwidths",
     "silverman_bandwidth", "scott_bandwidth", "cross_validated_bandwidth",
     "NonparametricBellman", "BellmanSolution", "policy_gradient", "PolicyGradientResult",

@@ -8,6 +8,7 @@ import logging
 import math
 import platform
 import time
+import warnings
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Protocol
@@ -27,7 +28,11 @@ from .policies import is_stochastic, policy_from_spec
 
 logger = logging.getLogger(__name__)
 
-LOG_COLUMNS = ("update", "J_hat", "grad_norm", "solver_iters_q", "solver_iters_mu",
+
+class SupportWarning(UserWarning):
+    """Much of the policy's visitation lies where the data are thin: ``J_hat`` is unreliable."""
+
+LOG_COLUMNS = ("update", "J_hat", "support_gap", "grad_norm", "solver_iters_q", "solver_iters_mu",
                "residual_q", "residual_mu", "refined_rows", "update_time_s", "sigma_scale",
                "eval_return")
 
@@ -136,6 +141,8 @@ class NOPG:
             solver_max_iter=c.solver_max_iter, dense_max_n=c.dense_max_n,
             neighbors=c.neighbors, n_candidates=c.n_candidates, refine=c.refine,
             neighbor_backend=c.neighbor_backend, preconditioner=c.preconditioner,
+            unsupported=c.unsupported, absorbing_value=c.absorbing_value,
+            support_radius=c.support_radius,
         )
         if previous:
             self.model_.load_solver_state(previous)
@@ -175,7 +182,8 @@ class NOPG:
         self._solution = None  # the policy changed
         self.update_ += 1
         metrics = {
-            "update": self.update_, "J_hat": sol.J, "grad_norm": grad_norm,
+            "update": self.update_, "J_hat": sol.J, "support_gap": sol.support_gap,
+            "grad_norm": grad_norm,
             "solver_iters_q": sol.info_q.iterations, "solver_iters_mu": sol.info_mu.iterations,
             "residual_q": sol.info_q.residual, "residual_mu": sol.info_mu.residual,
             "refined_rows": sol.refined_rows, "update_time_s": time.perf_counter() - start,
@@ -183,7 +191,7 @@ class NOPG:
         }
         if not math.isfinite(sol.J):
             raise FloatingPointError(f"J_hat became {sol.J} at update {self.update_}")
-        logger.debug("update %(update)d J_hat %(J_hat).6f grad %(grad_norm).3e "
+        logger.debug("update %(update)d J_hat %(J_hat).6f support gap %(support_gap).3f grad %(grad_norm).3e "
                      "residual %(residual_q).1e/%(residual_mu).1e time %(update_time_s).4fs", metrics)
         return metrics
 
@@ -237,11 +245,12 @@ class NOPG:
                     writer.writerow({k: metrics.get(k, "") for k in LOG_COLUMNS})
                     handle.flush()
                 if self.update_ % 100 == 0 or self.update_ == 1:
-                    logger.info("update %d: J_hat %.5f, residual %.1e, %.4f s/update",
-                                self.update_, metrics["J_hat"], metrics["residual_q"],
+                    logger.info("update %d: J_hat %.5f (support gap %.3f), residual %.1e, "
+                                "%.4f s/update", self.update_, metrics["J_hat"],
+                                metrics["support_gap"], metrics["residual_q"],
                                 metrics["update_time_s"])
                 bar.update(1)
-                bar.set_postfix(J_hat=f"{metrics['J_hat']:.4f}")
+                bar.set_postfix(J_hat=f"{metrics['J_hat']:.4f}", gap=f"{metrics['support_gap']:.2f}")
                 if stop:
                     logger.info("a callback stopped fit at update %d", self.update_)
                     break
@@ -249,7 +258,24 @@ class NOPG:
             bar.close()
             if handle is not None:
                 handle.close()
+        if self.history_:
+            self._warn_support(self.solution().support_gap)
         return self
+
+    def _warn_support(self, gap: float) -> None:
+        if gap > self.config.support_warning:
+            msg = (f"{100 * gap:.0f}% of the policy's discounted visitation lies where the data "
+                   f"are thin (support gap {gap:.3f} > {self.config.support_warning}): J_hat = "
+                   f"{self.solution().J:.4g} rests on the kernel model's extrapolation and is "
+                   "likely over-optimistic. Consider NOPGConfig(unsupported='absorb'), more data "
+                   "near the policy's states, or wider bandwidths.")
+            logger.warning(msg)
+            warnings.warn(msg, SupportWarning, stacklevel=3)
+
+    @property
+    def support_gap_(self) -> float:
+        """Share of the current policy's discounted visitation where the data are thin."""
+        return self.solution().support_gap
 
     # ------------------------------------------------------------------ estimates
     def solution(self) -> BellmanSolution:

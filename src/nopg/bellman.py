@@ -64,6 +64,7 @@ _SOLVERS = ("auto", "dense", "bicgstab")
 PRECONDITIONERS = ("auto", "ilu", "none")
 _ILU_REFRESH_ITERS = 15        # rebuild the ILU preconditioner when a solve needs more iterations
 NEIGHBOR_MODES = ("auto", "dense", "candidates", "knn")
+UNSUPPORTED = ("extrapolate", "absorb")
 _DENSE_LIMIT = 20_000          # top_k=None beyond this many samples is refused (n x n memory)
 _BLOCK = 1 << 22               # elements per block of candidate scores (bounds peak memory)
 
@@ -91,6 +92,12 @@ class _Queries:
     cand_sq_state: torch.Tensor | None = None
     centre: torch.Tensor | None = None
     radius: torch.Tensor | None = None
+
+
+def pessimistic_value(dataset: TransitionDataset, gamma: float) -> float:
+    """``min(r) / (1 - gamma)``, capped at 0 when the data hold a terminal transition."""
+    value = float(dataset.rewards.min()) / (1.0 - gamma)
+    return min(value, 0.0) if bool(np.any(dataset.terminals)) else value
 
 
 def _check_positive_int(name: str, value: int | None, allow_none: bool = True) -> None:
@@ -136,6 +143,19 @@ class BellmanSolution:
     refined_rows : int
         Rows (query-action pairs) of ``P`` and ``eps0`` whose candidates could not certify the
         exact top-k and were recomputed by an exact k-NN query (candidate mode only).
+    lost_next : tensor of shape (n,)
+        ``gamma_i (1 - w_i)``: the thinness ``1 - w_i`` of the data at the policy's query
+        ``(s'_i, pi(s'_i))`` of row ``i`` of ``P``, discounted; the mass the support-aware model
+        moves to the absorbing state (attached to the policy's graph when that model is on).
+    thin_init : tensor of shape ()
+        Mean thinness at the initial states' queries.
+    support_gap : float
+        The share of the policy's discounted queries (weights 1 for the initial states and
+        ``gamma_i mu_i`` for the rows of ``P``) that lie where the data are thin: 0 when the
+        policy stays on the data, close to 1 when ``J_hat`` rests on extrapolation.
+    absorbing_value : float or None
+        Value of the absorbing state that takes the unsupported mass (support-aware model), or
+        ``None`` for the paper's model.
     """
 
     J: float
@@ -146,12 +166,24 @@ class BellmanSolution:
     info_q: SolveInfo
     info_mu: SolveInfo
     refined_rows: int = 0
+    lost_next: torch.Tensor | None = None
+    thin_init: torch.Tensor | None = None
+    support_gap: float = float("nan")
+    absorbing_value: float | None = None
 
     def surrogate(self) -> torch.Tensor:
-        """``eps0(theta) . stop(q) + stop(mu)^T P(theta) stop(q)``; its gradient is ``grad J_hat``."""
+        """A scalar whose gradient is ``grad J_hat``.
+
+        ``eps0(theta) . stop(q) + stop(mu)^T P(theta) stop(q)``; with the support-aware model
+        the absorbed mass adds ``v_abs (thin_init(theta) + stop(mu)^T lost_next(theta))``.
+        """
         dtype = self.eps0.dtype
         q, mu = self.q.to(dtype), self.mu.to(dtype)
-        return self.eps0 @ q + mu @ self.P.matvec(q)
+        out = self.eps0 @ q + mu @ self.P.matvec(q)
+        if self.absorbing_value is not None:
+            assert self.thin_init is not None and self.lost_next is not None
+            out = out + self.absorbing_value * (self.thin_init + mu @ self.lost_next)
+        return out
 
 
 class NonparametricBellman:
@@ -195,6 +227,18 @@ class NonparametricBellman:
         BiCGSTAB preconditioner. ``ilu`` (the ``auto`` choice on the CPU): an incomplete LU of
         ``I - P`` reused across updates and rebuilt when a solve needs more than 15 iterations.
         ``none`` on a GPU.
+    unsupported : {"extrapolate", "absorb"}
+        What the model does where the data are thin. ``extrapolate`` (the paper): the
+        responsibilities are renormalised, so the nearest data point takes all the weight however
+        far it is. ``absorb``: the rows of ``P`` and ``eps0`` keep the share ``w`` of their mass
+        that the data support (:meth:`_support_weights`); the rest goes to an absorbing state
+        worth ``absorbing_value``, so the policy gains nothing by leaving the data.
+    absorbing_value : float, optional
+        Value of the absorbing state. Default: the pessimistic ``min(r) / (1 - gamma)``, capped
+        at 0 when the data hold terminal transitions (reaching a terminal is then possible).
+    support_radius : float
+        Distance, in bandwidths, at which a single data pair leaves the thinness at ``1/e``
+        (the diagnostic ``support_gap`` and the ``absorb`` model).
     """
 
     def __init__(
@@ -218,6 +262,9 @@ class NonparametricBellman:
         refine: bool = True,
         neighbor_backend: str = "auto",
         preconditioner: str = "auto",
+        unsupported: str = "extrapolate",
+        absorbing_value: float | None = None,
+        support_radius: float = 2.0,
     ) -> None:
         if not isinstance(dataset, TransitionDataset):
             raise ValueError(
@@ -241,6 +288,17 @@ class NonparametricBellman:
         if preconditioner not in PRECONDITIONERS:
             raise ValueError(f"The 'preconditioner' parameter must be one of {PRECONDITIONERS}. "
                              f"Got {preconditioner!r} instead.")
+        if unsupported not in UNSUPPORTED:
+            raise ValueError(f"The 'unsupported' parameter must be one of {UNSUPPORTED}. "
+                             f"Got {unsupported!r} instead.")
+        if isinstance(support_radius, bool) or not (
+                isinstance(support_radius, (int, float)) and 0 < support_radius < float("inf")):
+            raise ValueError(f"The 'support_radius' parameter must be a positive float. "
+                             f"Got {support_radius!r} instead.")
+        if absorbing_value is not None and (isinstance(absorbing_value, bool) or not np.isfinite(
+                float(absorbing_value))):
+            raise ValueError(f"The 'absorbing_value' parameter must be a finite float or None. "
+                             f"Got {absorbing_value!r} instead.")
         if neighbors not in NEIGHBOR_MODES:
             raise ValueError(f"The 'neighbors' parameter must be one of {NEIGHBOR_MODES}. "
                              f"Got {neighbors!r} instead.")
@@ -287,6 +345,10 @@ class NonparametricBellman:
         self._last_iterations = 0
         self.preconditioner_builds_ = 0
         self._joint_index: NeighborIndex | None = None
+        self.unsupported = unsupported
+        self.support_radius = float(support_radius)
+        self.absorbing_value = (pessimistic_value(dataset, self.gamma) if absorbing_value is None
+                                else float(absorbing_value))
         self.refined_rows_ = 0                            # refined rows since the last evaluate()
 
         t = self._tensor
@@ -344,14 +406,36 @@ class NonparametricBellman:
             )
         return actions.to(self.dtype)
 
-    def _rows(self, logits: torch.Tensor) -> Rows:
-        """Responsibility rows from log-weights (m, G, n), averaged over the G samples per row."""
+    def _rows(self, logits: torch.Tensor, shift: torch.Tensor) -> tuple[Rows, torch.Tensor]:
+        """Responsibility rows from log-weights (m, G, n), averaged over the G samples per row.
+
+        ``logits + shift[..., None]`` are the full log-weights ``l_j`` (``shift`` (m, G) is the
+        term dropped by :meth:`_fixed_logits`); returns the rows and their thinness (m,).
+        """
         m, g, n = logits.shape
         if self.top_k is None:
-            return DenseRows(torch.softmax(logits, dim=-1).mean(1))
+            weights = torch.softmax(logits, dim=-1)
+            lse = torch.logsumexp(logits, dim=-1) + shift
+            weights, thin = self._support_weights(weights, lse)
+            return DenseRows(weights.mean(1)), thin.mean(1)
         vals, idx = torch.topk(logits, self.top_k, dim=-1)                     # (m, G, k)
-        weights = torch.softmax(vals, dim=-1) / g
-        return SparseRows(idx.reshape(m, -1), weights.reshape(m, -1), n)
+        weights, thin = self._support_weights(torch.softmax(vals, dim=-1),
+                                              torch.logsumexp(vals, dim=-1) + shift)
+        return SparseRows(idx.reshape(m, -1), (weights / g).reshape(m, -1), n), thin.mean(1)
+
+    def _support_weights(self, weights: torch.Tensor, lse: torch.Tensor
+                         ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Thinness ``1 - w`` from the log kernel mass ``lse`` (..., ) and, for the support-aware
+        model, the responsibilities (..., k) scaled by ``w`` (the rest goes to the absorbing state).
+
+        ``1 - w = exp(-c / c0)`` with ``c = sum_j exp(l_j)`` the unnormalised kernel mass and
+        ``c0 = exp(-support_radius^2 / 2)``: one data point at the query gives ``1 - w < 1e-3``
+        (for the default radius 2), one at ``support_radius`` bandwidths gives ``1/e``.
+        """
+        thin = torch.exp(-torch.exp(lse + 0.5 * self.support_radius ** 2))
+        if self.unsupported == "absorb":
+            return weights * (1.0 - thin)[..., None], thin
+        return weights, thin.detach()
 
     # ------------------------------------------------------------------ sparse path
     def joint_index(self) -> NeighborIndex:
@@ -468,35 +552,43 @@ class NonparametricBellman:
                 idx[r, g_bad] = exact
         return idx
 
-    def _sparse_rows(self, queries: _Queries, actions: torch.Tensor, group: int) -> SparseRows:
+    def _sparse_rows(self, queries: _Queries, actions: torch.Tensor, group: int
+                     ) -> tuple[SparseRows, torch.Tensor]:
         """Rows over the selected entries, log-weights recomputed so gradients reach ``actions``."""
         M, G, _ = actions.shape
         idx = self._select(queries, actions.detach())                          # (M, G, k)
         ds = queries.scaled[:, None, None, :] - self.states_scaled[idx]         # (M, G, k, d_s)
         da = actions[:, :, None, :] - self.actions_scaled[idx]                  # (M, G, k, d_a)
         logits = -0.5 * ((ds * ds).sum(-1) + (da * da).sum(-1))
-        weights = torch.softmax(logits, dim=-1) / (G * group)
+        weights, thin = self._support_weights(torch.softmax(logits, dim=-1),
+                                              torch.logsumexp(logits, dim=-1))
         m = M // group
-        return SparseRows(idx.reshape(m, -1), weights.reshape(m, -1), self.n)
+        return (SparseRows(idx.reshape(m, -1), (weights / (G * group)).reshape(m, -1), self.n),
+                thin.reshape(m, -1).mean(1))
 
     # ------------------------------------------------------------------ rows of eps_pi
     def _policy_rows(self, policy: nn.Module, states: torch.Tensor, queries: _Queries,
-                     group: int, generator: torch.Generator | None) -> Rows:
-        """``eps_pi`` at ``m * group`` query states, averaged over consecutive groups of ``group``.
+                     group: int, generator: torch.Generator | None) -> tuple[Rows, torch.Tensor]:
+        """``eps_pi`` at ``m * group`` query states, averaged over consecutive groups of ``group``,
+        and the thinness of every averaged row (m,).
 
         ``queries`` holds the query states as prepared by :meth:`_prepare`.
         """
         actions = self._actions(policy, states, generator) / self.h_a          # (M, N_pi, d_a)
         return self._action_rows(queries, actions, group)
 
-    def _action_rows(self, queries: _Queries, actions: torch.Tensor, group: int) -> Rows:
-        """Responsibility rows at query states and scaled actions of shape (M, G, d_a)."""
+    def _action_rows(self, queries: _Queries, actions: torch.Tensor, group: int
+                     ) -> tuple[Rows, torch.Tensor]:
+        """Responsibility rows and their thinness at query states and scaled actions (M, G, d_a)."""
         if self.neighbors != "dense":
             return self._sparse_rows(queries, actions, group)
         assert queries.fixed is not None
         logits = queries.fixed[:, None, :] + actions @ self.actions_scaled.T   # (M, G, n)
+        shift = -0.5 * (actions * actions).sum(-1)                               # (M, G)
         M, g, n = logits.shape
-        return self._rows(logits.reshape(M // group, group * g, n))
+        rows, thin = self._rows(logits.reshape(M // group, group * g, n),
+                                shift.reshape(M // group, group * g))
+        return rows, thin
 
     def _policy_input(self, policy: nn.Module, states: torch.Tensor) -> torch.Tensor:
         param = next(iter(policy.parameters()), None)
@@ -505,12 +597,28 @@ class NonparametricBellman:
     # ------------------------------------------------------------------ model pieces
     def responsibilities(self, policy: nn.Module, states: np.ndarray | torch.Tensor,
                          generator: torch.Generator | None = None) -> Rows:
-        """``eps_pi(s)`` for query states of shape (m, d_s): rows of an (m, n) matrix."""
+        """``eps_pi(s)`` for query states of shape (m, d_s): rows of an (m, n) matrix (scaled by
+        the support weights ``w`` in the support-aware model)."""
         s = self._tensor(as_states(states, self.dataset.state_dim, "states"))
-        return self._policy_rows(policy, self._policy_input(policy, s), self._prepare(s), 1, generator)
+        return self._policy_rows(policy, self._policy_input(policy, s), self._prepare(s), 1,
+                                 generator)[0]
 
-    def transition_matrix(self, policy: nn.Module, generator: torch.Generator | None = None) -> Rows:
-        """``P`` (rows scaled by ``gamma_i``), attached to the policy's graph."""
+    def thinness(self, policy: nn.Module, states: np.ndarray | torch.Tensor,
+                 generator: torch.Generator | None = None) -> np.ndarray:
+        """Thinness ``1 - w`` of the data at ``(s, pi(s))`` for states (m, d_s), in [0, 1].
+
+        0 where a data pair lies at the query (within ``support_radius`` bandwidths), close to
+        1 where the kernel model extrapolates (see :meth:`_support_weights`).
+        """
+        s = self._tensor(as_states(states, self.dataset.state_dim, "states"))
+        with torch.no_grad():
+            _, thin = self._policy_rows(policy, self._policy_input(policy, s), self._prepare(s), 1,
+                                        generator)
+        return thin.to(torch.float64).cpu().numpy()
+
+    def _transition(self, policy: nn.Module, generator: torch.Generator | None
+                    ) -> tuple[Rows, torch.Tensor]:
+        """``P`` (rows scaled by ``gamma_i``) and the discounted lost mass ``gamma_i (1 - w_i)``."""
         if self.n_mc_next is None:
             if self._next_queries is None:
                 self._next_queries = self._prepare(self.next_states, cache=True)
@@ -519,31 +627,46 @@ class NonparametricBellman:
             xi = self._noise((self.n, self.n_mc_next, self.dataset.state_dim), generator)
             states = (self.next_states[:, None, :] + self.h_next * xi).reshape(-1, self.dataset.state_dim)
             queries, group = self._prepare(states), self.n_mc_next
-        rows = self._policy_rows(policy, self._policy_input(policy, states), queries, group, generator)
-        return rows.scale_rows(self.discounts)
+        rows, thin = self._policy_rows(policy, self._policy_input(policy, states), queries, group,
+                                       generator)
+        return rows.scale_rows(self.discounts), thin * self.discounts
 
-    def initial_vector(self, policy: nn.Module, initial_states: np.ndarray | torch.Tensor,
-                       generator: torch.Generator | None = None) -> torch.Tensor:
-        """``eps0 = mean_m eps_pi(z_m)`` of shape (n,), attached to the policy's graph."""
+    def transition_matrix(self, policy: nn.Module, generator: torch.Generator | None = None) -> Rows:
+        """``P`` (rows scaled by ``gamma_i``), attached to the policy's graph."""
+        return self._transition(policy, generator)[0]
+
+    def _initial(self, policy: nn.Module, initial_states: np.ndarray | torch.Tensor,
+                 generator: torch.Generator | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """``eps0`` (n,) and the mean thinness of the initial queries (a scalar tensor)."""
         z = as_states(initial_states, self.dataset.state_dim, "initial_states")
         zt = self._tensor(z)
         if self._init_cache is None or not np.array_equal(self._init_cache[0], z):
             self._init_cache = (z, self._prepare(zt, cache=True))
-        rows = self._policy_rows(policy, self._policy_input(policy, zt), self._init_cache[1], 1,
-                                 generator)
-        return rows.column_mean()
+        rows, thin = self._policy_rows(policy, self._policy_input(policy, zt), self._init_cache[1],
+                                       1, generator)
+        return rows.column_mean(), thin.mean()
+
+    def initial_vector(self, policy: nn.Module, initial_states: np.ndarray | torch.Tensor,
+                       generator: torch.Generator | None = None) -> torch.Tensor:
+        """``eps0 = mean_m eps_pi(z_m)`` of shape (n,), attached to the policy's graph."""
+        return self._initial(policy, initial_states, generator)[0]
 
     # ------------------------------------------------------------------ solves
     def _use_dense(self) -> bool:
         return self.solver == "dense" or (self.solver == "auto" and self.n <= self.dense_max_n)
 
     def solve(self, P: Rows, eps0: torch.Tensor, warm_start: tuple[torch.Tensor, torch.Tensor] | None
-              = None) -> tuple[torch.Tensor, torch.Tensor, SolveInfo, SolveInfo]:
-        """Solve ``(I - P) q = r`` and ``(I - P)^T mu = eps0`` in float64 (detached)."""
+              = None, rewards: torch.Tensor | None = None
+              ) -> tuple[torch.Tensor, torch.Tensor, SolveInfo, SolveInfo]:
+        """Solve ``(I - P) q = r`` and ``(I - P)^T mu = eps0`` in float64 (detached).
+
+        ``rewards`` replaces the data's rewards (the support-aware model adds the absorbed mass).
+        """
         P64 = P.detach().to(torch.float64)
         e64 = eps0.detach().to(torch.float64)
+        r64 = self.rewards if rewards is None else rewards.detach().to(torch.float64)
         if self._use_dense():
-            q, mu, info = solve_dense(P64.to_dense(), self.rewards, e64)
+            q, mu, info = solve_dense(P64.to_dense(), r64, e64)
             return q, mu, info, info
         q0, mu0 = warm_start if warm_start is not None else (None, None)
         matvec, rmatvec = P64.operators()
@@ -553,7 +676,7 @@ class NonparametricBellman:
                 self._build_ilu(P64)
             if self._ilu is not None:
                 pre_q, pre_mu = self._ilu
-        q, info_q = bicgstab(lambda v: v - matvec(v), self.rewards, q0,
+        q, info_q = bicgstab(lambda v: v - matvec(v), r64, q0,
                              tol=self.solver_tol, max_iter=self.solver_max_iter, precond=pre_q)
         mu, info_mu = bicgstab(lambda v: v - rmatvec(v), e64, mu0,
                                tol=self.solver_tol, max_iter=self.solver_max_iter, precond=pre_mu)
@@ -589,17 +712,26 @@ class NonparametricBellman:
                 f"such as nopg.GaussianMLPPolicy; {type(policy).__name__} has none"
             )
         self.refined_rows_ = 0
-        eps0 = self.initial_vector(policy, initial_states, generator)
-        P = self.transition_matrix(policy, generator)
-        q, mu, info_q, info_mu = self.solve(P, eps0, warm_start)
+        eps0, thin0 = self._initial(policy, initial_states, generator)
+        P, lost = self._transition(policy, generator)
+        lost64, thin064 = lost.detach().to(torch.float64), float(thin0.detach())
+        v_abs = self.absorbing_value if self.unsupported == "absorb" else None
+        rewards = None if v_abs is None else self.rewards + v_abs * lost64
+        q, mu, info_q, info_mu = self.solve(P, eps0, warm_start, rewards)
         J = float(torch.dot(eps0.detach().to(torch.float64), q))
-        return BellmanSolution(J, q, mu, eps0, P, info_q, info_mu, self.refined_rows_)
+        if v_abs is not None:
+            J += v_abs * thin064
+        weights = mu.clamp_min(0) * self.discounts.detach().to(torch.float64)
+        gap = (thin064 + float(mu.clamp_min(0) @ lost64)) / (1.0 + float(weights.sum()))
+        return BellmanSolution(J, q, mu, eps0, P, info_q, info_mu, self.refined_rows_,
+                               lost_next=lost, thin_init=thin0, support_gap=gap,
+                               absorbing_value=v_abs)
 
     # ------------------------------------------------------------------ queries
     @torch.no_grad()
     def _query(self, policy: nn.Module | None, states: np.ndarray | torch.Tensor,
                vector: torch.Tensor, actions: np.ndarray | torch.Tensor | None = None,
-               chunk: int = 4096, seed: int = 0) -> np.ndarray:
+               chunk: int = 4096, seed: int = 0, absorbing: bool = False) -> np.ndarray:
         s_all = as_states(states, self.dataset.state_dim, "states")
         a_all = None
         if actions is not None:
@@ -613,22 +745,27 @@ class NonparametricBellman:
             s = self._tensor(s_all[start:start + chunk])
             prepared = self._prepare(s)
             if a_all is None:
-                rows = self._policy_rows(policy, self._policy_input(policy, s), prepared, 1, generator)
+                rows, thin = self._policy_rows(policy, self._policy_input(policy, s), prepared, 1,
+                                               generator)
             else:
                 a = self._tensor(a_all[start:start + chunk]) / self.h_a
-                rows = self._action_rows(prepared, a[:, None, :], 1)
-            out.append(rows.to(torch.float64).matvec(vec))
+                rows, thin = self._action_rows(prepared, a[:, None, :], 1)
+            values = rows.to(torch.float64).matvec(vec)
+            if absorbing and self.unsupported == "absorb":
+                values = values + self.absorbing_value * thin.to(torch.float64)
+            out.append(values)
         return torch.cat(out).cpu().numpy()
 
     def value(self, policy: nn.Module, states: np.ndarray | torch.Tensor, q: torch.Tensor,
               seed: int = 0) -> np.ndarray:
-        """``V(s) = eps_pi(s) . q`` at query states of shape (m, d_s)."""
-        return self._query(policy, states, q, seed=seed)
+        """``V(s) = eps_pi(s) . q`` at query states of shape (m, d_s) (plus the absorbed mass times
+        its value in the support-aware model)."""
+        return self._query(policy, states, q, seed=seed, absorbing=True)
 
     def q_value(self, states: np.ndarray | torch.Tensor, actions: np.ndarray | torch.Tensor,
                 q: torch.Tensor) -> np.ndarray:
-        """``Q(s, a) = eps(s, a) . q`` at query pairs."""
-        return self._query(None, states, q, actions=actions)
+        """``Q(s, a) = eps(s, a) . q`` at query pairs (with the absorbed mass, as :meth:`value`)."""
+        return self._query(None, states, q, actions=actions, absorbing=True)
 
     def visitation(self, policy: nn.Module, states: np.ndarray | torch.Tensor, mu: torch.Tensor,
                    seed: int = 0) -> np.ndarray:

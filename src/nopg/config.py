@@ -13,6 +13,7 @@ SOLVERS = ("auto", "dense", "bicgstab")
 NEIGHBORS = ("auto", "dense", "candidates", "knn")
 NEIGHBOR_BACKENDS = ("auto", "kdtree", "torch")
 PRECONDITIONERS = ("auto", "ilu", "none")
+UNSUPPORTED = ("extrapolate", "absorb")
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
 
 
@@ -67,6 +68,19 @@ class NOPGConfig:
     preconditioner : {"auto", "ilu", "none"}
         BiCGSTAB preconditioner: ``auto`` is an incomplete LU of ``I - P`` on the CPU (reused
         across updates) and none on a GPU.
+    unsupported : {"extrapolate", "absorb"}
+        Where the data are thin, ``extrapolate`` renormalises the kernel weights (the paper's
+        model); ``absorb`` sends the unsupported mass to a pessimistic absorbing state, so the
+        policy is not drawn to where the model extrapolates (:class:`NonparametricBellman`).
+    absorbing_value : float or None
+        Value of that absorbing state (``None``: ``min(r) / (1 - gamma)``, capped at 0 when the
+        data have terminals).
+    support_radius : float
+        Kernel distance (in bandwidths) at which one data pair supports a query by ``1 - 1/e``;
+        sets the ``support_gap`` diagnostic and the ``absorb`` model.
+    support_warning : float
+        ``fit`` warns when the final ``support_gap`` (share of the policy's discounted
+        visitation where the data are thin) exceeds this.
     sigma_decay_to : float or None
         If set, a Gaussian policy's ``sigma`` is multiplied by a factor decaying linearly from 1
         to this value over ``sigma_decay_updates`` updates (paper appendix, NOPG-S).
@@ -95,6 +109,10 @@ class NOPGConfig:
     solver_max_iter: int = 1000
     dense_max_n: int = 2000
     preconditioner: str = "auto"
+    unsupported: str = "extrapolate"
+    absorbing_value: float | None = None
+    support_radius: float = 2.0
+    support_warning: float = 0.25
     sigma_decay_to: float | None = None
     sigma_decay_updates: int | None = None
     dtype: str = "float64"
@@ -114,6 +132,15 @@ class NOPGConfig:
             _fail("neighbor_backend", f"one of {NEIGHBOR_BACKENDS}", self.neighbor_backend)
         if self.preconditioner not in PRECONDITIONERS:
             _fail("preconditioner", f"one of {PRECONDITIONERS}", self.preconditioner)
+        if self.unsupported not in UNSUPPORTED:
+            _fail("unsupported", f"one of {UNSUPPORTED}", self.unsupported)
+        if self.absorbing_value is not None and (
+                not _is_float(self.absorbing_value) or not np.isfinite(self.absorbing_value)):
+            _fail("absorbing_value", "a finite float or None", self.absorbing_value)
+        if not _is_float(self.support_radius) or not 0 < self.support_radius < np.inf:
+            _fail("support_radius", "a positive float", self.support_radius)
+        if not _is_float(self.support_warning) or not 0 <= self.support_warning <= 1:
+            _fail("support_warning", "a float in [0, 1]", self.support_warning)
         if not isinstance(self.refine, (bool, np.bool_)):
             _fail("refine", "a bool", self.refine)
         if self.top_k is None and self.neighbors in ("candidates", "knn"):

@@ -29,6 +29,8 @@ class PolicyGradientResult:
         parameters' dtype; ``None`` entries are replaced by zeros.
     info_q, info_mu : SolveInfo
         Solver reports for both systems.
+    support_gap : float
+        Share of the policy's discounted visitation where the data are thin (0 to 1).
     """
 
     J: float
@@ -37,6 +39,7 @@ class PolicyGradientResult:
     grads: list[torch.Tensor]
     info_q: SolveInfo
     info_mu: SolveInfo
+    support_gap: float = float("nan")
 
 
 def surrogate_gradient(solution_surrogate: torch.Tensor, params: list[torch.Tensor]
@@ -61,6 +64,9 @@ def policy_gradient(
     seed: int = 0,
     neighbors: str = "auto",
     n_candidates: int | None = None,
+    unsupported: str = "extrapolate",
+    absorbing_value: float | None = None,
+    support_radius: float = 2.0,
 ) -> PolicyGradientResult:
     """Estimate ``J_hat`` and its full gradient from a fixed data set.
 
@@ -89,6 +95,8 @@ def policy_gradient(
         any (n, n) array when ``top_k`` is set.
     n_candidates : int, optional
         State-space candidates per row for ``neighbors="candidates"``.
+    unsupported, absorbing_value, support_radius
+        The support-aware model (:class:`nopg.NonparametricBellman`).
 
     Returns
     -------
@@ -106,12 +114,13 @@ def policy_gradient(
     model = NonparametricBellman(
         data, bandwidths, gamma, top_k=top_k, n_mc_next=n_mc_next, n_mc_policy=n_mc_policy,
         stochastic=stochastic, dtype=dtype, device=params[0].device, solver=solver,
-        neighbors=neighbors, n_candidates=n_candidates,
+        neighbors=neighbors, n_candidates=n_candidates, unsupported=unsupported,
+        absorbing_value=absorbing_value, support_radius=support_radius,
     )
     generator = torch.Generator().manual_seed(int(seed))  # CPU noise, moved to the device
     sol = model.evaluate(policy, initial_states, generator)
     grads = surrogate_gradient(sol.surrogate(), params)
     return PolicyGradientResult(
         J=sol.J, q=sol.q.cpu().numpy(), mu=sol.mu.cpu().numpy(), grads=grads,
-        info_q=sol.info_q, info_mu=sol.info_mu,
+        info_q=sol.info_q, info_mu=sol.info_mu, support_gap=sol.support_gap,
     )
