@@ -1,4 +1,9 @@
-"""The paper's experiments as named, configurable runs (``nopg reproduce <name>``)."""
+"""The paper's experiments as named, configurable runs (``nopg reproduce <name>``).
+
+Also the "user data" experiments of :mod:`nopg.experiments.user_data` (pendulum-uniform,
+pendulum-controller, mountaincar-uniform, invertedpendulum-random): data sets no setting was
+tuned for, run with the library's defaults.
+"""
 
 from .cartpole_random import CartpoleRandomTask
 from .hopper import HopperTask
@@ -7,13 +12,15 @@ from .pendulum_grid import PendulumGridTask
 from .pendulum_random import PendulumRandomTask
 from .runner import ExperimentConfig, Task, make_policy, run_experiment, run_seed
 from .umaze import UMazeTask
+from .user_data import USER_DATA_TASKS
 
 TASKS: dict[str, type] = {PendulumGridTask.name: PendulumGridTask,
                           PendulumRandomTask.name: PendulumRandomTask,
                           MountainCarHumanTask.name: MountainCarHumanTask,
                           UMazeTask.name: UMazeTask,
                           HopperTask.name: HopperTask,
-                          CartpoleRandomTask.name: CartpoleRandomTask}
+                          CartpoleRandomTask.name: CartpoleRandomTask,
+                          **{cls.name: cls for cls in USER_DATA_TASKS}}
 
 
 ANALYSES: dict[str, str] = {

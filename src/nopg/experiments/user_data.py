@@ -1,0 +1,322 @@
+"""User-data experiments: data sets nobody tuned NOPG for, run with the library's defaults.
+
+Four tasks (``nopg reproduce <name>``; ``benchmarks/make_user_data.py`` saves their data sets):
+
+* ``pendulum-uniform`` and ``pendulum-controller``: see :mod:`nopg.experiments.user_data_pendulum`.
+* ``mountaincar-uniform``: gymnasium ``MountainCarContinuous-v0`` queried at ``task.n_samples``
+  (default 3000) independent states ``x ~ U(-1.2, 0.6)``, ``v ~ U(-0.07, 0.07)`` with actions
+  ``U(-1, 1)`` (``numpy.random.default_rng([seed, 1])``): the env's state is set, the env is
+  stepped once, and its own reward (``+100`` at the goal, ``-0.1 a^2``) and ``terminated`` (goal
+  reached) are recorded. Every transition is its own one-step episode (``episode_ids =
+  arange(n)``; a truncation wherever it is not terminal), so no two transitions are chained.
+  Objective's initial states: ``task.n_initial_states`` (15) observations of ``env.reset(seed=1000
+  seed + k)``. Evaluation: undiscounted env return of 999-step episodes from ``reset(seed=10000 +
+  100 seed + k)``; the fraction of episodes that reach the goal (``x >= 0.45``) is logged and,
+  with the returns and lengths, written to ``seed_<k>/evaluation.json``.
+* ``invertedpendulum-random``: gymnasium MuJoCo ``InvertedPendulum-v5`` (4-D state ``[cart x,
+  pole angle, their velocities]``, 1-D force in ``[-3, 3]``, reward 1 per step while ``|angle| <=
+  0.2``), ``task.n_samples`` (5000) transitions of uniformly random actions in episode after
+  episode (first ``reset(seed=seed)``, later resets continue its generator); the env's
+  ``terminated`` (the pole fell) is stored as a terminal, the ``task.episode_length`` (1000)
+  step limit and the end of the data as truncations. Initial states: ``task.n_initial_states``
+  (15) reset observations (one reset seeded ``10000 + seed``, then continued). Evaluation:
+  undiscounted return (at most 1000) of episodes from ``reset(seed=1000000 + 1000 seed + k)``;
+  returns, lengths and falls go to ``seed_<k>/evaluation.json``.
+
+Settings (all four): gamma 0.99, 1 x 50 ReLU MLP with ``a_max tanh`` output (``a_max`` the env's
+action bound: 2, 2, 1, 3), Adam 1e-2, 1500 updates, ``auto`` bandwidths with state and action
+factors 1, ``top_k = 10``, ``solver = "bicgstab"``, evaluation every 100 updates (2 episodes,
+10 for the final evaluation on the two tasks with random resets).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from torch import nn
+
+from ..algorithm import NOPG
+from ..config import NOPGConfig
+from ..data import TransitionDataset
+from ..envs.mountaincar import (
+    GOAL_POSITION,
+    MAX_POSITION,
+    MAX_SPEED,
+    MIN_POSITION,
+    make_mountaincar_env,
+    reset_states,
+)
+from ..evaluation import rollout
+from .runner import ExperimentConfig
+from .umaze import sample_reset_states
+from .user_data_pendulum import PendulumControllerTask, PendulumUniformTask
+
+logger = logging.getLogger("nopg.experiments")
+
+__all__ = ["INVERTED_PENDULUM_ENV_ID", "USER_DATA_TASKS", "InvertedPendulumRandomTask",
+           "MountainCarUniformTask", "PendulumControllerTask", "PendulumUniformTask",
+           "collect_invertedpendulum_random", "collect_mountaincar_uniform",
+           "make_invertedpendulum_env"]
+
+INVERTED_PENDULUM_ENV_ID = "InvertedPendulum-v5"
+
+
+def _check_count(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"task.{name} must be a positive int. Got {value!r}.")
+    return int(value)
+
+
+def _default_config(task: dict[str, Any]) -> ExperimentConfig:
+    return ExperimentConfig(
+        n_updates=1500, bandwidth_method="auto", state_factor=1.0, action_factor=1.0,
+        hidden=(50,), eval_every=100, eval_episodes=2, final_eval_episodes=10,
+        nopg=NOPGConfig(gamma=0.99, learning_rate=1e-2, top_k=10, solver="bicgstab"), task=task)
+
+
+# ------------------------------------------------------------------------------ mountain car
+def collect_mountaincar_uniform(n_samples: int, seed: int) -> TransitionDataset:
+    """One-step ``MountainCarContinuous-v0`` transitions from uniform states and actions.
+
+    States ``U([-1.2, 0.6] x [-0.07, 0.07])`` and actions ``U(-1, 1)`` from
+    ``numpy.random.default_rng([seed, 1])``. ``next_states`` are the env's (float32)
+    observations; ``terminals`` its ``terminated``; every transition is its own episode.
+    """
+    n = _check_count("n_samples", n_samples)
+    rng = np.random.default_rng([int(seed), 1])
+    states = np.column_stack([rng.uniform(MIN_POSITION, MAX_POSITION, n),
+                              rng.uniform(-MAX_SPEED, MAX_SPEED, n)])
+    actions = rng.uniform(-1.0, 1.0, (n, 1))
+    next_states, rewards = np.empty((n, 2)), np.empty(n)
+    terminals = np.zeros(n, dtype=bool)
+    env = make_mountaincar_env(max_episode_steps=n)
+    try:
+        env.reset(seed=int(seed))
+        for i in range(n):
+            env.unwrapped.state = states[i].copy()
+            obs, reward, terminated, _, _ = env.step(actions[i].copy())
+            next_states[i], rewards[i], terminals[i] = obs, float(reward), bool(terminated)
+    finally:
+        env.close()
+    return TransitionDataset(states=states, actions=actions, rewards=rewards,
+                             next_states=next_states, terminals=terminals,
+                             truncations=~terminals, episode_ids=np.arange(n))
+
+
+class _EvaluationRecord:
+    """Keeps the last evaluation's episodes and writes them to ``evaluation.json`` in ``plot``."""
+
+    name: str
+
+    def __init__(self) -> None:
+        self._last_eval: dict[str, Any] | None = None
+
+    def _write_evaluation(self, data: TransitionDataset, out_dir: Path) -> list[Path]:
+        if self._last_eval is None:
+            return []
+        ev = self._last_eval
+        summary = {**ev, "return_mean": float(np.mean(ev["returns"])),
+                   "return_std": float(np.std(ev["returns"])),
+                   "length_mean": float(np.mean(ev["lengths"])), "episodes": len(ev["returns"]),
+                   "data_summary": data.summary()}
+        path = out_dir / "evaluation.json"
+        path.write_text(json.dumps(summary, indent=2))
+        return [path]
+
+
+class MountainCarUniformTask(_EvaluationRecord):
+    """Mountain car from one-step transitions at uniformly random states and actions (user data)."""
+
+    name = "mountaincar-uniform"
+    state_dim = 2
+    action_dim = 1
+    action_max = 1.0
+
+    def default_config(self) -> ExperimentConfig:
+        return _default_config({"n_samples": 3000, "n_initial_states": 15, "eval_steps": 999,
+                                "portrait_resolution": 80})
+
+    def make_dataset(self, config: ExperimentConfig, seed: int) -> TransitionDataset:
+        return collect_mountaincar_uniform(config.task["n_samples"], seed)
+
+    def initial_states(self, data: TransitionDataset, config: ExperimentConfig, seed: int
+                       ) -> np.ndarray:
+        return reset_states(_check_count("n_initial_states", config.task["n_initial_states"]),
+                            seed=1000 * seed)
+
+    def evaluate(self, policy: nn.Module, config: ExperimentConfig, seed: int, episodes: int
+                 ) -> list[float]:
+        env = make_mountaincar_env(_check_count("eval_steps", config.task.get("eval_steps", 999)))
+        returns, lengths, success = [], [], []
+        try:
+            for k in range(int(episodes)):
+                ep = rollout(env, policy, seed=10_000 + 100 * seed + k)
+                returns.append(ep["return"])
+                lengths.append(ep["length"])
+                success.append(bool(ep["states"][:, 0].max() >= GOAL_POSITION))
+        finally:
+            env.close()
+        rate = float(np.mean(success))
+        self._last_eval = {"returns": returns, "lengths": lengths, "reached_goal": success,
+                           "success_rate": rate}
+        logger.info("%s seed %d: %d evaluation episodes, return %.1f, reached the goal in %d "
+                    "(success rate %.2f)", self.name, seed, len(returns), np.mean(returns),
+                    sum(success), rate)
+        return returns
+
+    def plot(self, algo: NOPG, data: TransitionDataset, config: ExperimentConfig, out_dir: Path
+             ) -> list[Path]:
+        paths = self._write_evaluation(data, out_dir)
+        env = make_mountaincar_env()
+        try:
+            traj = rollout(env, algo.policy, seed=10_000)
+        finally:
+            env.close()
+        paths.append(plot_value_portraits(
+            algo, data.states, traj["states"], out_dir / "phase_portraits.png",
+            resolution=int(config.task.get("portrait_resolution", 80)),
+            title=f"Mountain car, uniform one-step data (n = {data.n}), J_hat = {algo.J_:.1f}, "
+                  f"evaluation return {traj['return']:.1f}"))
+        return paths
+
+
+def plot_value_portraits(algo: NOPG, data_states: np.ndarray, trajectory: np.ndarray, path: Path,
+                         resolution: int = 80, title: str | None = None) -> Path:
+    """V and the visitation over the mountain car's ``(x, v)``, data states as dots, a trajectory."""
+    from ..plots import _pyplot, _save
+
+    gx, gv = np.meshgrid(np.linspace(MIN_POSITION, MAX_POSITION, resolution),
+                         np.linspace(-MAX_SPEED, MAX_SPEED, resolution))
+    grid = np.stack([gx.ravel(), gv.ravel()], axis=1)
+    panels = [np.asarray(algo.value(grid), float).reshape(gx.shape),
+              np.asarray(algo.visitation(grid), float).reshape(gx.shape)]
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    names = ("V(s)", r"visitation $\varepsilon_\pi(s)\cdot\mu$")
+    for ax, values, name, cmap in zip(axes, panels, names, ("viridis", "magma"), strict=True):
+        mesh = ax.pcolormesh(gx, gv, values, shading="auto", cmap=cmap)
+        fig.colorbar(mesh, ax=ax, label=name)
+        ax.scatter(data_states[:, 0], data_states[:, 1], s=1, color="w", alpha=0.4, label="data")
+        ax.plot(trajectory[:, 0], trajectory[:, 1], color="C3", lw=1.5, label="evaluation")
+        ax.axvline(GOAL_POSITION, color="C2", ls="--", lw=1, label="goal")
+        ax.set_xlim(MIN_POSITION, MAX_POSITION)
+        ax.set_ylim(-MAX_SPEED, MAX_SPEED)
+        ax.set_xlabel("position x")
+        ax.set_ylabel("velocity v")
+        ax.set_title(name)
+        ax.legend(loc="lower left", fontsize="small")
+    if title:
+        fig.suptitle(title)
+    return _save(fig, path)
+
+
+# -------------------------------------------------------------------------- inverted pendulum
+def make_invertedpendulum_env(max_episode_steps: int = 1000) -> Any:
+    """gymnasium's MuJoCo ``InvertedPendulum-v5`` (headless) with a time limit."""
+    import gymnasium as gym
+
+    return gym.make(INVERTED_PENDULUM_ENV_ID,
+                    max_episode_steps=_check_count("episode_length", max_episode_steps))
+
+
+def collect_invertedpendulum_random(n_samples: int, seed: int, episode_length: int = 1000
+                                    ) -> TransitionDataset:
+    """``n_samples`` ``InvertedPendulum-v5`` transitions of uniform random actions in ``[-3, 3]``.
+
+    Episode after episode: the first reset is seeded with ``seed``, the actions draw from
+    ``numpy.random.default_rng([seed, 1])``. ``terminals`` where the pole fell (the env's
+    ``terminated``), ``truncations`` at the time limit and on the last transition if the data
+    end mid-episode, ``episode_ids``.
+    """
+    n = _check_count("n_samples", n_samples)
+    rng = np.random.default_rng([int(seed), 1])
+    env = make_invertedpendulum_env(episode_length)
+    low, high = env.action_space.low.astype(np.float64), env.action_space.high.astype(np.float64)
+    d_s, d_a = env.observation_space.shape[0], env.action_space.shape[0]
+    states, next_states = np.empty((n, d_s)), np.empty((n, d_s))
+    actions, rewards = np.empty((n, d_a)), np.empty(n)
+    terminals, truncations = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
+    episode_ids = np.empty(n, dtype=np.int64)
+    try:
+        obs, _ = env.reset(seed=int(seed))
+        episode = 0
+        for i in range(n):
+            action = rng.uniform(low, high)
+            next_obs, reward, terminated, truncated, _ = env.step(action)
+            states[i], actions[i], rewards[i], next_states[i] = obs, action, reward, next_obs
+            terminals[i], truncations[i] = terminated, truncated and not terminated
+            episode_ids[i] = episode
+            if terminated or truncated:
+                obs, _ = env.reset()
+                episode += 1
+            else:
+                obs = next_obs
+    finally:
+        env.close()
+    if not terminals[-1]:
+        truncations[-1] = True
+    return TransitionDataset(states=states, actions=actions, rewards=rewards,
+                             next_states=next_states, terminals=terminals,
+                             truncations=truncations, episode_ids=episode_ids)
+
+
+class InvertedPendulumRandomTask(_EvaluationRecord):
+    """MuJoCo inverted pendulum from episodes of uniformly random forces (user data)."""
+
+    name = "invertedpendulum-random"
+    state_dim = 4
+    action_dim = 1
+    action_max = 3.0
+
+    def default_config(self) -> ExperimentConfig:
+        return _default_config({"n_samples": 5000, "episode_length": 1000, "n_initial_states": 15,
+                                "eval_steps": 1000})
+
+    def make_dataset(self, config: ExperimentConfig, seed: int) -> TransitionDataset:
+        t = config.task
+        return collect_invertedpendulum_random(t["n_samples"], seed,
+                                               episode_length=t.get("episode_length", 1000))
+
+    def _env_fn(self, config: ExperimentConfig) -> Any:
+        steps = config.task.get("eval_steps", 1000)
+        return lambda: make_invertedpendulum_env(steps)
+
+    def initial_states(self, data: TransitionDataset, config: ExperimentConfig, seed: int
+                       ) -> np.ndarray:
+        return sample_reset_states(self._env_fn(config),
+                                   _check_count("n_initial_states", config.task["n_initial_states"]),
+                                   seed=10_000 + seed)
+
+    def evaluate(self, policy: nn.Module, config: ExperimentConfig, seed: int, episodes: int
+                 ) -> list[float]:
+        env = self._env_fn(config)()
+        returns, lengths, fell = [], [], []
+        try:
+            for k in range(int(episodes)):
+                ep = rollout(env, policy, seed=1_000_000 + 1000 * seed + k)
+                returns.append(ep["return"])
+                lengths.append(ep["length"])
+                fell.append(ep["terminated"])
+        finally:
+            env.close()
+        self._last_eval = {"returns": returns, "lengths": lengths, "fell": fell}
+        return returns
+
+    def plot(self, algo: NOPG, data: TransitionDataset, config: ExperimentConfig, out_dir: Path
+             ) -> list[Path]:
+        paths = self._write_evaluation(data, out_dir)
+        if self._last_eval is not None:
+            ev = self._last_eval
+            logger.info("%s: %d evaluation episodes, return %.1f ± %.1f, %d fell (data episodes: "
+                        "mean length %.1f)", self.name, len(ev["returns"]), np.mean(ev["returns"]),
+                        np.std(ev["returns"]), sum(ev["fell"]), data.n / data.n_episodes)
+        return paths
+
+
+USER_DATA_TASKS: tuple[type, ...] = (PendulumUniformTask, PendulumControllerTask,
+                                     MountainCarUniformTask, InvertedPendulumRandomTask)
+"""The four user-data tasks, registered in :data:`nopg.experiments.TASKS`."""
