@@ -29,7 +29,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-METHODS = ("silverman", "scott", "cv", "auto")
+METHODS = ("silverman", "scott", "cv", "knn", "auto")
 _DEFAULT_GRID = np.geomspace(0.05, 5.0, 30)
 _CHUNK_ELEMENTS = 1 << 21  # max held-out x train entries held at once (16 MiB)
 
@@ -355,6 +355,33 @@ def cross_validated_bandwidth(
     return result
 
 
+def knn_bandwidths(dataset: TransitionDataset, k: int = 10, action_scale: float = 1.0
+                   ) -> Bandwidths:
+    """Local bandwidths from the data's own spacing (needs no factors).
+
+    State: per dimension, the median absolute difference between every next state ``s'_i`` and
+    its ``k`` nearest data states (neighbours in the state space standardised by each
+    dimension's standard deviation). This is the scale at which the model looks up where a
+    transition leads, so it fits grids (the grid spacing) and trajectories (the spacing along
+    and between them) alike. Action: ``action_scale`` times each action dimension's standard
+    deviation, so that the model can weigh any action in the data's range at every state.
+    """
+    from scipy.spatial import cKDTree
+
+    states = _columns(dataset.states, "states")
+    std = _checked_std(states)
+    _checked_std(_columns(dataset.actions, "actions"))
+    k = min(int(k), dataset.n)
+    tree = cKDTree(states / std)
+    _, idx = tree.query(dataset.next_states / std, k=k)
+    idx = idx.reshape(dataset.n, k)
+    diff = np.abs(dataset.next_states[:, None, :] - states[idx])
+    h_s = np.median(diff.reshape(-1, states.shape[1]), axis=0)
+    h_s = np.where(h_s > 0, h_s, std * 1e-3)
+    h_a = np.std(dataset.actions, axis=0, ddof=1) * float(action_scale)
+    return Bandwidths(h_s, h_a)
+
+
 def select_bandwidths(
     dataset: TransitionDataset,
     method: str = "silverman",
@@ -399,6 +426,12 @@ def select_bandwidths(
         grid_like = bool(is_grid_like(dataset.states).any() or is_grid_like(dataset.actions).any())
         method = "silverman" if grid_like else "cv"
         logger.info("bandwidth method 'auto' chose %r (grid-like data: %s)", method, grid_like)
+    if method == "knn":
+        knn = knn_bandwidths(dataset)
+        result = Bandwidths(knn.state * s_fac, knn.action * a_fac,
+                            None if ns_fac is None else knn.state * ns_fac)
+        logger.info("selected bandwidths (knn): %s", result.to_dict())
+        return result
     if method == "cv":
         generator = _as_rng(rng)
 

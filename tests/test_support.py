@@ -1,0 +1,125 @@
+"""The support-aware model (``unsupported="absorb"``) and the ``support_gap`` diagnostic.
+
+The gradient with the absorbing state is checked against finite differences of ``J_hat`` on the
+dense, dense top-k, sparse candidate and k-NN paths, for NOPG-D and NOPG-S (same noise seed). The
+closed form checks that ``J_hat`` equals ``eps0 . q + v_abs * thin0`` with ``q`` solving the
+Bellman equation whose rewards carry the absorbed mass.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from test_gradient import GAMMA, check_against_fd
+
+import nopg
+from nopg.bellman import NonparametricBellman, pessimistic_value
+
+CASES = [dict(), dict(top_k=6, neighbors="dense"), dict(top_k=6, neighbors="candidates"),
+         dict(top_k=6, neighbors="knn")]
+
+
+@pytest.mark.parametrize("kw", CASES, ids=["dense", "dense-topk", "candidates", "knn"])
+def test_absorb_gradient_matches_finite_differences(dataset, bandwidths, initial_states, det_policy,
+                                                     kw):
+    # Narrow bandwidths so that the thinness is far from 0 and 1 (its gradient matters).
+    narrow = bandwidths.scaled(0.5, 0.5)
+    check_against_fd(dataset, det_policy, bandwidths=narrow, gamma=GAMMA,
+                     initial_states=initial_states, unsupported="absorb", **kw)
+
+
+def test_absorb_gradient_stochastic(dataset, bandwidths, initial_states, gauss_policy):
+    check_against_fd(dataset, gauss_policy, bandwidths=bandwidths.scaled(0.5, 0.5), gamma=GAMMA,
+                     initial_states=initial_states, unsupported="absorb", stochastic=True,
+                     n_mc_policy=3, seed=4)
+
+
+def test_absorb_closed_form(dataset, bandwidths, initial_states, det_policy):
+    bw = bandwidths.scaled(0.5, 0.5)
+    model = NonparametricBellman(dataset, bw, GAMMA, unsupported="absorb", absorbing_value=-7.0)
+    plain = NonparametricBellman(dataset, bw, GAMMA)
+    with torch.no_grad():
+        sol = model.evaluate(det_policy, initial_states)
+        P_full = plain.transition_matrix(det_policy).to_dense()
+        eps0_full = plain.initial_vector(det_policy, initial_states)
+    thin_next = plain.thinness(det_policy, dataset.next_states)
+    thin0 = plain.thinness(det_policy, initial_states)
+    disc = dataset.discounts(GAMMA)
+    # Row i of the support-aware P is (1 - thin_i) times the paper's row; the rest is absorbed.
+    P = P_full.numpy() * (1 - thin_next)[:, None]
+    np.testing.assert_allclose(sol.P.to_dense().numpy(), P, atol=1e-12)
+    r = dataset.rewards + -7.0 * disc * thin_next
+    q = np.linalg.solve(np.eye(dataset.n) - P, r)
+    eps0 = ((1 - thin0)[:, None] * plain.responsibilities(det_policy, initial_states).to_dense()
+            .detach().numpy()).mean(0)
+    np.testing.assert_allclose(sol.eps0.detach().numpy(), eps0, atol=1e-12)
+    J = eps0 @ q + -7.0 * thin0.mean()
+    assert sol.J == pytest.approx(J, rel=1e-10)
+    assert thin_next.max() > 0.05 and thin_next.min() < 0.95     # the test is not vacuous
+    assert sol.J < plain.evaluate(det_policy, initial_states).J   # pessimism lowers J_hat
+    np.testing.assert_allclose(eps0_full.detach().numpy().sum(), 1.0)
+
+
+def test_thinness_zero_on_data_one_far_away(dataset, bandwidths):
+    model = NonparametricBellman(dataset, bandwidths, GAMMA)
+
+    class Replay(torch.nn.Module):
+        """Plays the data's own action at the data's states, a far-away action elsewhere."""
+
+        def __init__(self):
+            super().__init__()
+            self.dummy = torch.nn.Parameter(torch.zeros(1, dtype=torch.float64))
+
+        def forward(self, s):
+            table = torch.tensor(dataset.states)
+            match = (s[:, None, :] - table[None]).abs().sum(-1).argmin(1)
+            near = (s[:, None, :] - table[None]).abs().sum(-1).min(1).values < 1e-12
+            far = torch.full((s.shape[0], 1), 50.0, dtype=s.dtype)
+            return torch.where(near[:, None], torch.tensor(dataset.actions)[match], far)
+
+    on_data = model.thinness(Replay(), dataset.states)
+    assert on_data.max() < 1e-3
+    far_states = dataset.states + 100.0
+    assert model.thinness(Replay(), far_states).min() > 1 - 1e-12
+
+
+def test_support_gap_in_unit_interval_and_tracks_extrapolation(dataset, bandwidths, initial_states,
+                                                              det_policy):
+    near = nopg.policy_gradient(dataset, det_policy, bandwidths=bandwidths, gamma=GAMMA,
+                                initial_states=initial_states)
+    far = nopg.policy_gradient(dataset, det_policy, bandwidths=bandwidths.scaled(0.05, 0.05),
+                               gamma=GAMMA, initial_states=initial_states)
+    assert 0.0 <= near.support_gap < 0.2
+    assert far.support_gap > 0.9 >= near.support_gap
+
+
+def test_pessimistic_value(dataset, dataset_no_terminals):
+    assert pessimistic_value(dataset_no_terminals, 0.9) == pytest.approx(
+        dataset_no_terminals.rewards.min() / 0.1)
+    positive = nopg.TransitionDataset(dataset.states, dataset.actions, np.ones(dataset.n),
+                                      dataset.next_states, dataset.terminals)
+    assert pessimistic_value(positive, 0.9) == 0.0          # a terminal is reachable: worth 0
+
+
+def test_fit_logs_support_gap_and_warns(dataset, bandwidths, initial_states, det_policy, tmp_path):
+    algo = nopg.NOPG(det_policy, nopg.NOPGConfig(gamma=GAMMA, support_warning=0.0))
+    with pytest.warns(nopg.SupportWarning, match="support gap"):
+        algo.fit(dataset, bandwidths.scaled(0.05, 0.05), initial_states, 2, progress=False,
+                 log_path=tmp_path / "log.csv")
+    text = (tmp_path / "log.csv").read_text().splitlines()
+    assert text[0].split(",")[2] == "support_gap"
+    assert all(0.0 <= float(line.split(",")[2]) <= 1.0 for line in text[1:])
+    assert 0.0 <= algo.support_gap_ <= 1.0
+
+
+@pytest.mark.parametrize("bad, match", [
+    (dict(unsupported="ignore"), "unsupported"),
+    (dict(support_radius=0.0), "support_radius"),
+    (dict(absorbing_value=float("nan")), "absorbing_value"),
+])
+def test_bad_support_options(dataset, bandwidths, bad, match):
+    with pytest.raises(ValueError, match=match):
+        NonparametricBellman(dataset, bandwidths, GAMMA, **bad)
+    with pytest.raises(ValueError, match=match):
+        nopg.NOPGConfig(**bad)
