@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 import warnings
 
 import numpy as np
@@ -16,6 +15,7 @@ from nopg.bandwidth import (
     _heldout_loglik,
     cross_validated_bandwidth,
     is_grid_like,
+    knn_bandwidths,
     scott_bandwidth,
     select_bandwidths,
     silverman_bandwidth,
@@ -202,7 +202,7 @@ def test_cv_invalid_inputs():
 # ------------------------------------------------------------------ select_bandwidths
 def test_select_silverman_scott_and_factors():
     ds = make_dataset()
-    bw = select_bandwidths(ds)
+    bw = select_bandwidths(ds, "silverman")
     np.testing.assert_allclose(bw.state, silverman_bandwidth(ds.states))
     np.testing.assert_allclose(bw.action, silverman_bandwidth(ds.actions))
     assert bw.next_state is None
@@ -215,37 +215,69 @@ def test_select_silverman_scott_and_factors():
 
 def test_select_two_point_actions_times_three():
     actions = np.repeat([-2.0, 2.0], 225)
-    bw = select_bandwidths(make_dataset(450, actions=actions), action_factor=3.0)
+    bw = select_bandwidths(make_dataset(450, actions=actions), "silverman", action_factor=3.0)
     assert bw.action[0] == pytest.approx(1.876, abs=2e-3)
 
 
-def test_select_cv_and_auto(caplog):
+def test_select_cv_warns_on_grid_data():
     ds = make_dataset(400)
-    with caplog.at_level(logging.INFO, logger="nopg.bandwidth"):
-        auto = select_bandwidths(ds, "auto", rng=0)
-    assert "chose 'cv'" in caplog.text
-    assert auto == select_bandwidths(ds, "cv", rng=0)
+    assert select_bandwidths(ds, "cv", rng=0) == select_bandwidths(ds, "cv", rng=0)
     grid_ds = make_dataset(400, actions=np.tile([-1.0, 0.0, 1.0, 1.0], 100))
-    caplog.clear()
-    with caplog.at_level(logging.INFO, logger="nopg.bandwidth"), warnings.catch_warnings():
-        warnings.simplefilter("error", DuplicatedDataWarning)
-        auto = select_bandwidths(grid_ds, "auto")
-    assert "chose 'silverman'" in caplog.text
-    assert auto == select_bandwidths(grid_ds, "silverman")
     with pytest.warns(DuplicatedDataWarning):
         select_bandwidths(grid_ds, "cv")
 
 
+def test_auto_is_the_knn_rule_and_deterministic():
+    ds = make_dataset(400)
+    auto = select_bandwidths(ds)
+    assert auto == select_bandwidths(ds, "knn") == knn_bandwidths(ds)
+    assert auto == select_bandwidths(ds, "auto", rng=3)   # no subsampling below max_queries
+    big = knn_bandwidths(ds, max_queries=50, rng=1)
+    assert big == knn_bandwidths(ds, max_queries=50, rng=1)
+    assert big != knn_bandwidths(ds, max_queries=50, rng=2)
+    scaled = select_bandwidths(ds, state_factor=2.0, action_factor=0.5)
+    np.testing.assert_allclose(scaled.state, 2 * auto.state)
+    np.testing.assert_allclose(scaled.action, 0.5 * auto.action)
+
+
+def test_knn_rule_follows_local_spacing_not_the_marginal_spread():
+    """Two distant clusters of trajectories: Silverman sees the spread between the clusters,
+    the k-NN rule the spacing within them."""
+    rng = np.random.default_rng(0)
+    n = 400
+    centres = np.where(rng.random(n) < 0.5, -10.0, 10.0)
+    states = np.column_stack([centres + 0.1 * rng.normal(size=n), 0.1 * rng.normal(size=n)])
+    actions = rng.uniform(-1, 1, size=(n, 1))
+    next_states = states + 0.01 * rng.normal(size=(n, 2))
+    ds = TransitionDataset(states, actions, np.zeros(n), next_states, np.zeros(n, bool))
+    knn = knn_bandwidths(ds)
+    sil = select_bandwidths(ds, "silverman")
+    assert knn.state[0] < 0.1 < sil.state[0]          # within-cluster spacing, not 10
+    np.testing.assert_allclose(knn.action, actions.std(ddof=1))
+    # Next states that coincide with data states (a trajectory) still get a positive bandwidth.
+    traj = TransitionDataset(states[:-1], actions[:-1], np.zeros(n - 1), states[1:],
+                             np.zeros(n - 1, bool))
+    assert np.all(knn_bandwidths(traj, k=1).state > 0)
+
+
+def test_knn_rule_bad_arguments():
+    ds = make_dataset(50)
+    with pytest.raises(ValueError, match="'k' parameter"):
+        knn_bandwidths(ds, k=0)
+    with pytest.raises(ValueError, match="'max_queries' parameter"):
+        knn_bandwidths(ds, max_queries=0)
+
+
 def test_select_invalid_inputs():
     ds = make_dataset()
-    with pytest.raises(ValueError, match="'method' parameter must be one of 'silverman', 'sc"):
+    with pytest.raises(ValueError, match="'method' parameter must be one of 'auto', 'knn', 'sil"):
         select_bandwidths(ds, "median")
     with pytest.raises(ValueError, match="'action_factor' parameter must be positive"):
         select_bandwidths(ds, action_factor=0.0)
     with pytest.raises(ValueError, match="'state_factor' parameter must be a scalar or have"):
         select_bandwidths(ds, state_factor=[1.0, 1.0, 1.0])
     const = make_dataset(actions=np.full(300, 0.5))
-    for method in ("silverman", "cv", "auto"):
+    for method in ("silverman", "cv", "auto", "knn"):
         with pytest.raises(ValueError, match=r"actions: dimension 0 is constant"):
             select_bandwidths(const, method)
     with pytest.raises(TypeError, match="must be a TransitionDataset"):

@@ -354,6 +354,7 @@ def test_math_modules_do_not_import_gymnasium_or_matplotlib():
         "import nopg, nopg.bellman, nopg.gradient, nopg.solvers\n"
         "import nopg.analysis.estimators, nopg.analysis.lqg_cases, nopg.analysis.statistics\n"
         "import nopg.analysis.parallel\n"
+        "import nopg.bandwidth_report\n"
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('gymnasium', 'matplotlib'))\n"
         "print(','.join(bad))\n"
     )

@@ -22,6 +22,7 @@ __all__ = [
     "DuplicatedDataWarning",
     "cross_validated_bandwidth",
     "is_grid_like",
+    "knn_bandwidths",
     "scott_bandwidth",
     "select_bandwidths",
     "silverman_bandwidth",
@@ -29,7 +30,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-METHODS = ("silverman", "scott", "cv", "knn", "auto")
+METHODS = ("auto", "knn", "silverman", "scott", "cv")
 _DEFAULT_GRID = np.geomspace(0.05, 5.0, 30)
 _CHUNK_ELEMENTS = 1 << 21  # max held-out x train entries held at once (16 MiB)
 
@@ -355,36 +356,76 @@ def cross_validated_bandwidth(
     return result
 
 
-def knn_bandwidths(dataset: TransitionDataset, k: int = 10, action_scale: float = 1.0
-                   ) -> Bandwidths:
-    """Local bandwidths from the data's own spacing (needs no factors).
+def knn_bandwidths(
+    dataset: TransitionDataset,
+    k: int = 10,
+    max_queries: int = 20_000,
+    rng: np.random.Generator | int | None = None,
+) -> Bandwidths:
+    """Local bandwidths from the data's own spacing: the rule behind ``method="auto"``.
 
-    State: per dimension, the median absolute difference between every next state ``s'_i`` and
-    its ``k`` nearest data states (neighbours in the state space standardised by each
-    dimension's standard deviation). This is the scale at which the model looks up where a
-    transition leads, so it fits grids (the grid spacing) and trajectories (the spacing along
-    and between them) alike. Action: ``action_scale`` times each action dimension's standard
-    deviation, so that the model can weigh any action in the data's range at every state.
+    State, per dimension: the median absolute difference between a next state ``s'_i`` and its
+    ``k`` nearest data states ``s_j`` (neighbours found in the state space standardised by each
+    dimension's standard deviation). This is the scale at which the model must look up where a
+    transition leads, so it follows the data's local spacing: the spacing of a grid, the
+    distance between neighbouring trajectories, the step along a trajectory. Marginal rules
+    (Silverman, Scott) see only the spread of each coordinate and smooth far too much on data
+    that lie on a few trajectories.
+
+    Action, per dimension: the standard deviation of the data's actions. The model must weigh
+    every action the policy may take at every state, and with logged data each neighbourhood in
+    state space holds only a few actions; a kernel as wide as the action spread keeps ``Q(s, a)``
+    an average over those neighbours, tilted towards the closer actions, instead of a copy of
+    the single nearest one that the policy would exploit.
+
+    Parameters
+    ----------
+    dataset : TransitionDataset
+    k : int
+        Neighbours per next state (capped at ``n``).
+    max_queries : int
+        At most this many next states (drawn without replacement) are queried.
+    rng : numpy Generator or int, optional
+        Randomness of that subsample (default seed 0).
+
+    Returns
+    -------
+    Bandwidths
     """
     from scipy.spatial import cKDTree
 
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise ValueError(f"The 'k' parameter must be a positive int. Got {k!r} instead.")
+    if isinstance(max_queries, bool) or not isinstance(max_queries, (int, np.integer)) \
+            or max_queries < 1:
+        raise ValueError(f"The 'max_queries' parameter must be a positive int. "
+                         f"Got {max_queries!r} instead.")
     states = _columns(dataset.states, "states")
-    std = _checked_std(states)
-    _checked_std(_columns(dataset.actions, "actions"))
-    k = min(int(k), dataset.n)
-    tree = cKDTree(states / std)
-    _, idx = tree.query(dataset.next_states / std, k=k)
-    idx = idx.reshape(dataset.n, k)
-    diff = np.abs(dataset.next_states[:, None, :] - states[idx])
-    h_s = np.median(diff.reshape(-1, states.shape[1]), axis=0)
-    h_s = np.where(h_s > 0, h_s, std * 1e-3)
-    h_a = np.std(dataset.actions, axis=0, ddof=1) * float(action_scale)
-    return Bandwidths(h_s, h_a)
+    try:
+        std = _checked_std(states)
+    except ValueError as err:
+        raise ValueError(f"states: {err}") from None
+    try:
+        action_std = _checked_std(_columns(dataset.actions, "actions"))
+    except ValueError as err:
+        raise ValueError(f"actions: {err}") from None
+    n, d = states.shape
+    queries = dataset.next_states
+    if queries.shape[0] > max_queries:
+        queries = queries[_as_rng(rng).choice(queries.shape[0], size=max_queries, replace=False)]
+    k = min(int(k), n)
+    _, idx = cKDTree(states / std).query(queries / std, k=k)
+    diff = np.abs(queries[:, None, :] - states[idx.reshape(queries.shape[0], k)])
+    h_state = np.median(diff.reshape(-1, d), axis=0)
+    # A dimension whose next states coincide with data states (e.g. a constant-velocity
+    # coordinate sampled on a grid) gets no spacing; fall back to a small share of its spread.
+    h_state = np.where(h_state > 0, h_state, 1e-3 * std)
+    return Bandwidths(h_state, action_std)
 
 
 def select_bandwidths(
     dataset: TransitionDataset,
-    method: str = "silverman",
+    method: str = "auto",
     state_factor: ArrayLike = 1.0,
     action_factor: ArrayLike = 1.0,
     next_state_factor: ArrayLike | None = None,
@@ -397,15 +438,16 @@ def select_bandwidths(
     Parameters
     ----------
     dataset : TransitionDataset
-    method : {"silverman", "scott", "cv", "auto"}
-        "auto" uses "cv" unless a state or action dimension is grid-like, in which
-        case it uses "silverman".
+    method : {"auto", "knn", "silverman", "scott", "cv"}
+        "auto" (= "knn") is :func:`knn_bandwidths`, local bandwidths that need no factors;
+        "silverman" and "scott" are per-column rules of thumb; "cv" maximises the held-out
+        likelihood of per-column density estimates (collapses on grids and trajectories).
     state_factor, action_factor : float or array-like
         Positive multipliers applied to the selected bandwidths.
     next_state_factor : float or array-like, optional
         If given, ``next_state = (state rule) * next_state_factor``; else None.
     n_folds, max_samples, rng
-        Passed to :func:`cross_validated_bandwidth`.
+        Passed to :func:`cross_validated_bandwidth` (``rng`` also to :func:`knn_bandwidths`).
     """
     if not isinstance(dataset, TransitionDataset):
         raise TypeError(
@@ -422,15 +464,11 @@ def select_bandwidths(
         None if next_state_factor is None
         else _factor("next_state_factor", next_state_factor, dataset.state_dim)
     )
-    if method == "auto":
-        grid_like = bool(is_grid_like(dataset.states).any() or is_grid_like(dataset.actions).any())
-        method = "silverman" if grid_like else "cv"
-        logger.info("bandwidth method 'auto' chose %r (grid-like data: %s)", method, grid_like)
-    if method == "knn":
-        knn = knn_bandwidths(dataset)
+    if method in ("knn", "auto"):
+        knn = knn_bandwidths(dataset, rng=rng)
         result = Bandwidths(knn.state * s_fac, knn.action * a_fac,
                             None if ns_fac is None else knn.state * ns_fac)
-        logger.info("selected bandwidths (knn): %s", result.to_dict())
+        logger.info("selected bandwidths (%s: local k-NN rule): %s", method, result.to_dict())
         return result
     if method == "cv":
         generator = _as_rng(rng)

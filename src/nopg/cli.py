@@ -10,6 +10,7 @@
     nopg data results/.../checkpoint/dataset.npz # inspect a data set (.npz, .hdf5, minari:<id>)
     nopg data convert demos.npz demos.hdf5       # convert between formats
     nopg collect mountaincar --out demos.npz     # record mountain-car demonstrations by keyboard
+    nopg bandwidth demos.npz --method knn        # the bandwidths chosen and the data's support
 """
 
 from __future__ import annotations
@@ -138,6 +139,25 @@ def _build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--gamma", type=float, default=0.99)
     tune.add_argument("--seed", type=int, default=0)
 
+    bw = sub.add_parser(
+        "bandwidth", help="show the kernel bandwidths chosen for a data set and its support",
+        description="nopg bandwidth DATA: select the bandwidths (timed), compare them with "
+                    "Silverman's per dimension, give the distances of the next states to the data "
+                    "states in bandwidths, and the thinness of the data at the next states with "
+                    "the data's own next actions and with uniform actions. Prints a summary (or "
+                    "JSON) and saves a figure.")
+    bw.add_argument("data", help="data set (.npz, .hdf5/.h5, minari:<id>)")
+    bw.add_argument("--method", default="auto", metavar="METHOD",
+                    help=f"bandwidth rule, one of {', '.join(METHODS)} (default auto)")
+    bw.add_argument("--state-factor", type=float, nargs="+", default=[1.0], metavar="F",
+                    help="state bandwidth factor(s): one, or one per state dimension")
+    bw.add_argument("--action-factor", type=float, nargs="+", default=[1.0], metavar="F",
+                    help="action bandwidth factor(s): one, or one per action dimension")
+    bw.add_argument("--seed", type=int, default=0, help="seed of cv and the probes (default 0)")
+    bw.add_argument("--plot", default="bandwidth_report.png", metavar="PATH",
+                    help="figure to write (default ./bandwidth_report.png); its folder must exist")
+    bw.add_argument("--json", action="store_true", help="print JSON instead of text")
+
     col = sub.add_parser("collect", help="record demonstrations with the keyboard")
     col.add_argument("env", choices=["mountaincar"], help="environment (MountainCarContinuous-v0)")
     col.add_argument("--out", required=True, help="output file (.npz, .hdf5) or minari:<id>")
@@ -259,6 +279,37 @@ def _tune_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bandwidth_command(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from .bandwidth_plots import check_plot_path, plot_bandwidth_report
+    from .bandwidth_report import bandwidth_report
+    from .formats import load_dataset
+
+    if args.method not in METHODS:
+        raise ValueError(f"--method must be one of {', '.join(METHODS)}. Got {args.method!r}.")
+    for flag, values in (("--state-factor", args.state_factor),
+                         ("--action-factor", args.action_factor)):
+        if not all(np.isfinite(v) and v > 0 for v in values):
+            raise ValueError(f"{flag} must be positive and finite. Got "
+                             f"{' '.join(f'{v:g}' for v in values)}.")
+    plot = check_plot_path(args.plot)           # before any work
+    data = load_dataset(args.data)
+
+    def factor(values: list[float]) -> float | np.ndarray:
+        return values[0] if len(values) == 1 else np.asarray(values)
+
+    report = bandwidth_report(data, method=args.method, state_factor=factor(args.state_factor),
+                              action_factor=factor(args.action_factor), rng=args.seed)
+    plot_bandwidth_report(report, plot)
+    if args.json:
+        print(json.dumps({**report.to_dict(), "plot": str(plot)}, indent=2))
+    else:
+        print(report.to_text())
+        print(f"\nfigure      {plot}")
+    return 0
+
+
 _NOPG_FLAGS = ("seeds", "n_updates", "bandwidth", "state_factor", "action_factor", "gamma", "lr",
                "top_k", "n_mc_policy", "eval_every", "device", "dtype")
 
@@ -339,6 +390,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _collect_command(args)
     if args.command == "tune-k":
         return _tune_command(args)
+    if args.command == "bandwidth":
+        return _bandwidth_command(args)
     if args.threads < 1:
         raise ValueError(f"--threads must be >= 1. Got {args.threads} instead.")
     torch.set_num_threads(args.threads)

@@ -10,26 +10,14 @@ with ``2 tanh`` output, Adam at 1e-2, 2000 updates, kernel-mean next states, ``N
 NOPG-S, the fixed bottom state as the initial state, state bandwidth factor 1 and action factor
 25 on cross-validated bandwidths.
 
-Deviations (measured with NOPG-D, 5000 samples, 2000 updates, 3 seeds, 2-core CPU, one thread):
+Deviations:
 
-* Bandwidths: Silverman's rule with state factor 2 and the paper's action factor 25, not the
-  paper's cross-validation (``--bandwidth cv --state-factor 1`` restores it; not measured).
-  Measured returns (NOPG-D unless stated):
-
-  - state 2 / action 25 (default): -362.6, -345.0, -342.8 (mean -350.1), seeds 3-5: -330.6, -364.1, -363.8;
-  - state 1.5 / action 12: -355.6, -350.7, -329.8 (mean -345.4);
-  - state 2 / action 12: -2852.1, -334.5, -329.4 (mean -1172.0);
-  - state 2 / action 6 (DESIGN §4): -2634.9, -3472.8, -359.9 (mean -2156);
-  - state 3 / action 6: -3487.0, -3448.4, -2757.7;
-  - state 1 / action 3: -2727.2, -3608.5, -1529.9 (mean -2622);
-  - NOPG-S with state 2 / action 6: -2833.7, -359.9, -1509.7 (mean -1568);
-  - NOPG-S with the default (state 2 / action 25, N_pi = 10): -363.2, -346.4, -345.1.
-
-  With small action bandwidths outcomes are bimodal (swing-up at about -350 or not): the data
-  never visit the bottom at rest (the lowest energy in the data is about -12, against -15
-  there), so the policy must extrapolate from s0. A wide action kernel (factor 12-25) swung up
-  on every seed; why the narrow one fails on some seeds was not investigated further. J_hat
-  did not rank the bimodal runs (the failed seed 0 had the best J_hat).
+* Bandwidths: the library's ``auto`` rule with no factors (:func:`nopg.bandwidth.knn_bandwidths`),
+  not the paper's cross-validation with action factor 25. The earlier hand-tuned setting is
+  ``--bandwidth silverman --state-factor 2 --action-factor 25``. The data never visit the
+  bottom at rest (the lowest energy in the data is about -12, against -15 there), so the policy
+  must extrapolate from the initial state; with narrow action kernels (Silverman x 3-6) the
+  outcomes were bimodal across seeds. Measured results are in ``docs/bandwidths.md``.
 * ``top_k = 10`` by default (the sparse, near-linear path: about 20-40 ms per update at
   n = 5000); ``--set nopg.top_k=null`` gives the paper's dense ``P``.
 * Actions are recorded as applied (clipped to +-2); ``task.clip_actions=false`` records the
@@ -57,7 +45,7 @@ class PendulumRandomTask(PendulumGridTask):
 
     def default_config(self) -> ExperimentConfig:
         return ExperimentConfig(
-            n_updates=2000, bandwidth_method="silverman", state_factor=2.0, action_factor=25.0,
+            n_updates=2000, bandwidth_method="auto", state_factor=1.0, action_factor=1.0,
             hidden=(50,), sigma_max=1.0, eval_every=100,
             nopg=NOPGConfig(gamma=0.99, learning_rate=1e-2, n_mc_policy=10, top_k=10),
             task={"n_samples": 5000, "trajectory_length": 500, "clip_actions": True,

@@ -147,7 +147,9 @@ def run_seed(task: Task, config: ExperimentConfig, seed: int, out_dir: Path,
     out_dir.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     data = task.make_dataset(config, seed)
+    bw_start = time.perf_counter()
     bw = _bandwidths(data, config, seed)
+    bw_time = time.perf_counter() - bw_start
     s0 = task.initial_states(data, config, seed)
     logger.info("seed %d: %r; bandwidths state=%s action=%s", seed, data,
                 np.round(bw.state, 4).tolist(), np.round(bw.action, 4).tolist())
@@ -170,12 +172,14 @@ def run_seed(task: Task, config: ExperimentConfig, seed: int, out_dir: Path,
     result = {
         "seed": seed, "n_samples": data.n, "return_mean": float(np.mean(returns)),
         "returns": [float(r) for r in returns], "J_hat": algo.J_,
+        "support_gap": algo.support_gap_, "bandwidth_time_s": bw_time,
         "wall_time_s": time.perf_counter() - start, "fit_time_s": fit_time,
         "time_per_update_s": float(np.mean(update_times)) if update_times else None,
         "bandwidths": bw.to_dict(), "plots": [str(p.name) for p in plots],
     }
-    logger.info("seed %d: return %.2f, J_hat %.4f, %.1f s (%.2f ms/update)", seed,
-                result["return_mean"], result["J_hat"], result["wall_time_s"],
+    logger.info("seed %d: return %.2f, J_hat %.4f (support gap %.3f), %.1f s (%.2f ms/update)",
+                seed, result["return_mean"], result["J_hat"], result["support_gap"],
+                result["wall_time_s"],
                 1e3 * (result["time_per_update_s"] or 0.0))
     return result
 

@@ -1,0 +1,406 @@
+"""Which kernel bandwidths the library picks for a data set, and whether the data support the model.
+
+:func:`bandwidth_report` runs :func:`nopg.bandwidth.select_bandwidths` (timed) and explains the
+result with three groups of numbers:
+
+- per state and action dimension: the standard deviation, Silverman's bandwidth, the chosen
+  bandwidth and the ratio chosen / Silverman;
+- the criterion behind the choice: for every next state ``s'_i`` the distance, in units of the
+  chosen state bandwidths, to its nearest data state and to its 5th nearest (10/50/90 % quantiles).
+  The model looks up where a transition leads by the kernel around ``s'_i``: a median nearest
+  distance well above 1 means the bandwidths are small against the spacing of the data;
+- the support of the data for the model: the thinness ``1 - w`` of
+  :meth:`nopg.bellman.NonparametricBellman.thinness` (0 where a data pair lies within the support
+  radius of the query, 1 where the kernel model extrapolates) at the next states with (a) the
+  data's own next actions (the action of the next transition of the same episode, where there is
+  one) and (b) actions drawn uniformly over the data's per-dimension action range. (a) low and (b)
+  high means the model only knows the actions in the data: a policy that leaves them is judged by
+  extrapolation.
+
+This module is math only (numpy, scipy, torch); the figure is :mod:`nopg.bandwidth_plots`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from numpy.typing import ArrayLike
+from scipy.spatial import cKDTree
+from torch import nn
+
+from . import bandwidth as _bandwidth
+from .bandwidth import Bandwidths, select_bandwidths, silverman_bandwidth
+from .bellman import NonparametricBellman
+from .data import TransitionDataset
+
+__all__ = ["BandwidthReport", "bandwidth_report"]
+
+QUANTILES = (0.1, 0.5, 0.9)
+"""Quantiles of the distance and thinness summaries."""
+
+N_NEIGHBORS = 5                 # the "5th nearest" data state of the criterion
+DENSE_MAX_N = 3000              # above this many samples the support model keeps top_k entries
+TOP_K = 10
+MAX_PROBE_STATES = 2000         # next states probed with uniform actions (b)
+MAX_OWN_QUERIES = 20_000        # next states probed with the data's own next actions (a)
+_BLOCK = 1 << 20                # query rows x data points x (d_s + 1) held at once (dense model)
+_GAMMA = 0.99
+
+
+@dataclass(frozen=True, eq=False)
+class BandwidthReport:
+    """The result of :func:`bandwidth_report`.
+
+    Arrays hold the raw values behind the summaries (for the figure); :meth:`to_dict` keeps the
+    summaries only.
+    """
+
+    n: int
+    state_dim: int
+    action_dim: int
+    method: str
+    """The requested rule."""
+    method_used: str
+    """The rule that ran as :mod:`nopg.bandwidth` logs it (e.g. ``"silverman"``, ``"auto: local
+    k-NN rule"``): shows what ``"auto"`` stands for; the requested method if nothing was logged."""
+    state_factor: np.ndarray
+    action_factor: np.ndarray
+    seconds: float
+    """Wall time of :func:`select_bandwidths`."""
+    bandwidths: Bandwidths
+    state_std: np.ndarray
+    action_std: np.ndarray
+    state_silverman: np.ndarray
+    action_silverman: np.ndarray
+    neighbor_k: int
+    """Rank of the second neighbour distance (5, or n when there are fewer data)."""
+    nearest_distance: np.ndarray
+    """(n,) distance of every next state to its nearest data state, in state bandwidths."""
+    kth_distance: np.ndarray
+    """(n,) the same for the ``neighbor_k``-th nearest data state."""
+    support_model: str
+    """``"dense"`` or ``"top_k=10"`` (thinness then counts the 10 nearest pairs only)."""
+    support_radius: float
+    own_available: int
+    """Next states whose next action is known (consecutive transitions of an episode)."""
+    thinness_own: np.ndarray
+    """(m_a,) thinness at (s'_i, a_{i+1}); empty when no next action is known."""
+    n_probe_states: int
+    n_action_probes: int
+    thinness_uniform: np.ndarray
+    """(n_probe_states * n_action_probes,) thinness at next states with uniform actions."""
+
+    # ---------------------------------------------------------------- derived values
+    @property
+    def state_ratio(self) -> np.ndarray:
+        """Chosen state bandwidth / Silverman's, per dimension."""
+        return self.bandwidths.state / self.state_silverman
+
+    @property
+    def action_ratio(self) -> np.ndarray:
+        """Chosen action bandwidth / Silverman's, per dimension."""
+        return self.bandwidths.action / self.action_silverman
+
+    def dimensions(self) -> list[dict[str, Any]]:
+        """One record per state and action dimension (std, Silverman, chosen, ratio)."""
+        rows = []
+        for kind, std, silver, chosen in (
+                ("state", self.state_std, self.state_silverman, self.bandwidths.state),
+                ("action", self.action_std, self.action_silverman, self.bandwidths.action)):
+            for j in range(std.shape[0]):
+                rows.append({"kind": kind, "index": j, "std": float(std[j]),
+                             "silverman": float(silver[j]), "chosen": float(chosen[j]),
+                             "ratio": float(chosen[j] / silver[j])})
+        return rows
+
+    @staticmethod
+    def _support_summary(thin: np.ndarray) -> dict[str, Any]:
+        if thin.size == 0:
+            return {"n_queries": 0, "mean": None, "share_above_half": None,
+                    "quantiles": [None] * len(QUANTILES)}
+        return {"n_queries": int(thin.size), "mean": float(thin.mean()),
+                "share_above_half": float(np.mean(thin > 0.5)),
+                "quantiles": [float(v) for v in np.quantile(thin, QUANTILES)]}
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly summary (floats, lists, ``None`` where a value is not available)."""
+        own = self._support_summary(self.thinness_own)
+        own["available"] = int(self.own_available)
+        uniform = self._support_summary(self.thinness_uniform)
+        uniform.update(n_states=int(self.n_probe_states), n_action_probes=int(self.n_action_probes))
+        return {
+            "n": int(self.n), "state_dim": int(self.state_dim), "action_dim": int(self.action_dim),
+            "method": self.method, "method_used": self.method_used,
+            "state_factor": [float(v) for v in self.state_factor],
+            "action_factor": [float(v) for v in self.action_factor],
+            "seconds": float(self.seconds),
+            "bandwidths": self.bandwidths.to_dict(),
+            "dimensions": self.dimensions(),
+            "distances": {
+                "unit": "chosen state bandwidths",
+                "quantiles": list(QUANTILES),
+                "nearest": [float(v) for v in np.quantile(self.nearest_distance, QUANTILES)],
+                "k": int(self.neighbor_k),
+                "kth_nearest": [float(v) for v in np.quantile(self.kth_distance, QUANTILES)],
+                "share_coinciding": float(np.mean(self.nearest_distance == 0.0)),
+            },
+            "support": {"model": self.support_model, "support_radius": float(self.support_radius),
+                        "own_actions": own, "uniform_actions": uniform},
+        }
+
+    def to_text(self) -> str:
+        """Human-readable summary."""
+        used = self.method_used
+        method = used if used == self.method or used.startswith(self.method + ":") \
+            else f"{used} (requested {self.method})"
+        factors = ""
+        if np.any(self.state_factor != 1.0) or np.any(self.action_factor != 1.0):
+            factors = (f"; factors state {_vec(self.state_factor)}, "
+                       f"action {_vec(self.action_factor)}")
+        lines = [
+            f"data        {self.n} transitions, state dim {self.state_dim}, "
+            f"action dim {self.action_dim}",
+            f"method      {method}{factors}; selected in {self.seconds:.3g} s",
+            "",
+            f"{'dimension':<11}{'std':>11}{'silverman':>11}{'chosen':>11}{'chosen/silv':>13}",
+        ]
+        for r in self.dimensions():
+            lines.append(f"{r['kind'] + ' ' + str(r['index']):<11}{r['std']:>11.4g}"
+                         f"{r['silverman']:>11.4g}{r['chosen']:>11.4g}{r['ratio']:>13.3g}")
+        q = "/".join(f"{100 * v:g}" for v in QUANTILES)
+        near = np.quantile(self.nearest_distance, QUANTILES)
+        kth = np.quantile(self.kth_distance, QUANTILES)
+        kth_name = f"{_ordinal(self.neighbor_k)} nearest"
+        lines += [
+            "",
+            f"next state -> data state, in chosen state bandwidths (quantiles {q} %)",
+            f"  {'nearest':<13}" + "  ".join(f"{v:9.3g}" for v in near),
+            f"  {kth_name:<13}" + "  ".join(f"{v:9.3g}" for v in kth),
+        ]
+        same = float(np.mean(self.nearest_distance == 0.0))
+        if same > 0:
+            lines.append(f"  {100 * same:.1f} % of the next states are data states (trajectories: "
+                         "their nearest distance is 0)")
+        lines += [
+            "",
+            f"support: thinness 1-w at next states (0 supported, 1 extrapolated; radius "
+            f"{self.support_radius:g} bandwidths; model {self.support_model})",
+        ]
+        own = self._support_summary(self.thinness_own)
+        if own["n_queries"]:
+            capped = "" if own["n_queries"] == self.own_available \
+                else f" (of {self.own_available})"
+            lines.append(f"  (a) data's next actions   {own['n_queries']:>7} queries{capped}   "
+                         f"mean {own['mean']:.3f}   > 0.5: {100 * own['share_above_half']:.1f} %")
+        else:
+            lines.append("  (a) data's next actions   n/a (no transition is followed by another "
+                         "of the same episode)")
+        uni = self._support_summary(self.thinness_uniform)
+        lines.append(f"  (b) uniform actions       {uni['n_queries']:>7} queries "
+                     f"({self.n_probe_states} states x {self.n_action_probes})   "
+                     f"mean {uni['mean']:.3f}   > 0.5: {100 * uni['share_above_half']:.1f} %")
+        return "\n".join(lines)
+
+
+def _vec(values: np.ndarray) -> str:
+    if values.size and np.all(values == values[0]):
+        return f"{float(values[0]):g}"
+    return "[" + ", ".join(f"{float(v):g}" for v in values) + "]"
+
+
+def _ordinal(k: int) -> str:
+    suffix = "th" if 10 <= k % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(k % 10, "th")
+    return f"{k}{suffix}"
+
+
+# ------------------------------------------------------------------------------ pieces
+class _FixedActions(nn.Module):
+    """A "policy" that returns the stored actions of the current batch of query states."""
+
+    def __init__(self, actions: torch.Tensor) -> None:
+        super().__init__()
+        self.anchor = nn.Parameter(torch.zeros((), dtype=torch.float64), requires_grad=False)
+        self.actions = actions
+
+    def forward(self, states: torch.Tensor) -> torch.Tensor:
+        if states.shape[0] != self.actions.shape[0]:
+            raise RuntimeError(f"{states.shape[0]} query states but {self.actions.shape[0]} "
+                               "stored actions")
+        return self.actions
+
+
+def _thinness(model: NonparametricBellman, states: np.ndarray, actions: np.ndarray) -> np.ndarray:
+    """Thinness at the pairs ``(states[i], actions[i])``, evaluated in blocks."""
+    m = states.shape[0]
+    if m == 0:
+        return np.zeros(0)
+    block = m if model.top_k is not None \
+        else max(1, _BLOCK // (model.n * (model.dataset.state_dim + 1)))
+    out = []
+    for start in range(0, m, block):
+        acts = torch.as_tensor(actions[start:start + block], dtype=torch.float64)
+        out.append(model.thinness(_FixedActions(acts), states[start:start + block]))
+    return np.concatenate(out)
+
+
+def _own_next_pairs(dataset: TransitionDataset) -> tuple[np.ndarray, np.ndarray]:
+    """Indices ``(i, j)``: ``j`` follows the non-terminal transition ``i`` in its episode."""
+    first, second = [], []
+    for idx in dataset.episodes():
+        if idx.shape[0] > 1:
+            first.append(idx[:-1])
+            second.append(idx[1:])
+    if not first:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    i, j = np.concatenate(first), np.concatenate(second)
+    keep = ~dataset.terminals[i]
+    return i[keep], j[keep]
+
+
+class _Capture(logging.Filter):
+    """Records every message of a logger; lets through only those it would have handled anyway."""
+
+    def __init__(self, threshold: int) -> None:
+        super().__init__()
+        self.threshold = threshold
+        self.records: list[logging.LogRecord] = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        self.records.append(record)
+        return record.levelno >= self.threshold
+
+
+@contextmanager
+def _captured(logger: logging.Logger) -> Iterator[_Capture]:
+    """Capture the INFO records of ``logger`` without changing what reaches its handlers."""
+    level, threshold = logger.level, logger.getEffectiveLevel()
+    capture = _Capture(threshold)
+    logger.addFilter(capture)
+    logger.setLevel(min(threshold, logging.INFO))
+    try:
+        yield capture
+    finally:
+        logger.removeFilter(capture)
+        logger.setLevel(level)
+
+
+def _method_used(records: list[logging.LogRecord], requested: str) -> str:
+    """The rule named in :func:`select_bandwidths`' "selected bandwidths (<rule>): ..." message
+    (e.g. ``"silverman"`` or ``"auto: local k-NN rule"``); ``requested`` if there is none."""
+    prefix = "selected bandwidths ("
+    for record in reversed(records):
+        try:
+            text = record.getMessage()
+        except (TypeError, ValueError):
+            continue
+        if text.startswith(prefix) and "):" in text:
+            rule = text[len(prefix):text.index("):")].strip()
+            if rule:
+                return rule
+    return requested
+
+
+def _check_probes(value: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"The 'n_action_probes' parameter must be a positive int. "
+                         f"Got {value!r} instead.")
+    return int(value)
+
+
+# ------------------------------------------------------------------------------ report
+def bandwidth_report(
+    dataset: TransitionDataset,
+    method: str = "auto",
+    state_factor: ArrayLike = 1.0,
+    action_factor: ArrayLike = 1.0,
+    rng: np.random.Generator | int | None = 0,
+    n_action_probes: int = 16,
+) -> BandwidthReport:
+    """Select bandwidths for ``dataset`` and measure what they mean for the model.
+
+    Parameters
+    ----------
+    dataset : TransitionDataset
+    method, state_factor, action_factor
+        Passed to :func:`nopg.bandwidth.select_bandwidths` (``method`` one of
+        :data:`nopg.bandwidth.METHODS`).
+    rng : numpy Generator or int or None
+        Passed to :func:`select_bandwidths`; with an int or ``None`` (seed 0) the probes draw from
+        their own generator of that seed, a Generator is shared (used after the selection).
+    n_action_probes : int
+        Uniform actions drawn per probed next state for the support check (b).
+
+    Returns
+    -------
+    BandwidthReport
+        Module docstring. The support model is dense up to 3000 samples and keeps the 10
+        largest responsibilities per row above (its thinness then slightly overstates).
+        At most 2000 next states are probed with uniform actions and at most 20 000 with the
+        data's own next actions (random subsets).
+    """
+    if not isinstance(dataset, TransitionDataset):
+        raise TypeError(f"dataset must be a TransitionDataset. Got {type(dataset).__name__} instead.")
+    if method not in _bandwidth.METHODS:
+        raise ValueError(f"The 'method' parameter must be one of "
+                         f"{', '.join(map(repr, _bandwidth.METHODS))}. Got {method!r} instead.")
+    n_action_probes = _check_probes(n_action_probes)
+    if rng is None:
+        rng = 0
+    if not isinstance(rng, np.random.Generator) and (
+            isinstance(rng, bool) or not isinstance(rng, (int, np.integer))):
+        raise ValueError(f"rng must be a numpy Generator, an int seed or None. Got {rng!r} instead.")
+    with _captured(_bandwidth.logger) as capture:
+        start = time.perf_counter()
+        bw = select_bandwidths(dataset, method=method, state_factor=state_factor,
+                               action_factor=action_factor, rng=rng)
+        seconds = time.perf_counter() - start
+    used = _method_used(capture.records, method)
+    bw = bw.broadcast(dataset.state_dim, dataset.action_dim)
+    generator = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(int(rng))
+    n = dataset.n
+    states, actions, nxt = dataset.states, dataset.actions, dataset.next_states
+
+    # Criterion: next states against data states, in chosen state bandwidths.
+    k = min(N_NEIGHBORS, n)
+    dist, _ = cKDTree(states / bw.state).query(nxt / bw.state, k=k)
+    dist = np.asarray(dist, dtype=np.float64).reshape(n, k)
+
+    # Support of the data for the model.
+    top_k = None if n <= DENSE_MAX_N else min(TOP_K, n)
+    model = NonparametricBellman(dataset, bw, _GAMMA, top_k=top_k)
+    i, j = _own_next_pairs(dataset)
+    own_available = int(i.shape[0])
+    if own_available > MAX_OWN_QUERIES:
+        keep = np.sort(generator.choice(own_available, MAX_OWN_QUERIES, replace=False))
+        i, j = i[keep], j[keep]
+    thin_own = _thinness(model, nxt[i], actions[j])
+    rows = np.arange(n) if n <= MAX_PROBE_STATES \
+        else np.sort(generator.choice(n, MAX_PROBE_STATES, replace=False))
+    low, high = actions.min(axis=0), actions.max(axis=0)
+    probes = generator.uniform(low, high, size=(rows.shape[0], n_action_probes, dataset.action_dim))
+    probe_states = np.repeat(nxt[rows], n_action_probes, axis=0)
+    thin_uniform = _thinness(model, probe_states, probes.reshape(-1, dataset.action_dim))
+
+    return BandwidthReport(
+        n=n, state_dim=dataset.state_dim, action_dim=dataset.action_dim,
+        method=method, method_used=used,
+        state_factor=np.broadcast_to(np.asarray(state_factor, dtype=np.float64),
+                                     (dataset.state_dim,)).copy(),
+        action_factor=np.broadcast_to(np.asarray(action_factor, dtype=np.float64),
+                                      (dataset.action_dim,)).copy(),
+        seconds=seconds, bandwidths=bw,
+        state_std=states.std(axis=0, ddof=1), action_std=actions.std(axis=0, ddof=1),
+        state_silverman=silverman_bandwidth(states), action_silverman=silverman_bandwidth(actions),
+        neighbor_k=k, nearest_distance=dist[:, 0], kth_distance=dist[:, k - 1],
+        support_model="dense" if top_k is None else f"top_k={top_k}",
+        support_radius=model.support_radius, own_available=own_available,
+        thinness_own=thin_own, n_probe_states=int(rows.shape[0]),
+        n_action_probes=n_action_probes, thinness_uniform=thin_uniform,
+    )
