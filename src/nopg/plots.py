@@ -175,10 +175,23 @@ def plot_learning_curve(
     columns = load_log(log)
     xs_eval, ys_eval = _eval_points(columns, eval_updates, eval_returns)
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7, 4))
+    gap = columns.get("support_gap")
+    has_gap = gap is not None and bool(np.isfinite(gap).any())
+    if has_gap:
+        fig, (ax, ax_gap) = plt.subplots(2, 1, figsize=(7, 5.2), sharex=True,
+                                         gridspec_kw={"height_ratios": [3, 1]})
+        ok_gap = np.isfinite(columns["update"]) & np.isfinite(gap)
+        ax_gap.plot(columns["update"][ok_gap], gap[ok_gap], color="C3")
+        ax_gap.set_ylim(-0.02, 1.02)
+        ax_gap.set_ylabel("support gap")
+        ax_gap.set_xlabel("update")
+        ax_gap.grid(alpha=0.3)
+    else:
+        fig, ax = plt.subplots(figsize=(7, 4))
     ok = np.isfinite(columns["update"]) & np.isfinite(columns["J_hat"])
     (line,) = ax.plot(columns["update"][ok], columns["J_hat"][ok], color="C0", label=r"$\hat J$")
-    ax.set_xlabel("update")
+    if not has_gap:
+        ax.set_xlabel("update")
     ax.set_ylabel(r"surrogate return $\hat J$", color="C0")
     ax.grid(alpha=0.3)
     handles = [line]
@@ -262,6 +275,8 @@ def plot_learning_curves(
     keys = ["J_hat"]
     if all("eval_return" in c and np.isfinite(c["eval_return"]).any() for c in columns):
         keys.append("eval_return")
+    if all("support_gap" in c and np.isfinite(c["support_gap"]).any() for c in columns):
+        keys.append("support_gap")
 
     plt = _pyplot()
     fig, axes = plt.subplots(1, len(keys), figsize=(6.5 * len(keys), 4), squeeze=False)
@@ -277,8 +292,11 @@ def plot_learning_curves(
                         label="min/max")
         ax.plot(updates, values.mean(axis=0), color="k", lw=2, label="mean")
         ax.set_xlabel("update")
-        ax.set_ylabel(r"surrogate return $\hat J$" if key == "J_hat" else "evaluation return")
-        ax.set_title(r"$\hat J$" if key == "J_hat" else "Evaluation return")
+        names = {"J_hat": (r"surrogate return $\hat J$", r"$\hat J$"),
+                 "eval_return": ("evaluation return", "Evaluation return"),
+                 "support_gap": ("share of visitation where data are thin", "Support gap")}
+        ax.set_ylabel(names[key][0])
+        ax.set_title(names[key][1])
         ax.grid(alpha=0.3)
         ax.legend(fontsize="small")
     if title:

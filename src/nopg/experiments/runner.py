@@ -11,6 +11,8 @@ and plot) plus an :class:`ExperimentConfig` (the hyper-parameters, with NOPG's o
         learning_curves.png    J_hat and evaluation returns of all seeds
         seed_<k>/log.csv       one row per update
         seed_<k>/checkpoint/   policy, optimiser, config (``NOPG.load`` resumes it)
+        seed_<k>/bandwidths.json, bandwidths.png   the chosen bandwidths, selection time,
+                               neighbour distances and the data's support (``nopg bandwidth``)
         seed_<k>/*.png         task plots (e.g. the pendulum phase portraits)
 """
 
@@ -32,7 +34,9 @@ import torch
 from torch import nn
 
 from ..algorithm import NOPG, EvalCallback
-from ..bandwidth import METHODS, Bandwidths, select_bandwidths
+from ..bandwidth import METHODS, Bandwidths
+from ..bandwidth_plots import plot_bandwidth_report
+from ..bandwidth_report import bandwidth_report
 from ..config import NOPGConfig
 from ..data import TransitionDataset
 from ..plots import plot_learning_curve, plot_learning_curves
@@ -129,16 +133,20 @@ def make_policy(task: Task, config: ExperimentConfig) -> nn.Module:
                                   hidden=config.hidden)
 
 
-def _bandwidths(data: TransitionDataset, config: ExperimentConfig, seed: int) -> Bandwidths:
+def _bandwidths(data: TransitionDataset, config: ExperimentConfig, seed: int, out_dir: Path
+                ) -> tuple[Bandwidths, float]:
+    """Select the bandwidths (timed) and write their report (``bandwidths.json``/``.png``)."""
     # Bandwidth warnings (e.g. cross-validation on grid data) go into the run's log.
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        bw = select_bandwidths(data, method=config.bandwidth_method,
-                               state_factor=np.asarray(config.state_factor, float),
-                               action_factor=np.asarray(config.action_factor, float), rng=seed)
+        report = bandwidth_report(data, method=config.bandwidth_method,
+                                  state_factor=np.asarray(config.state_factor, float),
+                                  action_factor=np.asarray(config.action_factor, float), rng=seed)
     for w in caught:
         logger.warning("%s: %s", w.category.__name__, w.message)
-    return bw
+    (out_dir / "bandwidths.json").write_text(json.dumps(report.to_dict(), indent=2))
+    plot_bandwidth_report(report, out_dir / "bandwidths.png")
+    return report.bandwidths, report.seconds
 
 
 def run_seed(task: Task, config: ExperimentConfig, seed: int, out_dir: Path,
@@ -147,9 +155,7 @@ def run_seed(task: Task, config: ExperimentConfig, seed: int, out_dir: Path,
     out_dir.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     data = task.make_dataset(config, seed)
-    bw_start = time.perf_counter()
-    bw = _bandwidths(data, config, seed)
-    bw_time = time.perf_counter() - bw_start
+    bw, bw_time = _bandwidths(data, config, seed, out_dir)
     s0 = task.initial_states(data, config, seed)
     logger.info("seed %d: %r; bandwidths state=%s action=%s", seed, data,
                 np.round(bw.state, 4).tolist(), np.round(bw.action, 4).tolist())
