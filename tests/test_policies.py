@@ -162,3 +162,39 @@ def test_plain_sequential_is_a_deterministic_policy(dataset, bandwidths, initial
     assert a.J == b.J
     assert torch.equal(a.grads[0], b.grads[0]) and torch.equal(a.grads[1], b.grads[1])
     assert not is_stochastic(seq)
+
+
+@pytest.mark.parametrize("cls", [nopg.DeterministicMLPPolicy, nopg.GaussianMLPPolicy])
+def test_input_scaling_standardises_the_mlp_input(cls, tmp_path):
+    from nopg.policies import input_scaling_from_data
+
+    data_states = np.random.default_rng(0).normal([5.0, -1.0], [0.01, 3.0], size=(200, 2))
+    scaling = input_scaling_from_data(data_states)
+    np.testing.assert_allclose(scaling["state_scale"], data_states.std(0))
+    torch.manual_seed(0)
+    scaled = cls(2, 1, hidden=(8,), **scaling).double()
+    plain = cls(2, 1, hidden=(8,)).double()
+    plain.load_state_dict(scaled.state_dict())            # same weights, no scaling
+    s = torch.tensor(data_states[:10])
+    shift = torch.tensor(scaling["state_shift"], dtype=torch.float64)
+    z = (s - shift) / torch.tensor(scaling["state_scale"], dtype=torch.float64)
+    torch.testing.assert_close(scaled(s), plain(z))
+    # The scaling travels with the spec (checkpoints rebuild the policy from it) ...
+    rebuilt = policy_from_spec(json.loads(json.dumps(scaled.spec()))).double()
+    rebuilt.load_state_dict(scaled.state_dict())
+    torch.testing.assert_close(rebuilt(s), scaled(s))
+    # ... and old state dicts without the buffers still load (they are not persistent).
+    assert "state_scale" not in scaled.state_dict()
+    # A constant dimension gets scale 1 instead of a division by zero.
+    const = input_scaling_from_data(np.column_stack([np.ones(5), np.arange(5.0)]))
+    assert const["state_scale"][0] == 1.0
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(state_scale=[1.0, 0.0]), "state_scale must be positive"),
+    (dict(state_shift=[1.0]), "state_shift must hold 2"),
+    (dict(state_scale=[1.0, float("nan")]), "state_scale must hold 2 finite"),
+])
+def test_input_scaling_bad_arguments(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        nopg.DeterministicMLPPolicy(2, 1, **kwargs)

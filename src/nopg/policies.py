@@ -36,6 +36,39 @@ def _mlp(in_dim: int, out_dim: int, hidden: Sequence[int], activation: str) -> n
     return nn.Sequential(*layers)
 
 
+def _input_scaling(module: nn.Module, state_dim: int, shift: Sequence[float] | None,
+                   scale: Sequence[float] | None) -> dict[str, Any]:
+    """Register ``state_shift``/``state_scale`` buffers (policy input ``(s - shift) / scale``).
+
+    They are non-persistent: the spec carries them, so checkpoints without them still load.
+    """
+    out: dict[str, Any] = {}
+    for name, value, default in (("state_shift", shift, 0.0), ("state_scale", scale, 1.0)):
+        if value is None:
+            arr = np.full(state_dim, default)
+        else:
+            arr = np.asarray(value, dtype=float).reshape(-1)
+            if arr.shape[0] != state_dim or not np.all(np.isfinite(arr)):
+                raise ValueError(f"{name} must hold {state_dim} finite values. Got {value!r} instead.")
+            if name == "state_scale" and not np.all(arr > 0):
+                raise ValueError(f"state_scale must be positive. Got {value!r} instead.")
+            out[name] = arr.tolist()
+        module.register_buffer(name, torch.tensor(arr), persistent=False)
+    return out
+
+
+def _scaled_input(module: nn.Module, states: torch.Tensor) -> torch.Tensor:
+    return (states - module.state_shift.to(states.dtype)) / module.state_scale.to(states.dtype)
+
+
+def input_scaling_from_data(states: np.ndarray) -> dict[str, list[float]]:
+    """``state_shift``/``state_scale`` keyword arguments that standardise ``states`` (n, d_s)."""
+    states = np.asarray(states, dtype=float)
+    std = states.std(axis=0)
+    return {"state_shift": states.mean(axis=0).tolist(),
+            "state_scale": np.where(std > 0, std, 1.0).tolist()}
+
+
 def _check_dims(state_dim: int, action_dim: int) -> None:
     for name, value in (("state_dim", state_dim), ("action_dim", action_dim)):
         if int(value) < 1:
@@ -65,6 +98,9 @@ class DeterministicMLPPolicy(nn.Module):
     hidden : sequence of int
         Hidden layer widths.
     activation : {"relu", "tanh", "elu", "silu"}
+    state_shift, state_scale : sequence of float, optional
+        The MLP sees ``(s - state_shift) / state_scale`` (default: ``s``);
+        :func:`input_scaling_from_data` standardises by the data.
     """
 
     def __init__(
@@ -74,6 +110,8 @@ class DeterministicMLPPolicy(nn.Module):
         action_max: float | Sequence[float] = 1.0,
         hidden: Sequence[int] = (50,),
         activation: str = "relu",
+        state_shift: Sequence[float] | None = None,
+        state_scale: Sequence[float] | None = None,
     ) -> None:
         super().__init__()
         _check_dims(state_dim, action_dim)
@@ -81,12 +119,13 @@ class DeterministicMLPPolicy(nn.Module):
         self._spec = dict(state_dim=int(state_dim), action_dim=int(action_dim),
                           action_max=a_max.tolist(), hidden=[int(h) for h in hidden],
                           activation=activation)
+        self._spec.update(_input_scaling(self, int(state_dim), state_shift, state_scale))
         self.net = _mlp(state_dim, action_dim, hidden, activation)
         self.register_buffer("action_max", torch.tensor(a_max))
 
     def forward(self, states: torch.Tensor) -> torch.Tensor:
         """Actions of shape (batch, action_dim) for states of shape (batch, state_dim)."""
-        return self.action_max.to(states.dtype) * torch.tanh(self.net(states))
+        return self.action_max.to(states.dtype) * torch.tanh(self.net(_scaled_input(self, states)))
 
     def spec(self) -> dict[str, Any]:
         """JSON-serialisable constructor arguments (see :func:`policy_from_spec`)."""
@@ -100,6 +139,7 @@ class GaussianMLPPolicy(nn.Module):
     ``sigma = sigma_max * sigmoid(g) * sigma_scale``. ``sigma_scale`` (a buffer, 1 by default) is
     what the fit loop decays linearly when ``NOPGConfig.sigma_decay_to`` is set.
     ``forward`` returns the mean, so the policy can be evaluated deterministically.
+    ``state_shift``/``state_scale`` scale the input as in :class:`DeterministicMLPPolicy`.
     """
 
     def __init__(
@@ -110,6 +150,8 @@ class GaussianMLPPolicy(nn.Module):
         sigma_max: float | Sequence[float] = 1.0,
         hidden: Sequence[int] = (50,),
         activation: str = "relu",
+        state_shift: Sequence[float] | None = None,
+        state_scale: Sequence[float] | None = None,
     ) -> None:
         super().__init__()
         _check_dims(state_dim, action_dim)
@@ -118,6 +160,7 @@ class GaussianMLPPolicy(nn.Module):
         self._spec = dict(state_dim=int(state_dim), action_dim=int(action_dim),
                           action_max=a_max.tolist(), sigma_max=s_max.tolist(),
                           hidden=[int(h) for h in hidden], activation=activation)
+        self._spec.update(_input_scaling(self, int(state_dim), state_shift, state_scale))
         self.action_dim = int(action_dim)
         self.net = _mlp(state_dim, 2 * action_dim, hidden, activation)
         self.register_buffer("action_max", torch.tensor(a_max))
@@ -126,7 +169,7 @@ class GaussianMLPPolicy(nn.Module):
 
     def mean_std(self, states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Mean and standard deviation, each of shape (batch, action_dim)."""
-        out = self.net(states)
+        out = self.net(_scaled_input(self, states))
         f, g = out[..., : self.action_dim], out[..., self.action_dim:]
         mean = self.action_max.to(states.dtype) * torch.tanh(f)
         std = self.sigma_max.to(states.dtype) * torch.sigmoid(g) * self.sigma_scale.to(states.dtype)

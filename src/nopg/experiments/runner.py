@@ -40,7 +40,7 @@ from ..bandwidth_report import bandwidth_report
 from ..config import NOPGConfig
 from ..data import TransitionDataset
 from ..plots import plot_learning_curve, plot_learning_curves
-from ..policies import DeterministicMLPPolicy, GaussianMLPPolicy
+from ..policies import DeterministicMLPPolicy, GaussianMLPPolicy, input_scaling_from_data
 
 logger = logging.getLogger("nopg.experiments")
 
@@ -57,6 +57,7 @@ class ExperimentConfig:
     action_factor: float | tuple[float, ...] = 1.0
     hidden: tuple[int, ...] = (50,)           # policy MLP hidden widths (ReLU)
     sigma_max: float = 1.0                    # NOPG-S: sigma = sigma_max * sigmoid(g)
+    normalize_states: bool = False            # the policy sees states standardised by the data
     eval_every: int = 100                     # evaluate in the environment every N updates
     eval_episodes: int = 1                    # episodes per evaluation
     final_eval_episodes: int = 1              # episodes of the final evaluation
@@ -124,13 +125,19 @@ class Task(Protocol):
              ) -> list[Path]: ...
 
 
-def make_policy(task: Task, config: ExperimentConfig) -> nn.Module:
-    """The paper's policy: MLP with ``a_max * tanh`` output (Gaussian for NOPG-S)."""
+def make_policy(task: Task, config: ExperimentConfig, data: TransitionDataset | None = None
+                ) -> nn.Module:
+    """The paper's policy: MLP with ``a_max * tanh`` output (Gaussian for NOPG-S).
+
+    With ``config.normalize_states`` (and ``data``) its input is standardised by the data.
+    """
+    scaling = input_scaling_from_data(data.states) if config.normalize_states and data is not None \
+        else {}
     if config.stochastic:
         return GaussianMLPPolicy(task.state_dim, task.action_dim, action_max=task.action_max,
-                                 sigma_max=config.sigma_max, hidden=config.hidden)
+                                 sigma_max=config.sigma_max, hidden=config.hidden, **scaling)
     return DeterministicMLPPolicy(task.state_dim, task.action_dim, action_max=task.action_max,
-                                  hidden=config.hidden)
+                                  hidden=config.hidden, **scaling)
 
 
 def _bandwidths(data: TransitionDataset, config: ExperimentConfig, seed: int, out_dir: Path
@@ -160,7 +167,7 @@ def run_seed(task: Task, config: ExperimentConfig, seed: int, out_dir: Path,
     logger.info("seed %d: %r; bandwidths state=%s action=%s", seed, data,
                 np.round(bw.state, 4).tolist(), np.round(bw.action, 4).tolist())
     torch.manual_seed(seed)  # policy initialisation only; NOPG's noise has its own generator
-    policy = make_policy(task, config)
+    policy = make_policy(task, config, data)
     algo = NOPG(policy, dataclasses.replace(config.nopg, seed=seed), stochastic=config.stochastic)
     evaluator = EvalCallback(
         lambda pol: float(np.mean(task.evaluate(pol, config, seed, config.eval_episodes))),
