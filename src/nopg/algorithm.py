@@ -221,7 +221,9 @@ class NOPG:
         if isinstance(n_updates, bool) or not isinstance(n_updates, int) or n_updates < 0:
             raise ValueError(f"The 'n_updates' parameter must be a non-negative int. "
                              f"Got {n_updates!r} instead.")
-        self.setup(dataset, bandwidths, initial_states)
+        schedule = self._continuation(n_updates)
+        self.setup(dataset, bandwidths.scaled(schedule[0][1], schedule[0][1])
+                   if schedule else bandwidths, initial_states)
         callbacks = list(callbacks)
         writer = None
         handle = None
@@ -235,7 +237,12 @@ class NOPG:
                 writer.writeheader()
         bar = tqdm(total=n_updates, disable=not progress, desc="NOPG", dynamic_ncols=True)
         try:
-            for _ in range(n_updates):
+            for i in range(n_updates):
+                for at, factor in schedule[1:]:
+                    if i == at:
+                        logger.info("update %d: bandwidths x %.3g (continuation)", self.update_,
+                                    factor)
+                        self.setup(dataset, bandwidths.scaled(factor, factor), initial_states)
                 metrics = self.step()
                 stop = False
                 for cb in callbacks:
@@ -261,6 +268,17 @@ class NOPG:
         if self.history_:
             self._warn_support(self.solution().support_gap)
         return self
+
+    def _continuation(self, n_updates: int) -> list[tuple[int, float]]:
+        """``(update index, bandwidth factor)`` stages of the continuation (empty when off)."""
+        c = self.config
+        if c.continuation is None or n_updates == 0:
+            return []
+        length = min(n_updates, c.continuation_updates or n_updates // 2)
+        stages = c.continuation_stages
+        factors = np.geomspace(c.continuation, 1.0, stages)
+        starts = [int(round(k * length / (stages - 1))) for k in range(stages - 1)] + [length]
+        return list(zip(starts, (float(f) for f in factors)))
 
     def _warn_support(self, gap: float) -> None:
         if gap > self.config.support_warning:

@@ -81,6 +81,14 @@ class NOPGConfig:
     support_warning : float
         ``fit`` warns when the final ``support_gap`` (share of the policy's discounted
         visitation where the data are thin) exceeds this.
+    continuation : float or None
+        If set, ``fit`` starts with every bandwidth multiplied by this factor and shrinks the
+        factor geometrically to 1 in ``continuation_stages`` steps over ``continuation_updates``
+        updates (default: half of them): wide kernels smooth the objective early, the given
+        bandwidths refine the policy at the end.
+    continuation_updates : int or None
+    continuation_stages : int
+        Number of bandwidth levels (>= 2), the last being the given bandwidths.
     sigma_decay_to : float or None
         If set, a Gaussian policy's ``sigma`` is multiplied by a factor decaying linearly from 1
         to this value over ``sigma_decay_updates`` updates (paper appendix, NOPG-S).
@@ -113,6 +121,9 @@ class NOPGConfig:
     absorbing_value: float | None = None
     support_radius: float = 2.0
     support_warning: float = 0.25
+    continuation: float | None = None
+    continuation_updates: int | None = None
+    continuation_stages: int = 4
     sigma_decay_to: float | None = None
     sigma_decay_updates: int | None = None
     dtype: str = "float64"
@@ -141,11 +152,17 @@ class NOPGConfig:
             _fail("support_radius", "a positive float", self.support_radius)
         if not _is_float(self.support_warning) or not 0 <= self.support_warning <= 1:
             _fail("support_warning", "a float in [0, 1]", self.support_warning)
+        if self.continuation is not None and (
+                not _is_float(self.continuation) or not 0 < self.continuation < np.inf):
+            _fail("continuation", "a positive float or None", self.continuation)
+        if not _is_int(self.continuation_stages) or self.continuation_stages < 2:
+            _fail("continuation_stages", "an int >= 2", self.continuation_stages)
         if not isinstance(self.refine, (bool, np.bool_)):
             _fail("refine", "a bool", self.refine)
         if self.top_k is None and self.neighbors in ("candidates", "knn"):
             _fail("neighbors", "'auto' or 'dense' when top_k is None", self.neighbors)
-        for name in ("top_k", "n_candidates", "n_mc_next", "sigma_decay_updates"):
+        for name in ("top_k", "n_candidates", "n_mc_next", "sigma_decay_updates",
+                     "continuation_updates"):
             value = getattr(self, name)
             if value is not None and (not _is_int(value) or value < 1):
                 _fail(name, "a positive int or None", value)
