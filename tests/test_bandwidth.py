@@ -282,3 +282,30 @@ def test_select_invalid_inputs():
             select_bandwidths(const, method)
     with pytest.raises(TypeError, match="must be a TransitionDataset"):
         select_bandwidths(np.zeros((3, 2)))
+
+
+def test_knn_replay_guard_widens_bandwidths_on_clustered_data():
+    """Most samples sit at one point (a controller holding a set point), a few trajectories
+    lead there: the median spacing is the cluster's, and without the guard a next state outside
+    the cluster has no data state but its successor within many bandwidths."""
+    rng = np.random.default_rng(0)
+    cluster = 0.001 * rng.normal(size=(900, 2))
+    path = np.cumsum(np.full((100, 2), 0.05), axis=0) + 0.02 * rng.normal(size=(100, 2))
+    states = np.concatenate([cluster, path])
+    next_states = np.concatenate([cluster + 0.0005 * rng.normal(size=(900, 2)),
+                                  np.concatenate([path[1:], path[-1:] + 0.05])])
+    actions = rng.uniform(-1, 1, size=(1000, 1))
+    ds = TransitionDataset(states, actions, np.zeros(1000), next_states, np.zeros(1000, bool))
+    plain = knn_bandwidths(ds, reach=float("inf"))
+    guarded = knn_bandwidths(ds)
+    ratio = guarded.state / plain.state
+    assert ratio[0] == pytest.approx(ratio[1]) and ratio[0] > 3     # one common widening factor
+    from scipy.spatial import cKDTree
+
+    fifth, _ = cKDTree(states / guarded.state).query(next_states / guarded.state, k=[5])
+    assert np.quantile(fifth, 0.9) == pytest.approx(8.0, rel=1e-6)
+    # Data without a dense cluster are left alone.
+    spread = make_dataset(400)
+    assert knn_bandwidths(spread) == knn_bandwidths(spread, reach=float("inf"))
+    with pytest.raises(ValueError, match="'coverage' parameter"):
+        knn_bandwidths(ds, coverage=0.0)

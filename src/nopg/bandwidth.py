@@ -361,6 +361,8 @@ def knn_bandwidths(
     k: int = 10,
     max_queries: int = 20_000,
     rng: np.random.Generator | int | None = None,
+    coverage: float = 0.9,
+    reach: float = 8.0,
 ) -> Bandwidths:
     """Local bandwidths from the data's own spacing: the rule behind ``method="auto"``.
 
@@ -378,11 +380,19 @@ def knn_bandwidths(
     an average over those neighbours, tilted towards the closer actions, instead of a copy of
     the single nearest one that the policy would exploit.
 
+    Replay guard: where most data sit in one place (a controller holding a set point), the median
+    spacing is that of the cluster, and elsewhere a next state's only neighbour within many
+    bandwidths is its own successor, so the model replays the logged trajectory whatever the
+    action. The state bandwidths are therefore widened (all by one factor) until a share
+    ``coverage`` of the next states have 5 data states within ``reach`` bandwidths.
+
     Parameters
     ----------
     dataset : TransitionDataset
     k : int
         Neighbours per next state (capped at ``n``).
+    coverage, reach : float
+        The replay guard (see above); ``reach=inf`` turns it off.
     max_queries : int
         At most this many next states (drawn without replacement) are queried.
     rng : numpy Generator or int, optional
@@ -396,6 +406,10 @@ def knn_bandwidths(
 
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
         raise ValueError(f"The 'k' parameter must be a positive int. Got {k!r} instead.")
+    if not 0 < coverage <= 1:
+        raise ValueError(f"The 'coverage' parameter must be in (0, 1]. Got {coverage!r} instead.")
+    if not reach > 0:
+        raise ValueError(f"The 'reach' parameter must be positive. Got {reach!r} instead.")
     if isinstance(max_queries, bool) or not isinstance(max_queries, (int, np.integer)) \
             or max_queries < 1:
         raise ValueError(f"The 'max_queries' parameter must be a positive int. "
@@ -420,6 +434,14 @@ def knn_bandwidths(
     # A dimension whose next states coincide with data states (e.g. a constant-velocity
     # coordinate sampled on a grid) gets no spacing; fall back to a small share of its spread.
     h_state = np.where(h_state > 0, h_state, 1e-3 * std)
+    if np.isfinite(reach) and n >= 5:
+        fifth, _ = cKDTree(states / h_state).query(queries / h_state, k=[5])
+        spread = float(np.quantile(fifth, coverage)) / reach
+        if spread > 1.0:
+            logger.info("k-NN bandwidths: %.0f%% of the next states have their 5th nearest data "
+                        "state beyond %.3g bandwidths; state bandwidths widened x %.3g",
+                        100 * (1 - coverage), reach, spread)
+            h_state = h_state * spread
     return Bandwidths(h_state, action_std)
 
 

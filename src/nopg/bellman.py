@@ -18,6 +18,14 @@ computed in log space so that queries far from the data never divide 0 by 0. For
 The gradient of ``J_hat`` (paper Eq. 6) is the autograd gradient of the surrogate
 ``eps0(theta) . stop(q) + stop(mu)^T P(theta) stop(q)`` (:meth:`BellmanSolution.surrogate`).
 
+Support. The softmax hides how far the data are: far from every sample it still sums to one.
+The unnormalised kernel mass ``c(s, a) = sum_j exp(l_j(s, a))`` does not, and gives the
+*thinness* ``1 - w = exp(-c / c0)``, ``c0 = exp(-support_radius^2 / 2)``, at every query. Its
+visitation-weighted mean is the ``support_gap`` reported with ``J_hat``. With
+``unsupported="absorb"`` every row of ``P`` and ``eps0`` is scaled by ``w`` and the missing mass
+enters an absorbing state of value ``v_abs``: ``q = (I - P_w)^{-1} (r + v_abs gamma (1 - w))``,
+``J_hat = eps0_w . q + v_abs mean(1 - w_0)``, still differentiable end to end.
+
 Sparsification (``top_k=k``) keeps the ``k`` largest responsibilities of every row and
 renormalises them. How those ``k`` are found is the ``neighbors`` option (DESIGN §2):
 
