@@ -46,7 +46,8 @@ def _run(args: tuple[str, dict, int, str]) -> dict:
             "support_gap": res["support_gap"], "bandwidth_time_s": res["bandwidth_time_s"],
             "fit_time_s": res["fit_time_s"], "time_per_update_s": res["time_per_update_s"],
             "state_bandwidth": json.dumps([round(v, 5) for v in res["bandwidths"]["state"]]),
-            "action_bandwidth": json.dumps([round(v, 5) for v in res["bandwidths"]["action"]])}
+            "action_bandwidth": json.dumps([round(v, 5) for v in res["bandwidths"]["action"]]),
+            "restarts": res["restarts"]}
 
 
 def bootstrap_mean_ci(values: np.ndarray, n_boot: int = 10_000, seed: int = 0) -> tuple[float, float]:
@@ -91,7 +92,21 @@ def main() -> None:
             writer.writeheader()
         for row in rows:
             writer.writerow({"task": args.task, "label": args.label, "changes": json.dumps(changes),
-                             **row})
+                             **{k: v for k, v in row.items() if k != "restarts"}})
+    if any(len(r["restarts"]) > 1 for r in rows):
+        rpath = out.with_name(out.stem + "_restarts.csv")
+        new_r = not rpath.exists()
+        with open(rpath, "a", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=("task", "label", "seed", "restart", "J_hat",
+                                                    "support_gap", "return"))
+            if new_r:
+                writer.writeheader()
+            for row in rows:
+                for run in row["restarts"]:
+                    writer.writerow({"task": args.task, "label": args.label, "seed": row["seed"],
+                                     "restart": run["restart"], "J_hat": run["J_hat"],
+                                     "support_gap": run["support_gap"],
+                                     "return": run["return_mean"]})
     returns = np.array([r["return"] for r in rows])
     lo, hi = bootstrap_mean_ci(returns)
     for r in rows:

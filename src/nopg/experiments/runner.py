@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import shutil
 import time
 import warnings
 from collections.abc import Iterator
@@ -58,6 +59,7 @@ class ExperimentConfig:
     hidden: tuple[int, ...] = (50,)           # policy MLP hidden widths (ReLU)
     sigma_max: float = 1.0                    # NOPG-S: sigma = sigma_max * sigmoid(g)
     normalize_states: bool = False            # the policy sees states standardised by the data
+    restarts: int = 1                         # fits per seed from other initialisations; best J_hat
     eval_every: int = 100                     # evaluate in the environment every N updates
     eval_episodes: int = 1                    # episodes per evaluation
     final_eval_episodes: int = 1              # episodes of the final evaluation
@@ -67,7 +69,7 @@ class ExperimentConfig:
     def __post_init__(self) -> None:
         if not self.seeds:
             raise ValueError("The 'seeds' parameter must name at least one seed. Got () instead.")
-        for name in ("n_updates", "eval_every", "eval_episodes", "final_eval_episodes"):
+        for name in ("n_updates", "eval_every", "eval_episodes", "final_eval_episodes", "restarts"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"The '{name}' parameter must be a positive int. "
@@ -156,9 +158,28 @@ def _bandwidths(data: TransitionDataset, config: ExperimentConfig, seed: int, ou
     return report.bandwidths, report.seconds
 
 
+def _fit_once(task: Task, config: ExperimentConfig, data: TransitionDataset, bw: Bandwidths,
+              s0: np.ndarray, seed: int, restart: int, log_path: Path, progress: bool) -> NOPG:
+    """One fit from the policy initialisation of ``(seed, restart)``; restart 0 uses ``seed``."""
+    torch.manual_seed(seed + 100_003 * restart)  # policy initialisation only
+    policy = make_policy(task, config, data)
+    algo = NOPG(policy, dataclasses.replace(config.nopg, seed=seed), stochastic=config.stochastic)
+    evaluator = EvalCallback(
+        lambda pol: float(np.mean(task.evaluate(pol, config, seed, config.eval_episodes))),
+        every=config.eval_every)
+    algo.fit(data, bw, s0, config.n_updates, callbacks=[evaluator], log_path=log_path,
+             progress=progress)
+    return algo
+
+
 def run_seed(task: Task, config: ExperimentConfig, seed: int, out_dir: Path,
              progress: bool = True) -> dict[str, Any]:
-    """Collect data, select bandwidths, optimise, evaluate and plot for one seed."""
+    """Collect data, select bandwidths, optimise, evaluate and plot for one seed.
+
+    With ``config.restarts > 1`` the fit is repeated from other policy initialisations and the
+    run with the highest ``J_hat`` is kept (every restart's ``J_hat`` and evaluation return are
+    recorded, for checking that ``J_hat`` ranks them).
+    """
     out_dir.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     data = task.make_dataset(config, seed)
@@ -166,17 +187,22 @@ def run_seed(task: Task, config: ExperimentConfig, seed: int, out_dir: Path,
     s0 = task.initial_states(data, config, seed)
     logger.info("seed %d: %r; bandwidths state=%s action=%s", seed, data,
                 np.round(bw.state, 4).tolist(), np.round(bw.action, 4).tolist())
-    torch.manual_seed(seed)  # policy initialisation only; NOPG's noise has its own generator
-    policy = make_policy(task, config, data)
-    algo = NOPG(policy, dataclasses.replace(config.nopg, seed=seed), stochastic=config.stochastic)
-    evaluator = EvalCallback(
-        lambda pol: float(np.mean(task.evaluate(pol, config, seed, config.eval_episodes))),
-        every=config.eval_every)
     fit_start = time.perf_counter()
-    algo.fit(data, bw, s0, config.n_updates, callbacks=[evaluator], log_path=out_dir / "log.csv",
-             progress=progress)
+    runs = []
+    for r in range(config.restarts):
+        log_path = out_dir / ("log.csv" if config.restarts == 1 else f"log_restart{r}.csv")
+        algo = _fit_once(task, config, data, bw, s0, seed, r, log_path, progress)
+        returns = task.evaluate(algo.policy, config, seed, config.final_eval_episodes)
+        runs.append({"restart": r, "algo": algo, "returns": returns, "J_hat": algo.J_,
+                     "support_gap": algo.support_gap_, "log": log_path})
+        logger.info("seed %d restart %d: J_hat %.4f (support gap %.3f), return %.2f", seed, r,
+                    algo.J_, algo.support_gap_, float(np.mean(returns)))
     fit_time = time.perf_counter() - fit_start
-    returns = task.evaluate(algo.policy, config, seed, config.final_eval_episodes)
+    chosen = max(runs, key=lambda run: run["J_hat"])
+    algo, returns = chosen["algo"], chosen["returns"]
+    if config.restarts > 1:
+        shutil.copyfile(chosen["log"], out_dir / "log.csv")
+        logger.info("seed %d: restart %d has the highest J_hat and is kept", seed, chosen["restart"])
     algo.save(out_dir / "checkpoint")
     plot_learning_curve(out_dir / "log.csv", out_dir / "learning_curve.png",
                         title=f"{task.name} seed {seed}")
@@ -189,6 +215,9 @@ def run_seed(task: Task, config: ExperimentConfig, seed: int, out_dir: Path,
         "wall_time_s": time.perf_counter() - start, "fit_time_s": fit_time,
         "time_per_update_s": float(np.mean(update_times)) if update_times else None,
         "bandwidths": bw.to_dict(), "plots": [str(p.name) for p in plots],
+        "restarts": [{"restart": run["restart"], "J_hat": run["J_hat"],
+                      "support_gap": run["support_gap"],
+                      "return_mean": float(np.mean(run["returns"]))} for run in runs],
     }
     logger.info("seed %d: return %.2f, J_hat %.4f (support gap %.3f), %.1f s (%.2f ms/update)",
                 seed, result["return_mean"], result["J_hat"], result["support_gap"],
