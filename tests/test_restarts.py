@@ -36,7 +36,20 @@ def test_restarts_keep_the_best_j_hat(tmp_path):
     json.dumps(res["restarts"])
 
 
+def test_restart_updates_choose_early_and_continue_the_best(tmp_path):
+    task, config = _config(2)
+    config = config.replace(restart_updates=2, n_updates=5)
+    res = run_seed(task, config, 0, tmp_path, progress=False)
+    best = max(res["restarts"], key=lambda r: r["J_hat"])
+    rows = (tmp_path / "log.csv").read_text().splitlines()[1:]
+    assert [int(r.split(",")[0]) for r in rows] == [1, 2, 3, 4, 5]    # 2 before, 3 after
+    other = 1 - best["restart"]
+    assert len((tmp_path / f"log_restart{other}.csv").read_text().splitlines()) == 3
+
+
 def test_bad_restarts():
     task = get_task("pendulum-grid")
     with pytest.raises(ValueError, match="'restarts' parameter"):
         task.default_config().replace(restarts=0)
+    with pytest.raises(ValueError, match="'restart_updates' parameter"):
+        task.default_config().replace(restart_updates=0)

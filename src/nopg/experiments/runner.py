@@ -60,6 +60,7 @@ class ExperimentConfig:
     sigma_max: float = 1.0                    # NOPG-S: sigma = sigma_max * sigmoid(g)
     normalize_states: bool = False            # the policy sees states standardised by the data
     restarts: int = 1                         # fits per seed from other initialisations; best J_hat
+    restart_updates: int | None = None        # updates per restart before choosing (None: all)
     eval_every: int = 100                     # evaluate in the environment every N updates
     eval_episodes: int = 1                    # episodes per evaluation
     final_eval_episodes: int = 1              # episodes of the final evaluation
@@ -74,6 +75,11 @@ class ExperimentConfig:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"The '{name}' parameter must be a positive int. "
                                  f"Got {value!r} instead.")
+        if self.restart_updates is not None and (
+                isinstance(self.restart_updates, bool) or not isinstance(self.restart_updates, int)
+                or self.restart_updates < 1):
+            raise ValueError(f"The 'restart_updates' parameter must be a positive int or None. "
+                             f"Got {self.restart_updates!r} instead.")
         if self.bandwidth_method not in METHODS:
             raise ValueError(f"The 'bandwidth_method' parameter must be one of {', '.join(METHODS)}. "
                              f"Got {self.bandwidth_method!r} instead.")
@@ -159,26 +165,27 @@ def _bandwidths(data: TransitionDataset, config: ExperimentConfig, seed: int, ou
 
 
 def _fit_once(task: Task, config: ExperimentConfig, data: TransitionDataset, bw: Bandwidths,
-              s0: np.ndarray, seed: int, restart: int, log_path: Path, progress: bool) -> NOPG:
-    """One fit from the policy initialisation of ``(seed, restart)``; restart 0 uses ``seed``."""
+              s0: np.ndarray, seed: int, restart: int, log_path: Path, progress: bool,
+              n_updates: int) -> tuple[NOPG, EvalCallback]:
+    """A fit from the policy initialisation of ``(seed, restart)``; restart 0 uses ``seed``."""
     torch.manual_seed(seed + 100_003 * restart)  # policy initialisation only
     policy = make_policy(task, config, data)
     algo = NOPG(policy, dataclasses.replace(config.nopg, seed=seed), stochastic=config.stochastic)
     evaluator = EvalCallback(
         lambda pol: float(np.mean(task.evaluate(pol, config, seed, config.eval_episodes))),
         every=config.eval_every)
-    algo.fit(data, bw, s0, config.n_updates, callbacks=[evaluator], log_path=log_path,
-             progress=progress)
-    return algo
+    algo.fit(data, bw, s0, n_updates, callbacks=[evaluator], log_path=log_path, progress=progress)
+    return algo, evaluator
 
 
 def run_seed(task: Task, config: ExperimentConfig, seed: int, out_dir: Path,
              progress: bool = True) -> dict[str, Any]:
     """Collect data, select bandwidths, optimise, evaluate and plot for one seed.
 
-    With ``config.restarts > 1`` the fit is repeated from other policy initialisations and the
-    run with the highest ``J_hat`` is kept (every restart's ``J_hat`` and evaluation return are
-    recorded, for checking that ``J_hat`` ranks them).
+    With ``config.restarts > 1`` the fit is repeated from other policy initialisations for
+    ``config.restart_updates`` updates (all of them by default), the run with the highest ``J_hat``
+    is kept and continued to ``n_updates``. Every restart's ``J_hat`` and evaluation return at the
+    choice are recorded, for checking that ``J_hat`` ranks them.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
@@ -189,20 +196,27 @@ def run_seed(task: Task, config: ExperimentConfig, seed: int, out_dir: Path,
                 np.round(bw.state, 4).tolist(), np.round(bw.action, 4).tolist())
     fit_start = time.perf_counter()
     runs = []
+    first = config.n_updates if config.restarts == 1 else \
+        min(config.restart_updates or config.n_updates, config.n_updates)
     for r in range(config.restarts):
         log_path = out_dir / ("log.csv" if config.restarts == 1 else f"log_restart{r}.csv")
-        algo = _fit_once(task, config, data, bw, s0, seed, r, log_path, progress)
+        algo, evaluator = _fit_once(task, config, data, bw, s0, seed, r, log_path, progress, first)
         returns = task.evaluate(algo.policy, config, seed, config.final_eval_episodes)
-        runs.append({"restart": r, "algo": algo, "returns": returns, "J_hat": algo.J_,
-                     "support_gap": algo.support_gap_, "log": log_path})
-        logger.info("seed %d restart %d: J_hat %.4f (support gap %.3f), return %.2f", seed, r,
-                    algo.J_, algo.support_gap_, float(np.mean(returns)))
-    fit_time = time.perf_counter() - fit_start
+        runs.append({"restart": r, "algo": algo, "evaluator": evaluator, "returns": returns,
+                     "J_hat": algo.J_, "support_gap": algo.support_gap_, "log": log_path})
+        logger.info("seed %d restart %d after %d updates: J_hat %.4f (support gap %.3f), "
+                    "return %.2f", seed, r, first, algo.J_, algo.support_gap_,
+                    float(np.mean(returns)))
     chosen = max(runs, key=lambda run: run["J_hat"])
     algo, returns = chosen["algo"], chosen["returns"]
     if config.restarts > 1:
-        shutil.copyfile(chosen["log"], out_dir / "log.csv")
         logger.info("seed %d: restart %d has the highest J_hat and is kept", seed, chosen["restart"])
+        if first < config.n_updates:
+            algo.fit(data, bw, s0, config.n_updates - first, callbacks=[chosen["evaluator"]],
+                     log_path=chosen["log"], progress=progress)
+            returns = task.evaluate(algo.policy, config, seed, config.final_eval_episodes)
+        shutil.copyfile(chosen["log"], out_dir / "log.csv")
+    fit_time = time.perf_counter() - fit_start
     algo.save(out_dir / "checkpoint")
     plot_learning_curve(out_dir / "log.csv", out_dir / "learning_curve.png",
                         title=f"{task.name} seed {seed}")
