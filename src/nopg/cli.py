@@ -378,11 +378,12 @@ def _dispatch(args: argparse.Namespace) -> int:
     from .experiments import ANALYSES, TASKS, get_task, run_experiment
 
     if args.command == "list":
+        width = max(len(name) for name in [*TASKS, *ANALYSES])
         for name, cls in sorted(TASKS.items()):
             doc = (cls.__doc__ or "").strip().splitlines()[0]
-            print(f"{name:20s} {doc}")
+            print(f"{name:{width}s} {doc}")
         for name, doc in ANALYSES.items():
-            print(f"{name:20s} {doc}")
+            print(f"{name:{width}s} {doc}")
         return 0
     if args.command == "data":
         return _data_command(args)
