@@ -15,18 +15,12 @@ import csv
 from collections import defaultdict
 
 import numpy as np
+from bandwidth_study import bootstrap_mean_ci
 from scipy.stats import spearmanr
 
 SUCCESS = {"pendulum-grid": -600.0, "pendulum-random": -600.0, "pendulum-uniform": -600.0,
            "cartpole-random": 9000.0, "mountaincar-human": 82.4, "mountaincar-uniform": 0.0,
            "invertedpendulum-random": 500.0, "pendulum-controller": -418.0}
-
-
-def bootstrap_ci(values: np.ndarray, n_boot: int = 10_000, seed: int = 0) -> tuple[float, float]:
-    rng = np.random.default_rng(seed)
-    means = values[rng.integers(0, values.size, size=(n_boot, values.size))].mean(1)
-    lo, hi = np.percentile(means, [2.5, 97.5])
-    return float(lo), float(hi)
 
 
 def main() -> None:
@@ -45,7 +39,7 @@ def main() -> None:
         rows = sorted(rows, key=lambda r: int(r["seed"]))
         ret = np.array([float(r["return"]) for r in rows])
         j_hat = np.array([float(r["J_hat"]) for r in rows])
-        lo, hi = bootstrap_ci(ret)
+        lo, hi = bootstrap_mean_ci(ret)
         thr = SUCCESS.get(task)
         failed = [int(r["seed"]) for r, v in zip(rows, ret) if thr is not None and v < thr]
         ok = len(rows) - len(failed)

@@ -217,6 +217,64 @@ def evaluate_policy(
     }
 
 
+def collect_episodes(env: gym.Env, n_samples: int, act: Callable[[np.ndarray], np.ndarray],
+                     seed: int) -> Any:
+    """``n_samples`` transitions of ``act(obs) -> action`` in ``env``, episode after episode.
+
+    The first reset is seeded with ``seed`` (later resets continue its generator); the env is
+    closed at the end. ``terminals`` where the env said ``terminated``, ``truncations`` where it
+    said ``truncated`` only, and on the last transition when the data end mid-episode.
+    """
+    from nopg.data import TransitionDataset
+
+    n = int(n_samples)
+    d_s = env.observation_space.shape[0]
+    states, next_states = np.empty((n, d_s)), np.empty((n, d_s))
+    actions: np.ndarray | None = None
+    rewards = np.empty(n)
+    terminals, truncations = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
+    episode_ids = np.empty(n, dtype=np.int64)
+    try:
+        obs, _ = env.reset(seed=int(seed))
+        episode = 0
+        for i in range(n):
+            action = np.asarray(act(obs), dtype=np.float64).reshape(-1)
+            if actions is None:
+                actions = np.empty((n, action.shape[0]))
+            next_obs, reward, terminated, truncated, _ = env.step(action)
+            states[i], actions[i], rewards[i], next_states[i] = obs, action, reward, next_obs
+            terminals[i], truncations[i] = terminated, truncated and not terminated
+            episode_ids[i] = episode
+            if terminated or truncated:
+                obs, _ = env.reset()
+                episode += 1
+            else:
+                obs = next_obs
+    finally:
+        env.close()
+    if not terminals[-1]:
+        truncations[-1] = True
+    return TransitionDataset(states=states, actions=actions, rewards=rewards,
+                             next_states=next_states, terminals=terminals,
+                             truncations=truncations, episode_ids=episode_ids)
+
+
+def evaluate_episodes(env: gym.Env, policy: PolicyLike, episodes: int, seed: int
+                      ) -> dict[str, list]:
+    """Returns, lengths and ``terminated`` flags of ``episodes`` rollouts (reset seeds
+    ``seed + k``); the env is closed at the end."""
+    out: dict[str, list] = {"returns": [], "lengths": [], "fell": []}
+    try:
+        for k in range(int(episodes)):
+            ep = rollout(env, policy, seed=seed + k)
+            out["returns"].append(ep["return"])
+            out["lengths"].append(ep["length"])
+            out["fell"].append(ep["terminated"])
+    finally:
+        env.close()
+    return out
+
+
 def pendulum_bottom_setter(env: gym.Env) -> np.ndarray:
     """Put a reset pendulum at the bottom at rest, state ``(pi, 0)``, observation ``(-1, 0, 0)``.
 

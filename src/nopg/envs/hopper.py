@@ -120,8 +120,6 @@ def collect_hopper(n_samples: int, behaviour: str | Callable[[np.ndarray], np.nd
         ``terminated``), ``truncations`` where the time limit hit or the data ended mid-episode,
         ``episode_ids``; actions are the applied (clipped) ones.
     """
-    from nopg.data import TransitionDataset
-
     if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)) or n_samples < 1:
         raise ValueError(f"The 'n_samples' parameter must be a positive int. Got {n_samples!r}.")
     if not (behaviour == "uniform" or callable(behaviour)):
@@ -130,37 +128,18 @@ def collect_hopper(n_samples: int, behaviour: str | Callable[[np.ndarray], np.nd
     if not np.isfinite(action_noise) or action_noise < 0:
         raise ValueError(f"The 'action_noise' parameter must be a non-negative float. "
                          f"Got {action_noise!r}.")
-    n = int(n_samples)
+    from nopg.evaluation import collect_episodes
+
     rng = np.random.default_rng([seed, 1])
-    states, next_states = np.empty((n, OBS_DIM)), np.empty((n, OBS_DIM))
-    actions, rewards = np.empty((n, ACT_DIM)), np.empty(n)
-    terminals, truncations = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
-    episode_ids = np.empty(n, dtype=np.int64)
-    env = make_hopper_env(max_episode_steps=max_episode_steps)
-    try:
-        obs, _ = env.reset(seed=int(seed))
-        episode = 0
-        for i in range(n):
-            if behaviour == "uniform":
-                action = rng.uniform(-1.0, 1.0, ACT_DIM)
-            else:
-                action = np.asarray(behaviour(obs.copy()), dtype=np.float64).reshape(ACT_DIM)
-            if action_noise > 0:
-                action = action + rng.normal(0.0, action_noise, ACT_DIM)
-            action = np.clip(action, -1.0, 1.0)
-            next_obs, reward, terminated, truncated, _ = env.step(action)
-            states[i], actions[i], rewards[i], next_states[i] = obs, action, reward, next_obs
-            terminals[i], truncations[i] = terminated, truncated and not terminated
-            episode_ids[i] = episode
-            if terminated or truncated:
-                obs, _ = env.reset()
-                episode += 1
-            else:
-                obs = next_obs
-    finally:
-        env.close()
-    if not terminals[-1]:
-        truncations[-1] = True
-    return TransitionDataset(states=states, actions=actions, rewards=rewards,
-                             next_states=next_states, terminals=terminals,
-                             truncations=truncations, episode_ids=episode_ids)
+
+    def act(obs: np.ndarray) -> np.ndarray:
+        if behaviour == "uniform":
+            action = rng.uniform(-1.0, 1.0, ACT_DIM)
+        else:
+            action = np.asarray(behaviour(obs.copy()), dtype=np.float64).reshape(ACT_DIM)
+        if action_noise > 0:
+            action = action + rng.normal(0.0, action_noise, ACT_DIM)
+        return np.clip(action, -1.0, 1.0)
+
+    return collect_episodes(make_hopper_env(max_episode_steps=max_episode_steps), int(n_samples),
+                            act, seed)

@@ -42,7 +42,7 @@ from ..algorithm import NOPG
 from ..config import NOPGConfig
 from ..data import TransitionDataset
 from ..envs.hopper import collect_hopper, make_hopper_env
-from ..evaluation import rollout
+from ..evaluation import evaluate_episodes
 from .runner import ExperimentConfig
 from .umaze import load_external_dataset, sample_reset_states, subsample
 
@@ -101,18 +101,9 @@ class HopperTask:
 
     def evaluate(self, policy: nn.Module, config: ExperimentConfig, seed: int, episodes: int
                  ) -> list[float]:
-        env = self._env_fn(config)()
-        returns, lengths, fell = [], [], []
-        try:
-            for k in range(int(episodes)):
-                ep = rollout(env, policy, seed=1_000_000 + 1000 * seed + k)
-                returns.append(ep["return"])
-                lengths.append(ep["length"])
-                fell.append(ep["terminated"])
-        finally:
-            env.close()
-        self._last_eval = {"returns": returns, "lengths": lengths, "fell": fell}
-        return returns
+        self._last_eval = evaluate_episodes(self._env_fn(config)(), policy, episodes,
+                                            seed=1_000_000 + 1000 * seed)
+        return self._last_eval["returns"]
 
     def plot(self, algo: NOPG, data: TransitionDataset, config: ExperimentConfig, out_dir: Path
              ) -> list[Path]:

@@ -50,7 +50,7 @@ from ..envs.mountaincar import (
     make_mountaincar_env,
     reset_states,
 )
-from ..evaluation import rollout
+from ..evaluation import collect_episodes, evaluate_episodes, rollout
 from .runner import ExperimentConfig
 from .umaze import sample_reset_states
 from .user_data_pendulum import PendulumControllerTask, PendulumUniformTask
@@ -236,32 +236,7 @@ def collect_invertedpendulum_random(n_samples: int, seed: int, episode_length: i
     rng = np.random.default_rng([int(seed), 1])
     env = make_invertedpendulum_env(episode_length)
     low, high = env.action_space.low.astype(np.float64), env.action_space.high.astype(np.float64)
-    d_s, d_a = env.observation_space.shape[0], env.action_space.shape[0]
-    states, next_states = np.empty((n, d_s)), np.empty((n, d_s))
-    actions, rewards = np.empty((n, d_a)), np.empty(n)
-    terminals, truncations = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
-    episode_ids = np.empty(n, dtype=np.int64)
-    try:
-        obs, _ = env.reset(seed=int(seed))
-        episode = 0
-        for i in range(n):
-            action = rng.uniform(low, high)
-            next_obs, reward, terminated, truncated, _ = env.step(action)
-            states[i], actions[i], rewards[i], next_states[i] = obs, action, reward, next_obs
-            terminals[i], truncations[i] = terminated, truncated and not terminated
-            episode_ids[i] = episode
-            if terminated or truncated:
-                obs, _ = env.reset()
-                episode += 1
-            else:
-                obs = next_obs
-    finally:
-        env.close()
-    if not terminals[-1]:
-        truncations[-1] = True
-    return TransitionDataset(states=states, actions=actions, rewards=rewards,
-                             next_states=next_states, terminals=terminals,
-                             truncations=truncations, episode_ids=episode_ids)
+    return collect_episodes(env, n, lambda obs: rng.uniform(low, high), int(seed))
 
 
 class InvertedPendulumRandomTask(_EvaluationRecord):
@@ -293,18 +268,9 @@ class InvertedPendulumRandomTask(_EvaluationRecord):
 
     def evaluate(self, policy: nn.Module, config: ExperimentConfig, seed: int, episodes: int
                  ) -> list[float]:
-        env = self._env_fn(config)()
-        returns, lengths, fell = [], [], []
-        try:
-            for k in range(int(episodes)):
-                ep = rollout(env, policy, seed=1_000_000 + 1000 * seed + k)
-                returns.append(ep["return"])
-                lengths.append(ep["length"])
-                fell.append(ep["terminated"])
-        finally:
-            env.close()
-        self._last_eval = {"returns": returns, "lengths": lengths, "fell": fell}
-        return returns
+        self._last_eval = evaluate_episodes(self._env_fn(config)(), policy, episodes,
+                                            seed=1_000_000 + 1000 * seed)
+        return self._last_eval["returns"]
 
     def plot(self, algo: NOPG, data: TransitionDataset, config: ExperimentConfig, out_dir: Path
              ) -> list[Path]:
