@@ -114,12 +114,18 @@ class MountainCarHumanTask:
 
 
 def plot_mountaincar_portraits(algo: NOPG, data: TransitionDataset, trajectory: np.ndarray,
-                               path: Path, resolution: int = 80, title: str | None = None) -> Path:
-    """V and the visitation over position x velocity, with the demonstrations and a trajectory.
+                               path: Path, resolution: int = 80, title: str | None = None,
+                               data_style: str = "episodes") -> Path:
+    """V and the visitation over position x velocity, with the data and a trajectory.
 
+    ``data_style="episodes"`` draws each episode as a line (demonstrations), ``"points"`` the
+    data states as dots (e.g. one-step transitions at random states).
     ``nopg.plots.plot_phase_portraits`` is specific to the pendulum's angle axes, hence this
     small plot for the mountain car's ``(x, v)`` state.
     """
+    if data_style not in ("episodes", "points"):
+        raise ValueError(f"The 'data_style' parameter must be 'episodes' or 'points'. "
+                         f"Got {data_style!r} instead.")
     from ..plots import _pyplot, _save
 
     xs = np.linspace(MIN_POSITION, MAX_POSITION, resolution)
@@ -134,10 +140,14 @@ def plot_mountaincar_portraits(algo: NOPG, data: TransitionDataset, trajectory: 
     for ax, values, name, cmap in zip(axes, panels, names, ("viridis", "magma"), strict=True):
         mesh = ax.pcolormesh(gx, gv, values, shading="auto", cmap=cmap)
         fig.colorbar(mesh, ax=ax, label=name)
-        for j, idx in enumerate(data.episodes()):
-            ep = np.vstack([data.states[idx], data.next_states[idx[-1]]])
-            ax.plot(ep[:, 0], ep[:, 1], color="w", lw=0.8, alpha=0.8,
-                    label="demonstrations" if j == 0 else None)
+        if data_style == "points":
+            ax.scatter(data.states[:, 0], data.states[:, 1], s=1, color="w", alpha=0.4,
+                       label="data")
+        else:
+            for j, idx in enumerate(data.episodes()):
+                ep = np.vstack([data.states[idx], data.next_states[idx[-1]]])
+                ax.plot(ep[:, 0], ep[:, 1], color="w", lw=0.8, alpha=0.8,
+                        label="demonstrations" if j == 0 else None)
         ax.plot(trajectory[:, 0], trajectory[:, 1], color="C3", lw=1.5, label="evaluation")
         ax.axvline(GOAL_POSITION, color="C2", ls="--", lw=1, label="goal")
         ax.set_xlim(MIN_POSITION, MAX_POSITION)

@@ -51,6 +51,7 @@ from ..envs.mountaincar import (
     reset_states,
 )
 from ..evaluation import collect_episodes, evaluate_episodes, rollout
+from .mountaincar_human import plot_mountaincar_portraits
 from .runner import ExperimentConfig
 from .umaze import sample_reset_states
 from .user_data_pendulum import PendulumControllerTask, PendulumUniformTask
@@ -176,42 +177,12 @@ class MountainCarUniformTask(_EvaluationRecord):
             traj = rollout(env, algo.policy, seed=10_000)
         finally:
             env.close()
-        paths.append(plot_value_portraits(
-            algo, data.states, traj["states"], out_dir / "phase_portraits.png",
+        paths.append(plot_mountaincar_portraits(
+            algo, data, traj["states"], out_dir / "phase_portraits.png",
             resolution=int(config.task.get("portrait_resolution", 80)),
             title=f"Mountain car, uniform one-step data (n = {data.n}), J_hat = {algo.J_:.1f}, "
-                  f"evaluation return {traj['return']:.1f}"))
+                  f"evaluation return {traj['return']:.1f}", data_style="points"))
         return paths
-
-
-def plot_value_portraits(algo: NOPG, data_states: np.ndarray, trajectory: np.ndarray, path: Path,
-                         resolution: int = 80, title: str | None = None) -> Path:
-    """V and the visitation over the mountain car's ``(x, v)``, data states as dots, a trajectory."""
-    from ..plots import _pyplot, _save
-
-    gx, gv = np.meshgrid(np.linspace(MIN_POSITION, MAX_POSITION, resolution),
-                         np.linspace(-MAX_SPEED, MAX_SPEED, resolution))
-    grid = np.stack([gx.ravel(), gv.ravel()], axis=1)
-    panels = [np.asarray(algo.value(grid), float).reshape(gx.shape),
-              np.asarray(algo.visitation(grid), float).reshape(gx.shape)]
-    plt = _pyplot()
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
-    names = ("V(s)", r"visitation $\varepsilon_\pi(s)\cdot\mu$")
-    for ax, values, name, cmap in zip(axes, panels, names, ("viridis", "magma"), strict=True):
-        mesh = ax.pcolormesh(gx, gv, values, shading="auto", cmap=cmap)
-        fig.colorbar(mesh, ax=ax, label=name)
-        ax.scatter(data_states[:, 0], data_states[:, 1], s=1, color="w", alpha=0.4, label="data")
-        ax.plot(trajectory[:, 0], trajectory[:, 1], color="C3", lw=1.5, label="evaluation")
-        ax.axvline(GOAL_POSITION, color="C2", ls="--", lw=1, label="goal")
-        ax.set_xlim(MIN_POSITION, MAX_POSITION)
-        ax.set_ylim(-MAX_SPEED, MAX_SPEED)
-        ax.set_xlabel("position x")
-        ax.set_ylabel("velocity v")
-        ax.set_title(name)
-        ax.legend(loc="lower left", fontsize="small")
-    if title:
-        fig.suptitle(title)
-    return _save(fig, path)
 
 
 # -------------------------------------------------------------------------- inverted pendulum
