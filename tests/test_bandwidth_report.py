@@ -56,19 +56,9 @@ def test_auto_reports_the_rule_and_leaves_logging_alone(dataset):
     logger = logging.getLogger("nopg.bandwidth")
     level = logger.level
     report = bandwidth_report(dataset, "auto", rng=1)
-    assert report.method == "auto" and report.method_used
+    assert report.method == "auto" and report.method_used == "knn"
     assert report.bandwidths == select_bandwidths(dataset, method="auto", rng=1)
     assert logger.level == level and not logger.filters
-
-
-@pytest.mark.parametrize("msg, args, expected", [
-    ("selected bandwidths (%s): %s", ("cv", {}), "cv"),
-    ("selected bandwidths (%s: local k-NN rule): %s", ("auto", {}), "auto: local k-NN rule"),
-    ("something else %s", ("x",), "auto"),
-])
-def test_method_used_from_log(msg, args, expected):
-    record = logging.LogRecord("nopg.bandwidth", logging.INFO, __file__, 1, msg, args, None)
-    assert br._method_used([record], "auto") == expected
 
 
 def test_distances_are_in_bandwidth_units(dataset):

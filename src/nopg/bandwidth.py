@@ -23,6 +23,7 @@ __all__ = [
     "cross_validated_bandwidth",
     "is_grid_like",
     "knn_bandwidths",
+    "resolve_method",
     "scott_bandwidth",
     "select_bandwidths",
     "silverman_bandwidth",
@@ -445,6 +446,16 @@ def knn_bandwidths(
     return Bandwidths(h_state, action_std)
 
 
+def resolve_method(method: str) -> str:
+    """The rule a method name stands for: ``"auto"`` is ``"knn"``, the others are themselves."""
+    if method not in METHODS:
+        raise ValueError(
+            f"The 'method' parameter must be one of {', '.join(map(repr, METHODS))}. "
+            f"Got {method!r} instead."
+        )
+    return "knn" if method == "auto" else method
+
+
 def select_bandwidths(
     dataset: TransitionDataset,
     method: str = "auto",
@@ -475,18 +486,14 @@ def select_bandwidths(
         raise TypeError(
             f"dataset must be a TransitionDataset. Got {type(dataset).__name__} instead."
         )
-    if method not in METHODS:
-        raise ValueError(
-            f"The 'method' parameter must be one of {', '.join(map(repr, METHODS))}. "
-            f"Got {method!r} instead."
-        )
+    resolved = resolve_method(method)
     s_fac = _factor("state_factor", state_factor, dataset.state_dim)
     a_fac = _factor("action_factor", action_factor, dataset.action_dim)
     ns_fac = (
         None if next_state_factor is None
         else _factor("next_state_factor", next_state_factor, dataset.state_dim)
     )
-    if method in ("knn", "auto"):
+    if resolved == "knn":
         knn = knn_bandwidths(dataset, rng=rng)
         result = Bandwidths(knn.state * s_fac, knn.action * a_fac,
                             None if ns_fac is None else knn.state * ns_fac)

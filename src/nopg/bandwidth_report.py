@@ -22,21 +22,15 @@ This module is math only (numpy, scipy, torch); the figure is :mod:`nopg.bandwid
 
 from __future__ import annotations
 
-import logging
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import torch
 from numpy.typing import ArrayLike
 from scipy.spatial import cKDTree
-from torch import nn
 
-from . import bandwidth as _bandwidth
-from .bandwidth import Bandwidths, select_bandwidths, silverman_bandwidth
+from .bandwidth import Bandwidths, resolve_method, select_bandwidths, silverman_bandwidth
 from .bellman import NonparametricBellman
 from .data import TransitionDataset
 
@@ -68,8 +62,7 @@ class BandwidthReport:
     method: str
     """The requested rule."""
     method_used: str
-    """The rule that ran as :mod:`nopg.bandwidth` logs it (e.g. ``"silverman"``, ``"auto: local
-    k-NN rule"``): shows what ``"auto"`` stands for; the requested method if nothing was logged."""
+    """The rule that ran (:func:`nopg.bandwidth.resolve_method`: ``"auto"`` is ``"knn"``)."""
     state_factor: np.ndarray
     action_factor: np.ndarray
     seconds: float
@@ -157,9 +150,8 @@ class BandwidthReport:
 
     def to_text(self) -> str:
         """Human-readable summary."""
-        used = self.method_used
-        method = used if used == self.method or used.startswith(self.method + ":") \
-            else f"{used} (requested {self.method})"
+        method = self.method if self.method_used == self.method \
+            else f"{self.method} (= {self.method_used})"
         factors = ""
         if np.any(self.state_factor != 1.0) or np.any(self.action_factor != 1.0):
             factors = (f"; factors state {_vec(self.state_factor)}, "
@@ -221,33 +213,14 @@ def _ordinal(k: int) -> str:
 
 
 # ------------------------------------------------------------------------------ pieces
-class _FixedActions(nn.Module):
-    """A "policy" that returns the stored actions of the current batch of query states."""
-
-    def __init__(self, actions: torch.Tensor) -> None:
-        super().__init__()
-        self.anchor = nn.Parameter(torch.zeros((), dtype=torch.float64), requires_grad=False)
-        self.actions = actions
-
-    def forward(self, states: torch.Tensor) -> torch.Tensor:
-        if states.shape[0] != self.actions.shape[0]:
-            raise RuntimeError(f"{states.shape[0]} query states but {self.actions.shape[0]} "
-                               "stored actions")
-        return self.actions
-
-
 def _thinness(model: NonparametricBellman, states: np.ndarray, actions: np.ndarray) -> np.ndarray:
-    """Thinness at the pairs ``(states[i], actions[i])``, evaluated in blocks."""
-    m = states.shape[0]
-    if m == 0:
+    """Thinness at the pairs ``(states[i], actions[i])``, in blocks that bound the dense model's
+    (block, n, d_s) arrays."""
+    if states.shape[0] == 0:
         return np.zeros(0)
-    block = m if model.top_k is not None \
+    chunk = states.shape[0] if model.top_k is not None \
         else max(1, _BLOCK // (model.n * (model.dataset.state_dim + 1)))
-    out = []
-    for start in range(0, m, block):
-        acts = torch.as_tensor(actions[start:start + block], dtype=torch.float64)
-        out.append(model.thinness(_FixedActions(acts), states[start:start + block]))
-    return np.concatenate(out)
+    return model.thinness(None, states, actions=actions, chunk=chunk)
 
 
 def _own_next_pairs(dataset: TransitionDataset) -> tuple[np.ndarray, np.ndarray]:
@@ -262,49 +235,6 @@ def _own_next_pairs(dataset: TransitionDataset) -> tuple[np.ndarray, np.ndarray]
     i, j = np.concatenate(first), np.concatenate(second)
     keep = ~dataset.terminals[i]
     return i[keep], j[keep]
-
-
-class _Capture(logging.Filter):
-    """Records every message of a logger; lets through only those it would have handled anyway."""
-
-    def __init__(self, threshold: int) -> None:
-        super().__init__()
-        self.threshold = threshold
-        self.records: list[logging.LogRecord] = []
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        self.records.append(record)
-        return record.levelno >= self.threshold
-
-
-@contextmanager
-def _captured(logger: logging.Logger) -> Iterator[_Capture]:
-    """Capture the INFO records of ``logger`` without changing what reaches its handlers."""
-    level, threshold = logger.level, logger.getEffectiveLevel()
-    capture = _Capture(threshold)
-    logger.addFilter(capture)
-    logger.setLevel(min(threshold, logging.INFO))
-    try:
-        yield capture
-    finally:
-        logger.removeFilter(capture)
-        logger.setLevel(level)
-
-
-def _method_used(records: list[logging.LogRecord], requested: str) -> str:
-    """The rule named in :func:`select_bandwidths`' "selected bandwidths (<rule>): ..." message
-    (e.g. ``"silverman"`` or ``"auto: local k-NN rule"``); ``requested`` if there is none."""
-    prefix = "selected bandwidths ("
-    for record in reversed(records):
-        try:
-            text = record.getMessage()
-        except (TypeError, ValueError):
-            continue
-        if text.startswith(prefix) and "):" in text:
-            rule = text[len(prefix):text.index("):")].strip()
-            if rule:
-                return rule
-    return requested
 
 
 def _check_probes(value: int) -> int:
@@ -347,21 +277,17 @@ def bandwidth_report(
     """
     if not isinstance(dataset, TransitionDataset):
         raise TypeError(f"dataset must be a TransitionDataset. Got {type(dataset).__name__} instead.")
-    if method not in _bandwidth.METHODS:
-        raise ValueError(f"The 'method' parameter must be one of "
-                         f"{', '.join(map(repr, _bandwidth.METHODS))}. Got {method!r} instead.")
+    used = resolve_method(method)
     n_action_probes = _check_probes(n_action_probes)
     if rng is None:
         rng = 0
     if not isinstance(rng, np.random.Generator) and (
             isinstance(rng, bool) or not isinstance(rng, (int, np.integer))):
         raise ValueError(f"rng must be a numpy Generator, an int seed or None. Got {rng!r} instead.")
-    with _captured(_bandwidth.logger) as capture:
-        start = time.perf_counter()
-        bw = select_bandwidths(dataset, method=method, state_factor=state_factor,
-                               action_factor=action_factor, rng=rng)
-        seconds = time.perf_counter() - start
-    used = _method_used(capture.records, method)
+    start = time.perf_counter()
+    bw = select_bandwidths(dataset, method=method, state_factor=state_factor,
+                           action_factor=action_factor, rng=rng)
+    seconds = time.perf_counter() - start
     bw = bw.broadcast(dataset.state_dim, dataset.action_dim)
     generator = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(int(rng))
     n = dataset.n

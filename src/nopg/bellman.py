@@ -611,18 +611,16 @@ class NonparametricBellman:
         return self._policy_rows(policy, self._policy_input(policy, s), self._prepare(s), 1,
                                  generator)[0]
 
-    def thinness(self, policy: nn.Module, states: np.ndarray | torch.Tensor,
-                 generator: torch.Generator | None = None) -> np.ndarray:
-        """Thinness ``1 - w`` of the data at ``(s, pi(s))`` for states (m, d_s), in [0, 1].
+    def thinness(self, policy: nn.Module | None, states: np.ndarray | torch.Tensor,
+                 actions: np.ndarray | torch.Tensor | None = None, seed: int = 0,
+                 chunk: int = 4096) -> np.ndarray:
+        """Thinness ``1 - w`` of the data at ``(s, pi(s))`` (or at ``(s, a)`` for given
+        ``actions``) for states (m, d_s), in [0, 1], evaluated ``chunk`` queries at a time.
 
         0 where a data pair lies at the query (within ``support_radius`` bandwidths), close to
         1 where the kernel model extrapolates (see :meth:`_support_weights`).
         """
-        s = self._tensor(as_states(states, self.dataset.state_dim, "states"))
-        with torch.no_grad():
-            _, thin = self._policy_rows(policy, self._policy_input(policy, s), self._prepare(s), 1,
-                                        generator)
-        return thin.to(torch.float64).cpu().numpy()
+        return self._query(policy, states, None, actions=actions, chunk=chunk, seed=seed)
 
     def _transition(self, policy: nn.Module, generator: torch.Generator | None
                     ) -> tuple[Rows, torch.Tensor]:
@@ -738,8 +736,9 @@ class NonparametricBellman:
     # ------------------------------------------------------------------ queries
     @torch.no_grad()
     def _query(self, policy: nn.Module | None, states: np.ndarray | torch.Tensor,
-               vector: torch.Tensor, actions: np.ndarray | torch.Tensor | None = None,
+               vector: torch.Tensor | None, actions: np.ndarray | torch.Tensor | None = None,
                chunk: int = 4096, seed: int = 0, absorbing: bool = False) -> np.ndarray:
+        """``rows . vector`` at the queries (``vector=None``: the rows' thinness), in chunks."""
         s_all = as_states(states, self.dataset.state_dim, "states")
         a_all = None
         if actions is not None:
@@ -747,7 +746,7 @@ class NonparametricBellman:
             if a_all.shape[0] != s_all.shape[0]:
                 raise ValueError(f"actions has {a_all.shape[0]} rows but states has {s_all.shape[0]}")
         generator = torch.Generator().manual_seed(seed)
-        vec = vector.to(device=self.device, dtype=torch.float64)
+        vec = None if vector is None else vector.to(device=self.device, dtype=torch.float64)
         out = []
         for start in range(0, s_all.shape[0], chunk):
             s = self._tensor(s_all[start:start + chunk])
@@ -758,6 +757,9 @@ class NonparametricBellman:
             else:
                 a = self._tensor(a_all[start:start + chunk]) / self.h_a
                 rows, thin = self._action_rows(prepared, a[:, None, :], 1)
+            if vec is None:
+                out.append(thin.to(torch.float64))
+                continue
             values = rows.to(torch.float64).matvec(vec)
             if absorbing and self.unsupported == "absorb":
                 values = values + self.absorbing_value * thin.to(torch.float64)
