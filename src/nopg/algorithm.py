@@ -224,6 +224,7 @@ class NOPG:
         schedule = self._continuation(n_updates)
         self.setup(dataset, bandwidths.scaled(schedule[0][1], schedule[0][1])
                    if schedule else bandwidths, initial_states)
+        later_stages = dict(schedule[1:])
         callbacks = list(callbacks)
         writer = None
         handle = None
@@ -238,11 +239,10 @@ class NOPG:
         bar = tqdm(total=n_updates, disable=not progress, desc="NOPG", dynamic_ncols=True)
         try:
             for i in range(n_updates):
-                for at, factor in schedule[1:]:
-                    if i == at:
-                        logger.info("update %d: bandwidths x %.3g (continuation)", self.update_,
-                                    factor)
-                        self.setup(dataset, bandwidths.scaled(factor, factor), initial_states)
+                if i in later_stages:
+                    factor = later_stages[i]
+                    logger.info("update %d: bandwidths x %.3g (continuation)", self.update_, factor)
+                    self.setup(dataset, bandwidths.scaled(factor, factor), initial_states)
                 metrics = self.step()
                 stop = False
                 for cb in callbacks:

@@ -594,9 +594,8 @@ class NonparametricBellman:
         logits = queries.fixed[:, None, :] + actions @ self.actions_scaled.T   # (M, G, n)
         shift = -0.5 * (actions * actions).sum(-1)                               # (M, G)
         M, g, n = logits.shape
-        rows, thin = self._rows(logits.reshape(M // group, group * g, n),
-                                shift.reshape(M // group, group * g))
-        return rows, thin
+        return self._rows(logits.reshape(M // group, group * g, n),
+                          shift.reshape(M // group, group * g))
 
     def _policy_input(self, policy: nn.Module, states: torch.Tensor) -> torch.Tensor:
         param = next(iter(policy.parameters()), None)
@@ -727,8 +726,9 @@ class NonparametricBellman:
         J = float(torch.dot(eps0.detach().to(torch.float64), q))
         if v_abs is not None:
             J += v_abs * thin064
-        weights = mu.clamp_min(0) * self.discounts.detach().to(torch.float64)
-        gap = (thin064 + float(mu.clamp_min(0) @ lost64)) / (1.0 + float(weights.sum()))
+        visits = mu.clamp_min(0)
+        discounts = self.discounts.detach().to(torch.float64)
+        gap = (thin064 + float(visits @ lost64)) / (1.0 + float(visits @ discounts))
         return BellmanSolution(J, q, mu, eps0, P, info_q, info_mu, self.refined_rows_,
                                lost_next=lost, thin_init=thin0, support_gap=gap,
                                absorbing_value=v_abs)

@@ -8,12 +8,13 @@ from typing import Any
 import numpy as np
 import torch
 
+from .bellman import UNSUPPORTED
+
 OPTIMIZERS = ("adam", "adamw", "sgd", "rmsprop")
 SOLVERS = ("auto", "dense", "bicgstab")
 NEIGHBORS = ("auto", "dense", "candidates", "knn")
 NEIGHBOR_BACKENDS = ("auto", "kdtree", "torch")
 PRECONDITIONERS = ("auto", "ilu", "none")
-UNSUPPORTED = ("extrapolate", "absorb")
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
 
 
