@@ -40,7 +40,6 @@ import numpy as np
 from torch import nn
 
 from ..algorithm import NOPG
-from ..config import NOPGConfig
 from ..data import TransitionDataset
 from ..envs.mountaincar import (
     GOAL_POSITION,
@@ -54,7 +53,12 @@ from ..evaluation import collect_episodes, evaluate_episodes, rollout
 from .mountaincar_human import plot_mountaincar_portraits
 from .runner import ExperimentConfig
 from .umaze import sample_reset_states
-from .user_data_pendulum import PendulumControllerTask, PendulumUniformTask
+from .user_data_pendulum import (
+    PendulumControllerTask,
+    PendulumUniformTask,
+    check_count,
+    user_data_config,
+)
 
 logger = logging.getLogger("nopg.experiments")
 
@@ -66,17 +70,8 @@ __all__ = ["INVERTED_PENDULUM_ENV_ID", "USER_DATA_TASKS", "InvertedPendulumRando
 INVERTED_PENDULUM_ENV_ID = "InvertedPendulum-v5"
 
 
-def _check_count(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"task.{name} must be a positive int. Got {value!r}.")
-    return int(value)
-
-
 def _default_config(task: dict[str, Any]) -> ExperimentConfig:
-    return ExperimentConfig(
-        n_updates=1500, bandwidth_method="auto", state_factor=1.0, action_factor=1.0,
-        hidden=(50,), eval_every=100, eval_episodes=2, final_eval_episodes=10,
-        nopg=NOPGConfig(gamma=0.99, learning_rate=1e-2, top_k=10, solver="bicgstab"), task=task)
+    return user_data_config(task, eval_episodes=2, final_eval_episodes=10)
 
 
 # ------------------------------------------------------------------------------ mountain car
@@ -87,7 +82,7 @@ def collect_mountaincar_uniform(n_samples: int, seed: int) -> TransitionDataset:
     ``numpy.random.default_rng([seed, 1])``. ``next_states`` are the env's (float32)
     observations; ``terminals`` its ``terminated``; every transition is its own episode.
     """
-    n = _check_count("n_samples", n_samples)
+    n = check_count("n_samples", n_samples)
     rng = np.random.default_rng([int(seed), 1])
     states = np.column_stack([rng.uniform(MIN_POSITION, MAX_POSITION, n),
                               rng.uniform(-MAX_SPEED, MAX_SPEED, n)])
@@ -146,12 +141,12 @@ class MountainCarUniformTask(_EvaluationRecord):
 
     def initial_states(self, data: TransitionDataset, config: ExperimentConfig, seed: int
                        ) -> np.ndarray:
-        return reset_states(_check_count("n_initial_states", config.task["n_initial_states"]),
+        return reset_states(check_count("n_initial_states", config.task["n_initial_states"]),
                             seed=1000 * seed)
 
     def evaluate(self, policy: nn.Module, config: ExperimentConfig, seed: int, episodes: int
                  ) -> list[float]:
-        env = make_mountaincar_env(_check_count("eval_steps", config.task.get("eval_steps", 999)))
+        env = make_mountaincar_env(check_count("eval_steps", config.task.get("eval_steps", 999)))
         returns, lengths, success = [], [], []
         try:
             for k in range(int(episodes)):
@@ -191,7 +186,7 @@ def make_invertedpendulum_env(max_episode_steps: int = 1000) -> Any:
     import gymnasium as gym
 
     return gym.make(INVERTED_PENDULUM_ENV_ID,
-                    max_episode_steps=_check_count("episode_length", max_episode_steps))
+                    max_episode_steps=check_count("episode_length", max_episode_steps))
 
 
 def collect_invertedpendulum_random(n_samples: int, seed: int, episode_length: int = 1000
@@ -203,7 +198,7 @@ def collect_invertedpendulum_random(n_samples: int, seed: int, episode_length: i
     ``terminated``), ``truncations`` at the time limit and on the last transition if the data
     end mid-episode, ``episode_ids``.
     """
-    n = _check_count("n_samples", n_samples)
+    n = check_count("n_samples", n_samples)
     rng = np.random.default_rng([int(seed), 1])
     env = make_invertedpendulum_env(episode_length)
     low, high = env.action_space.low.astype(np.float64), env.action_space.high.astype(np.float64)
@@ -234,7 +229,7 @@ class InvertedPendulumRandomTask(_EvaluationRecord):
     def initial_states(self, data: TransitionDataset, config: ExperimentConfig, seed: int
                        ) -> np.ndarray:
         return sample_reset_states(self._env_fn(config),
-                                   _check_count("n_initial_states", config.task["n_initial_states"]),
+                                   check_count("n_initial_states", config.task["n_initial_states"]),
                                    seed=10_000 + seed)
 
     def evaluate(self, policy: nn.Module, config: ExperimentConfig, seed: int, episodes: int

@@ -74,7 +74,8 @@ def swingup_action(theta: float, theta_dot: float, energy_gain: float = 1.0,
     return float(np.clip(u, -MAX_TORQUE, MAX_TORQUE))
 
 
-def _check_count(name: str, value: Any) -> int:
+def check_count(name: str, value: Any) -> int:
+    """``task.<name>`` as a positive int (the user-data tasks' settings)."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise ValueError(f"task.{name} must be a positive int. Got {value!r}.")
     return int(value)
@@ -98,8 +99,8 @@ def collect_pendulum_episodes(n_episodes: int, episode_length: int, seed: int,
     ``numpy.random.default_rng([seed, 1])``. Returns a data set with no terminals, a truncation
     on the last step of every episode and ``episode_ids``.
     """
-    n_episodes = _check_count("n_episodes", n_episodes)
-    length = _check_count("episode_length", episode_length)
+    n_episodes = check_count("n_episodes", n_episodes)
+    length = check_count("episode_length", episode_length)
     if behaviour not in ("uniform", "controller"):
         raise ValueError(f"behaviour must be 'uniform' or 'controller'. Got {behaviour!r}.")
     noise_std = _check_noise(noise_std)
@@ -141,7 +142,7 @@ def controller_return_from_bottom(noise_std: float = 0.0, n_steps: int = 500,
     """Undiscounted return of the (noisy) swing-up controller over ``n_steps`` from the bottom."""
     noise_std = _check_noise(noise_std)
     rng = np.random.default_rng(noise_seed)
-    env = make_pendulum_env(max_episode_steps=_check_count("eval_steps", n_steps))
+    env = make_pendulum_env(max_episode_steps=check_count("eval_steps", n_steps))
     total = 0.0
     try:
         env.reset(seed=0)
@@ -165,19 +166,24 @@ def controller_reference_returns(noise_std: float = 1.0, n_steps: int = 500,
     deterministic controller (one episode).
     """
     noisy = [controller_return_from_bottom(noise_std, n_steps, [REFERENCE_SEED, k])
-             for k in range(_check_count("reference_episodes", episodes))]
+             for k in range(check_count("reference_episodes", episodes))]
     return {"noise_std": float(noise_std), "eval_steps": int(n_steps), "noisy": float(np.mean(noisy)),
             "noisy_std": float(np.std(noisy)), "noisy_returns": noisy,
             "noiseless": controller_return_from_bottom(0.0, n_steps)}
 
 
-def _default_config(task: dict[str, Any]) -> ExperimentConfig:
+def user_data_config(task: dict[str, Any], **changes: Any) -> ExperimentConfig:
+    """The settings every user-data task shares (the library's defaults, no tuned factor)."""
     return ExperimentConfig(
         n_updates=1500, bandwidth_method="auto", state_factor=1.0, action_factor=1.0,
         hidden=(50,), eval_every=100,
-        nopg=NOPGConfig(gamma=0.99, learning_rate=1e-2, top_k=10, solver="bicgstab"),
-        task={"n_episodes": 10, "episode_length": 200, **task, "eval_steps": 500,
-              "portrait_resolution": 100})
+        nopg=NOPGConfig(gamma=0.99, learning_rate=1e-2, top_k=10, solver="bicgstab"), task=task,
+        **changes)
+
+
+def _default_config(task: dict[str, Any]) -> ExperimentConfig:
+    return user_data_config({"n_episodes": 10, "episode_length": 200, **task, "eval_steps": 500,
+                             "portrait_resolution": 100})
 
 
 class PendulumUniformTask(PendulumGridTask):
