@@ -11,6 +11,7 @@
     nopg data convert demos.npz demos.hdf5       # convert between formats
     nopg collect mountaincar --out demos.npz     # record mountain-car demonstrations by keyboard
     nopg bandwidth demos.npz --method knn        # the bandwidths chosen and the data's support
+    nopg fit demos.npz --env MountainCarContinuous-v0   # train on your own data (+ evaluate)
 """
 
 from __future__ import annotations
@@ -41,7 +42,10 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
         path = Path(args.config)
         if not path.is_file():
             raise ValueError(f"config file {path} does not exist")
-        loaded = json.loads(path.read_text())
+        try:
+            loaded = json.loads(path.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise ValueError(f"config file {path} is not valid JSON: {err}") from None
         if not isinstance(loaded, dict):
             raise ValueError(f"config file {path} must hold a JSON object")
         changes.update(loaded)
@@ -65,7 +69,38 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
             raise ValueError(f"--set expects key=value, got {item!r}")
         key, text = item.split("=", 1)
         changes[key.strip()] = _parse_value(text)
+    if getattr(args, "command", None) == "fit":
+        for key, value in {"final_eval_episodes": args.eval_episodes,
+                           "task.eval_steps": args.eval_steps,
+                           "hidden": args.hidden}.items():
+            if value is not None:
+                changes.setdefault(key, value)
     return changes
+
+
+def _add_training_args(parser: argparse.ArgumentParser, seeds: str) -> None:
+    """The flags shared by ``reproduce`` and ``fit``."""
+    parser.add_argument("--stochastic", action="store_true", help="NOPG-S instead of NOPG-D")
+    parser.add_argument("--seeds", type=int, nargs="+", help=f"seeds (default {seeds})")
+    parser.add_argument("--n-updates", type=int, help="policy updates per seed")
+    parser.add_argument("--bandwidth", choices=METHODS, help="bandwidth rule (default auto)")
+    parser.add_argument("--state-factor", type=float, nargs="+", help="state bandwidth factor(s)")
+    parser.add_argument("--action-factor", type=float, nargs="+",
+                        help="action bandwidth factor(s)")
+    parser.add_argument("--gamma", type=float, help="discount factor")
+    parser.add_argument("--lr", type=float, help="Adam learning rate")
+    parser.add_argument("--top-k", type=int, help="keep k entries per row of P")
+    parser.add_argument("--n-mc-policy", type=int, help="NOPG-S Monte-Carlo actions N_pi")
+    parser.add_argument("--eval-every", type=int, help="evaluate every N updates")
+    parser.add_argument("--device", help="cpu, cuda or auto")
+    parser.add_argument("--dtype", choices=["float64", "float32"])
+    parser.add_argument("--config", help="JSON file of settings (flags override it)")
+    parser.add_argument("--set", action="append", metavar="KEY=VALUE",
+                        help="any setting, e.g. task.n_theta=20 or nopg.solver=bicgstab")
+    parser.add_argument("--out", default="results", help="results folder (default ./results)")
+    parser.add_argument("--name", help="run folder name (default <task>__<algo>__<time>)")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -76,27 +111,7 @@ def _build_parser() -> argparse.ArgumentParser:
 
     rep = sub.add_parser("reproduce", help="run one of the paper's experiments")
     rep.add_argument("experiment", help="experiment name (see `nopg list`)")
-    rep.add_argument("--stochastic", action="store_true", help="NOPG-S instead of NOPG-D")
-    rep.add_argument("--seeds", type=int, nargs="+", help="seeds (default 0 1 2)")
-    rep.add_argument("--n-updates", type=int, help="policy updates per seed")
-    rep.add_argument("--bandwidth", choices=METHODS,
-                     help="bandwidth rule")
-    rep.add_argument("--state-factor", type=float, nargs="+", help="state bandwidth factor(s)")
-    rep.add_argument("--action-factor", type=float, nargs="+", help="action bandwidth factor(s)")
-    rep.add_argument("--gamma", type=float, help="discount factor")
-    rep.add_argument("--lr", type=float, help="Adam learning rate")
-    rep.add_argument("--top-k", type=int, help="keep k entries per row of P")
-    rep.add_argument("--n-mc-policy", type=int, help="NOPG-S Monte-Carlo actions N_pi")
-    rep.add_argument("--eval-every", type=int, help="evaluate every N updates")
-    rep.add_argument("--device", help="cpu, cuda or auto")
-    rep.add_argument("--dtype", choices=["float64", "float32"])
-    rep.add_argument("--config", help="JSON file of settings (flags override it)")
-    rep.add_argument("--set", action="append", metavar="KEY=VALUE",
-                     help="any setting, e.g. task.n_theta=20 or nopg.solver=bicgstab")
-    rep.add_argument("--out", default="results", help="results folder (default ./results)")
-    rep.add_argument("--name", help="run folder name (default <task>__<algo>__<time>)")
-    rep.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
-    rep.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    _add_training_args(rep, seeds="0 1 2")
     rep.add_argument("--full", action="store_true",
                      help="gradient-analysis: the paper's size (1000 data sets per point)")
     rep.add_argument("--workers", type=int,
@@ -104,6 +119,26 @@ def _build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--ray-address",
                      help="gradient-analysis: run on Ray ('local', 'auto' or a cluster address)")
 
+    fit = sub.add_parser(
+        "fit", help="train NOPG on your own data file (.npz, .hdf5/.h5, minari:<id>)",
+        description="nopg fit DATA: select bandwidths, optimise a policy on the data and write a "
+                    "results folder like `nopg reproduce` (log, learning curves, bandwidth report, "
+                    "checkpoint). J_hat is the model's discounted return from the initial states "
+                    "(by default the states that start the data's episodes); with --env the policy "
+                    "is also rolled out in that gymnasium environment.")
+    fit.add_argument("data", help="data set (.npz, .hdf5/.h5, minari:<id>)")
+    fit.add_argument("--env", help="gymnasium id to evaluate in during and after training")
+    fit.add_argument("--eval-episodes", type=int, help="episodes of the final evaluation (10)")
+    fit.add_argument("--eval-steps", type=int, help="episode length cap of the evaluation")
+    fit.add_argument("--initial-states", metavar="FILE",
+                     help="initial states (.npy, .npz, .csv, .txt; shape (m, state_dim)); "
+                          "default: the states that start the data's episodes")
+    fit.add_argument("--action-max", type=float, nargs="+", metavar="A",
+                     help="policy action bound(s) (default: the env's, else the data's max |a|)")
+    fit.add_argument("--hidden", type=int, nargs="+", help="policy MLP hidden widths (50)")
+    fit.add_argument("--obs-key", action="append",
+                     help="Minari dict observations: use this key (repeat for several, in order)")
+    _add_training_args(fit, seeds="0")
     sub.add_parser("list", help="list the available experiments")
 
     data = sub.add_parser(
@@ -393,6 +428,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _tune_command(args)
     if args.command == "bandwidth":
         return _bandwidth_command(args)
+    if args.command == "fit":
+        return _fit_command(args)
     if args.threads < 1:
         raise ValueError(f"--threads must be >= 1. Got {args.threads} instead.")
     torch.set_num_threads(args.threads)
@@ -404,9 +441,45 @@ def _dispatch(args: argparse.Namespace) -> int:
     config = task.default_config().replace(**_overrides(args))
     summary = run_experiment(task, config, out=args.out, progress=not args.no_progress,
                              run_name=args.name)
-    per_seed = ", ".join(f"{s['return_mean']:.1f}" for s in summary["seeds"])
+    _print_summary(summary)
+    return 0
+
+
+def _print_summary(summary: dict[str, Any]) -> None:
+    seeds = summary["seeds"]
+    if summary["return_mean"] is None:
+        per_seed = ", ".join(f"{s['J_hat']:.4g}" for s in seeds)
+        gaps = ", ".join(f"{s['support_gap']:.2f}" for s in seeds)
+        print(f"{summary['task']} {summary['algorithm']}: J_hat {summary['J_hat_mean']:.4g} "
+              f"(seeds: {per_seed}; support gap: {gaps}); no environment, so no evaluation "
+              f"return; results in {summary['run_dir']}")
+        return
+    per_seed = ", ".join(f"{s['return_mean']:.1f}" for s in seeds)
     print(f"{summary['task']} {summary['algorithm']}: return {summary['return_mean']:.1f} ± "
           f"{summary['return_std']:.1f} (seeds: {per_seed}); results in {summary['run_dir']}")
+
+
+def _fit_command(args: argparse.Namespace) -> int:
+    from .experiments import run_experiment
+    from .experiments.data_file import DataFileTask
+
+    if args.threads < 1:
+        raise ValueError(f"--threads must be >= 1. Got {args.threads} instead.")
+    torch.set_num_threads(args.threads)
+    task = DataFileTask(args.data, env_id=args.env, initial_states=args.initial_states,
+                        obs_keys=args.obs_key, action_max=args.action_max)
+    changes = _overrides(args)
+    if args.env is None and ("eval_every" in changes or "final_eval_episodes" in changes):
+        raise ValueError("--eval-every and --eval-episodes need --env (an environment to roll "
+                         "the policy out in)")
+    config = task.default_config().replace(**changes)
+    steps = config.task["eval_steps"]
+    if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):
+        raise ValueError(f"the evaluation episode length (--eval-steps, task.eval_steps) must be "
+                         f"a positive int or null; got {steps!r}")
+    summary = run_experiment(task, config, out=args.out, progress=not args.no_progress,
+                             run_name=args.name)
+    _print_summary(summary)
     return 0
 
 

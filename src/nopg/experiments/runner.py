@@ -19,6 +19,7 @@ and plot) plus an :class:`ExperimentConfig` (the hyper-parameters, with NOPG's o
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 import logging
 import shutil
@@ -98,21 +99,76 @@ class ExperimentConfig:
             if key.startswith("nopg."):
                 nopg_changes[key[5:]] = value
             elif key.startswith("task."):
-                task[key[5:]] = value
+                task[key[5:]] = _task_value(self.task, key[5:], value)
             elif key == "nopg" and isinstance(value, dict):
                 nopg_changes.update(value)
             elif key == "task" and isinstance(value, dict):
-                task.update(value)
+                task.update({k: _task_value(self.task, k, v) for k, v in value.items()})
             elif key in {f.name for f in dataclasses.fields(self)}:
                 top[key] = tuple(value) if isinstance(value, list) else value
             else:
-                raise ValueError(f"unknown experiment setting {key!r}")
-        nopg_cfg = NOPGConfig.from_dict({**self.nopg.to_dict(), **nopg_changes})
+                raise ValueError(f"unknown experiment setting {key!r}"
+                                 f"{_suggestion(key, _setting_names(self))}")
+        known = self.nopg.to_dict()
+        for key in nopg_changes:
+            if key not in known:
+                raise ValueError(f"unknown NOPG setting 'nopg.{key}'"
+                                 f"{_suggestion(f'nopg.{key}', [f'nopg.{k}' for k in known])}")
+        nopg_cfg = NOPGConfig.from_dict({**known, **nopg_changes})
         return dataclasses.replace(self, nopg=nopg_cfg, task=task, **top)
 
 
+def _suggestion(name: str, known: list[str]) -> str:
+    """``"; did you mean 'x'?"`` for the closest known name, or a list of them."""
+    close = difflib.get_close_matches(name, known, n=1)
+    if close:
+        return f"; did you mean {close[0]!r}?"
+    return f"; known settings: {', '.join(known)}"
+
+
+def _setting_names(config: ExperimentConfig) -> list[str]:
+    top = [f.name for f in dataclasses.fields(config) if f.name not in ("nopg", "task")]
+    return top + [f"nopg.{name}" for name in config.nopg.to_dict()] + \
+        [f"task.{name}" for name in config.task]
+
+
+def _task_value(defaults: dict[str, Any], key: str, value: Any) -> Any:
+    """Check a task setting against the task's defaults: a known name, and the default's type.
+
+    A default of ``None`` accepts any value; an int default accepts ints, a float default ints
+    and floats, a bool default bools, a str default strs, a list or tuple default lists.
+    """
+    if key not in defaults:
+        known = [f"task.{name}" for name in defaults]
+        hint = _suggestion(f"task.{key}", known) if known else "; this task has no settings"
+        raise ValueError(f"unknown task setting 'task.{key}'{hint}")
+    default = defaults[key]
+    if default is None:
+        return value
+    if isinstance(default, bool):
+        ok = isinstance(value, bool)
+    elif isinstance(default, int):
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif isinstance(default, float):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    elif isinstance(default, str):
+        ok = isinstance(value, str)
+    elif isinstance(default, (list, tuple)):
+        ok = isinstance(value, (list, tuple))
+    else:
+        ok = True
+    if not ok:
+        raise ValueError(f"task setting 'task.{key}' must be a {type(default).__name__} like its "
+                         f"default {default!r}; got {value!r}")
+    return value
+
+
 class Task(Protocol):
-    """What an experiment needs to know about its environment and data."""
+    """What an experiment needs to know about its environment and data.
+
+    A task may set ``evaluates = False`` (no environment to roll out in): its ``evaluate`` then
+    returns ``[]``, no periodic evaluation runs and the returns are recorded as ``None``.
+    """
 
     name: str
     state_dim: int
@@ -164,6 +220,15 @@ def _bandwidths(data: TransitionDataset, config: ExperimentConfig, seed: int, ou
     return report.bandwidths, report.seconds
 
 
+def _mean(returns: list[float]) -> float | None:
+    """The mean evaluation return, or ``None`` for a task without an evaluation environment."""
+    return float(np.mean(returns)) if len(returns) else None
+
+
+def _format_return(value: float | None) -> str:
+    return "n/a (no evaluation)" if value is None else f"{value:.2f}"
+
+
 def _fit_once(task: Task, config: ExperimentConfig, data: TransitionDataset, bw: Bandwidths,
               s0: np.ndarray, seed: int, restart: int, log_path: Path, progress: bool,
               n_updates: int) -> tuple[NOPG, EvalCallback]:
@@ -174,7 +239,8 @@ def _fit_once(task: Task, config: ExperimentConfig, data: TransitionDataset, bw:
     evaluator = EvalCallback(
         lambda pol: float(np.mean(task.evaluate(pol, config, seed, config.eval_episodes))),
         every=config.eval_every)
-    algo.fit(data, bw, s0, n_updates, callbacks=[evaluator], log_path=log_path, progress=progress)
+    callbacks = [evaluator] if getattr(task, "evaluates", True) else []
+    algo.fit(data, bw, s0, n_updates, callbacks=callbacks, log_path=log_path, progress=progress)
     return algo, evaluator
 
 
@@ -207,15 +273,16 @@ def run_seed(task: Task, config: ExperimentConfig, seed: int, out_dir: Path,
         runs.append({"restart": r, "algo": algo, "evaluator": evaluator, "returns": returns,
                      "J_hat": algo.J_, "support_gap": algo.support_gap_, "log": log_path})
         logger.info("seed %d restart %d after %d updates: J_hat %.4f (support gap %.3f), "
-                    "return %.2f", seed, r, first, algo.J_, algo.support_gap_,
-                    float(np.mean(returns)))
+                    "return %s", seed, r, first, algo.J_, algo.support_gap_,
+                    _format_return(_mean(returns)))
     chosen = max(runs, key=lambda run: run["J_hat"])
     algo, returns = chosen["algo"], chosen["returns"]
     if config.restarts > 1:
         logger.info("seed %d: restart %d has the highest J_hat and is kept", seed, chosen["restart"])
         if first < config.n_updates:
             fit_start = time.perf_counter()
-            algo.fit(data, bw, s0, config.n_updates - first, callbacks=[chosen["evaluator"]],
+            callbacks = [chosen["evaluator"]] if getattr(task, "evaluates", True) else []
+            algo.fit(data, bw, s0, config.n_updates - first, callbacks=callbacks,
                      log_path=chosen["log"], progress=progress)
             fit_time += time.perf_counter() - fit_start
             returns = task.evaluate(algo.policy, config, seed, config.final_eval_episodes)
@@ -226,7 +293,7 @@ def run_seed(task: Task, config: ExperimentConfig, seed: int, out_dir: Path,
     plots = task.plot(algo, data, config, out_dir)
     update_times = [m["update_time_s"] for m in algo.history_]
     result = {
-        "seed": seed, "n_samples": data.n, "return_mean": float(np.mean(returns)),
+        "seed": seed, "n_samples": data.n, "return_mean": _mean(returns),
         "returns": [float(r) for r in returns], "J_hat": algo.J_,
         "support_gap": algo.support_gap_, "bandwidth_time_s": bw_time,
         "wall_time_s": time.perf_counter() - start, "fit_time_s": fit_time,
@@ -234,10 +301,10 @@ def run_seed(task: Task, config: ExperimentConfig, seed: int, out_dir: Path,
         "bandwidths": bw.to_dict(), "plots": [str(p.name) for p in plots],
         "restarts": [{"restart": run["restart"], "J_hat": run["J_hat"],
                       "support_gap": run["support_gap"],
-                      "return_mean": float(np.mean(run["returns"]))} for run in runs],
+                      "return_mean": _mean(run["returns"])} for run in runs],
     }
-    logger.info("seed %d: return %.2f, J_hat %.4f (support gap %.3f), %.1f s (%.2f ms/update)",
-                seed, result["return_mean"], result["J_hat"], result["support_gap"],
+    logger.info("seed %d: return %s, J_hat %.4f (support gap %.3f), %.1f s (%.2f ms/update)",
+                seed, _format_return(result["return_mean"]), result["J_hat"], result["support_gap"],
                 result["wall_time_s"],
                 1e3 * (result["time_per_update_s"] or 0.0))
     return result
@@ -270,24 +337,51 @@ def run_experiment(task: Task, config: ExperimentConfig, out: str | Path = "resu
     kind = "nopg-s" if config.stochastic else "nopg-d"
     stamp = time.strftime("%Y%m%d-%H%M%S")
     run_dir = Path(out) / (run_name or f"{task.name}__{kind}__{stamp}")
-    run_dir.mkdir(parents=True, exist_ok=True)
+    config.nopg.torch_device  # noqa: B018 -- refuses an unavailable device before any file is written
+    created = not run_dir.exists()
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ValueError(f"cannot create the results folder {run_dir}: "
+                         f"{err.strerror or err}") from None
+    seeds: list[dict[str, Any]] = []
+    try:
+        return _run_seeds(task, config, kind, run_dir, seeds, progress)
+    except Exception:
+        if created and not seeds:  # nothing finished: leave no half-written folder behind
+            shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+
+
+def _run_seeds(task: Task, config: ExperimentConfig, kind: str, run_dir: Path,
+               seeds: list[dict[str, Any]], progress: bool) -> dict[str, Any]:
+    """The body of :func:`run_experiment`; appends each finished seed's result to ``seeds``."""
     with run_log(run_dir):
         (run_dir / "config.json").write_text(json.dumps(
             {"experiment": task.name, "algorithm": kind, **config.to_dict()}, indent=2))
         logger.info("running %s with %s into %s (torch threads: %d)", task.name, kind, run_dir,
                     torch.get_num_threads())
         start = time.perf_counter()
-        seeds = [run_seed(task, config, s, run_dir / f"seed_{s}", progress) for s in config.seeds]
-        means = np.array([r["return_mean"] for r in seeds])
+        for s in config.seeds:
+            seeds.append(run_seed(task, config, s, run_dir / f"seed_{s}", progress))
+        means = np.array([r["return_mean"] for r in seeds if r["return_mean"] is not None])
+        j_hats = np.array([r["J_hat"] for r in seeds])
         summary = {
             "task": task.name, "algorithm": kind, "run_dir": str(run_dir),
-            "return_mean": float(means.mean()), "return_std": float(means.std()),
+            "return_mean": float(means.mean()) if means.size else None,
+            "return_std": float(means.std()) if means.size else None,
+            "J_hat_mean": float(j_hats.mean()),
             "wall_time_s": time.perf_counter() - start, "seeds": seeds,
         }
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
         plot_learning_curves([run_dir / f"seed_{s}" / "log.csv" for s in config.seeds],
                              run_dir / "learning_curves.png",
                              labels=[f"seed {s}" for s in config.seeds], title=f"{task.name} ({kind})")
-        logger.info("%s %s: return %.2f ± %.2f over %d seeds, %.1f s", task.name, kind,
-                    summary["return_mean"], summary["return_std"], len(seeds), summary["wall_time_s"])
+        if means.size:
+            logger.info("%s %s: return %.2f ± %.2f over %d seeds, %.1f s", task.name, kind,
+                        summary["return_mean"], summary["return_std"], len(seeds),
+                        summary["wall_time_s"])
+        else:
+            logger.info("%s %s: J_hat %.4f over %d seeds (no evaluation environment), %.1f s",
+                        task.name, kind, summary["J_hat_mean"], len(seeds), summary["wall_time_s"])
         return summary

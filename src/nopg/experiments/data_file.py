@@ -1,0 +1,181 @@
+"""NOPG on a user's own data file (``nopg fit DATA``), as a :class:`~nopg.experiments.Task`.
+
+The data come from :func:`nopg.formats.load_dataset` (``.npz``, ``.hdf5``/``.h5`` in the D4RL
+layout, or ``minari:<id>``) and are the same for every seed; seeds change the policy
+initialisation, the bandwidth selection's subsample and the Monte-Carlo noise.
+
+* **Initial states** (the states the objective ``J`` averages over): the states that start the
+  data's episodes (:meth:`~nopg.data.TransitionDataset.episode_start_states`) unless a file gives
+  them (:func:`load_initial_states`). Data without episode structure (every transition its own
+  episode) therefore average over all data states; give a file when the policy should be judged
+  from particular states.
+* **Action bound** of the ``a_max * tanh`` policy: the environment's action space when an
+  environment is given (the largest ``|low|``, ``|high|`` per dimension), otherwise the largest
+  ``|a|`` in the data per dimension.
+* **Evaluation** (optional): with a gymnasium environment id, the undiscounted return of
+  ``final_eval_episodes`` episodes from ``env.reset(seed=10_000 + 1000 seed + k)``, and of
+  ``eval_episodes`` every ``eval_every`` updates. Without one, only ``J_hat`` and the support
+  gap judge the policy.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from torch import nn
+
+from ..algorithm import NOPG
+from ..config import NOPGConfig
+from ..data import TransitionDataset
+from ..formats import load_dataset
+from .runner import ExperimentConfig
+
+__all__ = ["DataFileTask", "fit_config", "load_initial_states"]
+
+
+def fit_config(**task: Any) -> ExperimentConfig:
+    """The defaults of ``nopg fit``: one seed, 1000 updates, ``auto`` bandwidths, NOPG defaults."""
+    return ExperimentConfig(seeds=(0,), n_updates=1000, bandwidth_method="auto",
+                            eval_every=100, eval_episodes=2, final_eval_episodes=10,
+                            nopg=NOPGConfig(), task={"eval_steps": None, **task})
+
+
+def load_initial_states(path: str | Path, state_dim: int) -> np.ndarray:
+    """Initial states from ``.npy``, ``.npz`` (key ``initial_states`` or ``states``, else the
+    only array) or a text file (``.csv`` comma-separated, anything else whitespace-separated).
+
+    Returns
+    -------
+    ndarray of shape (m, state_dim)
+
+    Raises
+    ------
+    ValueError
+        If the file is missing or unreadable, or does not hold a finite ``(m, state_dim)`` array.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"initial-states file {path} does not exist")
+    try:
+        if path.suffix == ".npy":
+            states = np.load(path, allow_pickle=False)
+        elif path.suffix == ".npz":
+            with np.load(path, allow_pickle=False) as content:
+                keys = [k for k in ("initial_states", "states") if k in content.files]
+                if not keys and len(content.files) != 1:
+                    raise ValueError(f"initial-states file {path} holds {content.files}; name the "
+                                     "array 'initial_states' or 'states'")
+                states = content[keys[0] if keys else content.files[0]]
+        else:
+            states = np.loadtxt(path, delimiter="," if path.suffix == ".csv" else None, ndmin=2)
+    except (OSError, ValueError) as err:
+        if str(err).startswith("initial-states file"):
+            raise
+        raise ValueError(f"cannot read initial states from {path}: {err}") from None
+    states = np.asarray(states, dtype=np.float64)
+    if states.ndim == 1 and states.size == state_dim:
+        states = states.reshape(1, state_dim)
+    if states.ndim != 2 or states.shape[1] != state_dim or states.shape[0] == 0:
+        raise ValueError(f"initial states in {path} must have shape (m, {state_dim}) like the data's "
+                         f"states; got {states.shape}")
+    bad = ~np.isfinite(states).all(axis=1)
+    if bad.any():
+        raise ValueError(f"initial states in {path} have non-finite values in {int(bad.sum())} "
+                         f"row(s); first at row {int(np.flatnonzero(bad)[0])}")
+    return states
+
+
+def _run_name(location: str) -> str:
+    stem = location.split(":", 1)[1] if location.startswith("minari:") else Path(location).stem
+    return "fit-" + (re.sub(r"[^A-Za-z0-9_.-]+", "-", stem).strip("-") or "data")
+
+
+class DataFileTask:
+    """Your own data set: NOPG on a data file, with an optional gymnasium environment."""
+
+    name = "fit"
+
+    def __init__(self, location: str | Path, *, env_id: str | None = None,
+                 initial_states: str | Path | np.ndarray | None = None,
+                 obs_keys: Sequence[str] | None = None,
+                 action_max: float | Sequence[float] | None = None) -> None:
+        self.location = str(location)
+        self.data = load_dataset(self.location, obs_keys=obs_keys)
+        self.name = _run_name(self.location)
+        self.state_dim, self.action_dim = self.data.state_dim, self.data.action_dim
+        self.env_id = env_id
+        self.evaluates = env_id is not None
+        if env_id is not None:
+            self._check_env(env_id)
+        if initial_states is None:
+            self._initial_states = self.data.episode_start_states()
+        elif isinstance(initial_states, (str, Path)):
+            self._initial_states = load_initial_states(initial_states, self.state_dim)
+        else:
+            self._initial_states = np.asarray(initial_states, dtype=np.float64)
+            if self._initial_states.ndim != 2 or self._initial_states.shape[1] != self.state_dim:
+                raise ValueError(f"initial states must have shape (m, {self.state_dim}); got "
+                                 f"{self._initial_states.shape}")
+        if action_max is None:
+            action_max = self._env_action_max if env_id is not None else \
+                np.abs(self.data.actions).max(axis=0)
+        self.action_max = np.broadcast_to(np.asarray(action_max, float), (self.action_dim,)).copy()
+        if not (np.isfinite(self.action_max).all() and (self.action_max > 0).all()):
+            raise ValueError(f"the action bound must be positive and finite per dimension; got "
+                             f"{self.action_max.tolist()} (all actions in the data are 0? give "
+                             "--action-max)")
+
+    def _make_env(self, max_steps: int | None = None) -> Any:
+        import gymnasium as gym
+
+        kwargs = {} if max_steps is None else {"max_episode_steps": int(max_steps)}
+        try:
+            return gym.make(self.env_id, **kwargs)
+        except gym.error.Error as err:
+            raise ValueError(f"cannot make the gymnasium environment {self.env_id!r}: {err}") from None
+
+    def _check_env(self, env_id: str) -> None:
+        import gymnasium as gym
+
+        env = self._make_env()
+        try:
+            obs_shape = gym.spaces.flatdim(env.observation_space)
+            space = env.action_space
+            if not isinstance(space, gym.spaces.Box):
+                raise ValueError(f"environment {env_id!r} has a {type(space).__name__} action "
+                                 "space; NOPG's policies need a Box")
+            if obs_shape != self.state_dim or int(np.prod(space.shape)) != self.action_dim:
+                raise ValueError(f"environment {env_id!r} has {obs_shape}-D observations and "
+                                 f"{int(np.prod(space.shape))}-D actions; the data have "
+                                 f"{self.state_dim}-D states and {self.action_dim}-D actions")
+            self._env_action_max = np.maximum(np.abs(space.low), np.abs(space.high)).reshape(-1)
+        finally:
+            env.close()
+
+    def default_config(self) -> ExperimentConfig:
+        return fit_config()
+
+    def make_dataset(self, config: ExperimentConfig, seed: int) -> TransitionDataset:
+        return self.data
+
+    def initial_states(self, data: TransitionDataset, config: ExperimentConfig, seed: int
+                       ) -> np.ndarray:
+        return self._initial_states
+
+    def evaluate(self, policy: nn.Module, config: ExperimentConfig, seed: int, episodes: int
+                 ) -> list[float]:
+        if self.env_id is None:
+            return []
+        from ..evaluation import evaluate_policy
+
+        result = evaluate_policy(lambda: self._make_env(config.task.get("eval_steps")), policy,
+                                 n_episodes=episodes, seed=10_000 + 1000 * seed)
+        return [float(r) for r in result["returns"]]
+
+    def plot(self, algo: NOPG, data: TransitionDataset, config: ExperimentConfig, out_dir: Path
+             ) -> list[Path]:
+        return []
