@@ -41,7 +41,7 @@ def test_fit_without_environment_writes_results(data_file, tmp_path, capsys):
     run = tmp_path / "run"
     for name in ("config.json", "summary.json", "run.log", "learning_curves.png",
                  "seed_0/log.csv", "seed_0/learning_curve.png", "seed_0/bandwidths.png",
-                 "seed_0/checkpoint/policy.pt"):
+                 "seed_0/actions.png", "seed_0/checkpoint/policy.pt"):
         assert (run / name).is_file() and (run / name).stat().st_size > 0, name
     summary = json.loads((run / "summary.json").read_text())
     seed = summary["seeds"][0]
@@ -160,3 +160,15 @@ def test_unavailable_device_leaves_no_folder(tmp_path, capsys):
     assert main(_tiny_grid(out, "--device", "cuda")) == 2
     assert "CUDA is not available" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_policy_actions_match_the_module(data_file):
+    from nopg import DeterministicMLPPolicy
+    from nopg.policy_plots import policy_actions
+
+    policy = DeterministicMLPPolicy(3, 1, action_max=2.0).double()
+    states = TransitionDataset.load(data_file).states[:7]
+    import torch
+
+    expected = policy(torch.as_tensor(states)).detach().numpy()
+    assert np.allclose(policy_actions(policy, states), expected, rtol=0, atol=0)

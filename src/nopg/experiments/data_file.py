@@ -32,6 +32,7 @@ from ..algorithm import NOPG
 from ..config import NOPGConfig
 from ..data import TransitionDataset
 from ..formats import load_dataset
+from ..policy_plots import plot_policy_actions
 from .runner import ExperimentConfig
 
 __all__ = ["DataFileTask", "fit_config", "load_initial_states"]
@@ -178,4 +179,6 @@ class DataFileTask:
 
     def plot(self, algo: NOPG, data: TransitionDataset, config: ExperimentConfig, out_dir: Path
              ) -> list[Path]:
-        return []
+        """``actions.png``: the policy's actions against the data's (:mod:`nopg.policy_plots`)."""
+        return [plot_policy_actions(algo.policy, data.states, data.actions, self._initial_states,
+                                    out_dir / "actions.png")]
