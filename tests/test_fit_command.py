@@ -172,3 +172,30 @@ def test_policy_actions_match_the_module(data_file):
 
     expected = policy(torch.as_tensor(states)).detach().numpy()
     assert np.allclose(policy_actions(policy, states), expected, rtol=0, atol=0)
+
+
+def test_fit_tensorboard_logs_the_updates(data_file, tmp_path):
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    assert _fit(data_file, tmp_path, "--tensorboard", "--env", "Pendulum-v1", "--eval-every", "3",
+                "--eval-episodes", "1", "--eval-steps", "5") == 0
+    seed = tmp_path / "run" / "seed_0"
+    events = EventAccumulator(str(seed / "tensorboard"))
+    events.Reload()
+    j_hat = [(e.step, e.value) for e in events.Scalars("nopg/J_hat")]
+    header, *rows = (seed / "log.csv").read_text().strip().splitlines()
+    column = header.split(",").index("J_hat")
+    assert [step for step, _ in j_hat] == [1, 2, 3]
+    assert np.allclose([v for _, v in j_hat], [float(r.split(",")[column]) for r in rows],
+                       rtol=1e-6)                              # TensorBoard stores float32
+    assert [e.step for e in events.Scalars("nopg/eval_return")] == [3]
+
+
+def test_uncalled_method_as_initial_states_is_named(data_file):
+    import nopg
+
+    data = TransitionDataset.load(data_file)
+    algo = NOPG(nopg.DeterministicMLPPolicy(3, 1, action_max=2.0).double(), nopg.NOPGConfig())
+    with pytest.raises(ValueError, match=r"episode_start_states.*call it"):
+        algo.setup(data, nopg.select_bandwidths(data), data.episode_start_states)

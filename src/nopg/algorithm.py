@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import dataclasses
 import json
 import logging
 import math
 import platform
+import sys
 import time
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -17,6 +20,7 @@ import numpy as np
 import torch
 from torch import nn
 from tqdm.auto import tqdm
+from tqdm.contrib.logging import logging_redirect_tqdm
 
 from . import __version__
 from .bandwidth import Bandwidths
@@ -31,6 +35,10 @@ logger = logging.getLogger(__name__)
 
 class SupportWarning(UserWarning):
     """Much of the policy's visitation lies where the data are thin: ``J_hat`` is unreliable."""
+
+
+CHECKPOINT_FORMAT_VERSION = 1
+"""``format_version`` that :meth:`NOPG.save` writes and the only one :meth:`NOPG.load` reads."""
 
 LOG_COLUMNS = ("update", "J_hat", "support_gap", "grad_norm", "solver_iters_q", "solver_iters_mu",
                "residual_q", "residual_mu", "refined_rows", "update_time_s", "sigma_scale",
@@ -78,6 +86,53 @@ class CheckpointCallback:
     def __call__(self, algo: NOPG, metrics: dict[str, Any]) -> None:
         if metrics["update"] % self.every == 0:
             algo.save(self.path)
+
+
+def _is_console_handler(handler: logging.Handler) -> bool:
+    return (isinstance(handler, logging.StreamHandler) and not isinstance(handler, logging.FileHandler)
+            and handler.stream in (sys.stdout, sys.stderr))
+
+
+def _show_progress(progress: bool) -> bool:
+    """Whether ``fit`` shows its bar: only on a terminal or in a notebook.
+
+    When stderr is redirected (a file, a pipe, a batch job's log) the bar is off: tqdm would write
+    a redraw per refresh (hundreds of KB per run) and the log lines every 100 updates already
+    carry the progress.
+    """
+    if not progress:
+        return False
+    if any(cls.__module__.startswith("tqdm.notebook") for cls in tqdm.__mro__):
+        return True
+    try:
+        return bool(sys.stderr.isatty())
+    except (AttributeError, ValueError, OSError):   # no stderr, or a closed one
+        return False
+
+
+@contextlib.contextmanager
+def _progress_bar(total: int, show: bool) -> Iterator[Any]:
+    """A tqdm bar; while it is shown, console log records go through ``tqdm.write``.
+
+    ``logging_redirect_tqdm`` swaps the console handlers (stream handlers on stdout/stderr) of
+    the root logger and of the ``nopg`` logger for one that clears the bar, writes the record on
+    its own line and redraws the bar, so log lines never land inside a half-drawn bar. Other
+    handlers (e.g. a run's log file) are untouched.
+    """
+    with contextlib.ExitStack() as stack:
+        if show:
+            levels = {}
+            for lg in (logging.getLogger(), logging.getLogger("nopg")):
+                console = [h.level for h in lg.handlers if _is_console_handler(h)]
+                if console:
+                    levels[lg] = min(console)
+            if levels:
+                stack.enter_context(logging_redirect_tqdm(loggers=list(levels), tqdm_class=tqdm))
+                for lg, level in levels.items():
+                    lg.handlers[-1].setLevel(level)     # the tqdm handler keeps the level
+        bar = tqdm(total=total, disable=not show, desc="NOPG", dynamic_ncols=True)
+        stack.callback(bar.close)
+        yield bar
 
 
 def _make_optimizer(config: NOPGConfig, params: Iterable[torch.Tensor]) -> torch.optim.Optimizer:
@@ -212,7 +267,10 @@ class NOPG:
         log_path : path, optional
             CSV file receiving one row per update (appended to when it exists).
         progress : bool
-            Show a tqdm progress bar with ``J_hat``.
+            Show a tqdm progress bar with ``J_hat`` when stderr is a terminal (or in a notebook);
+            console log records are routed through ``tqdm.write`` meanwhile. With stderr
+            redirected to a file or pipe no bar is drawn (no redraws in the file): the log
+            records (``update N: J_hat ...`` every 100 updates) report the progress.
 
         Returns
         -------
@@ -236,33 +294,34 @@ class NOPG:
             writer = csv.DictWriter(handle, fieldnames=LOG_COLUMNS, extrasaction="ignore")
             if new:
                 writer.writeheader()
-        bar = tqdm(total=n_updates, disable=not progress, desc="NOPG", dynamic_ncols=True)
         try:
-            for i in range(n_updates):
-                if i in later_stages:
-                    factor = later_stages[i]
-                    logger.info("update %d: bandwidths x %.3g (continuation)", self.update_, factor)
-                    self.setup(dataset, bandwidths.scaled(factor, factor), initial_states)
-                metrics = self.step()
-                stop = False
-                for cb in callbacks:
-                    stop |= cb(self, metrics) is False
-                self.history_.append(metrics)
-                if writer is not None:
-                    writer.writerow({k: metrics.get(k, "") for k in LOG_COLUMNS})
-                    handle.flush()
-                if self.update_ % 100 == 0 or self.update_ == 1:
-                    logger.info("update %d: J_hat %.5f (support gap %.3f), residual %.1e, "
-                                "%.4f s/update", self.update_, metrics["J_hat"],
-                                metrics["support_gap"], metrics["residual_q"],
-                                metrics["update_time_s"])
-                bar.update(1)
-                bar.set_postfix(J_hat=f"{metrics['J_hat']:.4f}", gap=f"{metrics['support_gap']:.2f}")
-                if stop:
-                    logger.info("a callback stopped fit at update %d", self.update_)
-                    break
+            with _progress_bar(n_updates, _show_progress(progress)) as bar:
+                for i in range(n_updates):
+                    if i in later_stages:
+                        factor = later_stages[i]
+                        logger.info("update %d: bandwidths x %.3g (continuation)", self.update_,
+                                    factor)
+                        self.setup(dataset, bandwidths.scaled(factor, factor), initial_states)
+                    metrics = self.step()
+                    stop = False
+                    for cb in callbacks:
+                        stop |= cb(self, metrics) is False
+                    self.history_.append(metrics)
+                    if writer is not None:
+                        writer.writerow({k: metrics.get(k, "") for k in LOG_COLUMNS})
+                        handle.flush()
+                    if self.update_ % 100 == 0 or self.update_ == 1:
+                        logger.info("update %d: J_hat %.5f (support gap %.3f), residual %.1e, "
+                                    "%.4f s/update", self.update_, metrics["J_hat"],
+                                    metrics["support_gap"], metrics["residual_q"],
+                                    metrics["update_time_s"])
+                    bar.update(1)
+                    bar.set_postfix(J_hat=f"{metrics['J_hat']:.4f}",
+                                    gap=f"{metrics['support_gap']:.2f}")
+                    if stop:
+                        logger.info("a callback stopped fit at update %d", self.update_)
+                        break
         finally:
-            bar.close()
             if handle is not None:
                 handle.close()
         if self.history_:
@@ -347,8 +406,9 @@ class NOPG:
         path.mkdir(parents=True, exist_ok=True)
         spec = self.policy.spec() if callable(getattr(self.policy, "spec", None)) else None
         meta = {
-            "format_version": 1, "nopg_version": __version__, "torch_version": torch.__version__,
-            "python_version": platform.python_version(), "update": self.update_,
+            "format_version": CHECKPOINT_FORMAT_VERSION, "nopg_version": __version__,
+            "torch_version": torch.__version__, "python_version": platform.python_version(),
+            "update": self.update_,
             "stochastic": self.stochastic, "policy_spec": spec,
             "bandwidths": self.model_.bandwidths.to_dict() if self.model_ else None,
             "initial_states": None if self.initial_states_ is None else self.initial_states_.tolist(),
@@ -371,9 +431,35 @@ class NOPG:
             self.model_.dataset.save(path / "dataset.npz")
         return path
 
+    @staticmethod
+    def read_checkpoint_meta(path: str | Path) -> dict[str, Any]:
+        """The ``meta.json`` of a checkpoint folder (update, bandwidths, initial states, ...).
+
+        Raises
+        ------
+        ValueError
+            If the folder is not a checkpoint or its ``format_version`` is not one this version
+            of nopg reads (:data:`CHECKPOINT_FORMAT_VERSION`).
+        """
+        path = Path(path)
+        for name in ("config.json", "meta.json", "policy.pt", "optimizer.pt", "state.pt"):
+            if not (path / name).exists():
+                raise ValueError(f"{path} is not a NOPG checkpoint: {name} is missing")
+        meta = json.loads((path / "meta.json").read_text())
+        version = meta.get("format_version")
+        if version != CHECKPOINT_FORMAT_VERSION or isinstance(version, bool):
+            reads = f"this nopg {__version__} reads format_version {CHECKPOINT_FORMAT_VERSION}"
+            if isinstance(version, int) and not isinstance(version, bool) \
+                    and version > CHECKPOINT_FORMAT_VERSION:
+                raise ValueError(f"{path}: checkpoint format_version {version!r} is newer than "
+                                 f"{reads} (it was written by nopg {meta.get('nopg_version')}); "
+                                 "upgrade nopg to load it")
+            raise ValueError(f"{path}: unknown checkpoint format_version {version!r}; {reads}")
+        return meta
+
     @classmethod
     def load(cls, path: str | Path, policy: nn.Module | None = None, *,
-             dataset: TransitionDataset | None = None) -> NOPG:
+             dataset: TransitionDataset | None = None, device: str | None = None) -> NOPG:
         """Restore a checkpoint written by :meth:`save`; ``fit`` then resumes exactly.
 
         Parameters
@@ -384,13 +470,28 @@ class NOPG:
         dataset : TransitionDataset, optional
             Defaults to the data set stored in the checkpoint (if any); with it the loaded object
             can answer ``value``/``J_`` queries straight away.
+        device : str, optional
+            Load onto this device (``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"auto"``) instead of the
+            one in the checkpoint's config, e.g. ``device="cpu"`` to open a GPU checkpoint on a
+            machine without CUDA; the tensors are mapped there and ``config.device`` is set to it.
+
+        Raises
+        ------
+        ValueError
+            If the folder is not a checkpoint, its ``format_version`` is unknown or newer than
+            :data:`CHECKPOINT_FORMAT_VERSION`, or its device is not available.
         """
         path = Path(path)
-        for name in ("config.json", "meta.json", "policy.pt", "optimizer.pt", "state.pt"):
-            if not (path / name).exists():
-                raise ValueError(f"{path} is not a NOPG checkpoint: {name} is missing")
+        meta = cls.read_checkpoint_meta(path)
         config = NOPGConfig.from_dict(json.loads((path / "config.json").read_text()))
-        meta = json.loads((path / "meta.json").read_text())
+        saved_device = config.device
+        if device is not None:
+            config = dataclasses.replace(config, device=device)
+        try:
+            _ = config.torch_device
+        except ValueError as err:
+            raise ValueError(f"{err} (the checkpoint {path} was saved for device "
+                             f"{saved_device!r}); pass device='cpu' to load it on the CPU") from None
         if policy is None:
             if meta.get("policy_spec") is None:
                 raise ValueError("this checkpoint holds a custom policy: pass `policy=` to load it")

@@ -117,6 +117,10 @@ def _check_positive_int(name: str, value: int | None, allow_none: bool = True) -
 
 def as_states(x: np.ndarray | torch.Tensor, state_dim: int, name: str) -> np.ndarray:
     """Validate query points: float64 array of shape (m, state_dim), finite, m >= 1."""
+    if callable(x) and not isinstance(x, torch.Tensor):
+        raise ValueError(f"{name} must be an array of states, not the {type(x).__name__} "
+                         f"{getattr(x, '__name__', repr(x))!r}: call it, e.g. "
+                         "data.episode_start_states()")
     arr = x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x, dtype=float)
     arr = np.asarray(arr, dtype=np.float64)
     if arr.ndim == 1 and arr.shape[0] == state_dim:

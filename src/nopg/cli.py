@@ -12,6 +12,8 @@
     nopg collect mountaincar --out demos.npz     # record mountain-car demonstrations by keyboard
     nopg bandwidth demos.npz --method knn        # the bandwidths chosen and the data's support
     nopg fit demos.npz --env MountainCarContinuous-v0   # train on your own data (+ evaluate)
+    nopg evaluate results/run --env Pendulum-v1 --data other.npz  # returns (95% CI), J_hat on data
+    nopg export results/run --seed 0 --out policy.onnx   # TorchScript (.pt) or ONNX, verified
 """
 
 from __future__ import annotations
@@ -101,6 +103,8 @@ def _add_training_args(parser: argparse.ArgumentParser, seeds: str) -> None:
     parser.add_argument("--name", help="run folder name (default <task>__<algo>__<time>)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    parser.add_argument("--tensorboard", action="store_true",
+                        help="also log every update to seed_<k>/tensorboard (needs tensorboard)")
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -158,21 +162,36 @@ def _build_parser() -> argparse.ArgumentParser:
 
     tune = sub.add_parser(
         "tune-k", help="measure what top_k and the candidate count cost in accuracy on a data set",
-        description="For a data set (and a policy: a checkpoint's, or a fresh MLP), print the "
-                    "kernel mass the k kept entries carry, the J_hat error and gradient cosine "
-                    "against the dense P (or the largest k), and for each candidate count the "
-                    "rows still certified after a typical policy update.")
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="For a data set and a policy (a checkpoint's, or a fresh MLP), compare NOPG's\n"
+                    "sparse P (top_k = k) with the dense P (or, above 4000 samples, the largest k)\n"
+                    "and recommend a k. Columns of the k table:\n"
+                    "  mass min/p5/mean  share of a row's kernel mass in its k kept entries\n"
+                    "  J rel err         |J_hat(k) - J_hat(ref)| / |J_hat(ref)|\n"
+                    "  grad cos          cosine between the policy gradients of k and the reference\n"
+                    "  |grad|/|ref|      gradient norm over the reference's; '*' marks a gradient at\n"
+                    "                    round-off level, whose cosine is noise (either sign)\n"
+                    "Recommended: the smallest k with J rel err <= 0.01, grad cos >= 0.99 and\n"
+                    "|grad|/|ref| in [0.5, 2]. The candidate table gives, per candidate count K',\n"
+                    "the rows still certified after a typical policy update and the error of\n"
+                    "refine=False. With --checkpoint, its policy, bandwidths and gamma are used\n"
+                    "(--bandwidth / --gamma override them).")
     tune.add_argument("data", help="data set (.npz, .hdf5/.h5, minari:<id>)")
-    tune.add_argument("--checkpoint", help="use this checkpoint's policy (default: a fresh MLP)")
+    tune.add_argument("--checkpoint",
+                      help="use this checkpoint's policy, bandwidths and gamma (default: a fresh MLP)")
     tune.add_argument("--k", type=int, nargs="+", default=[5, 10, 20, 40], help="top_k values")
     tune.add_argument("--candidates", type=int, nargs="+", default=[16, 32, 64],
                       help="candidate counts K' (at --top-k)")
     tune.add_argument("--top-k", type=int, default=10, help="top_k for the candidate rows")
-    tune.add_argument("--bandwidth", default="silverman", help="bandwidth rule (default silverman)")
-    tune.add_argument("--state-factor", type=float, nargs="+", default=[1.0])
-    tune.add_argument("--action-factor", type=float, nargs="+", default=[1.0])
-    tune.add_argument("--gamma", type=float, default=0.99)
+    tune.add_argument("--bandwidth",
+                      help="bandwidth rule (default: the checkpoint's bandwidths, else silverman)")
+    tune.add_argument("--state-factor", type=float, nargs="+", default=[1.0],
+                      help="state bandwidth factor(s) (also applied to a checkpoint's bandwidths)")
+    tune.add_argument("--action-factor", type=float, nargs="+", default=[1.0],
+                      help="action bandwidth factor(s) (also applied to a checkpoint's bandwidths)")
+    tune.add_argument("--gamma", type=float, help="discount (default: the checkpoint's, else 0.99)")
     tune.add_argument("--seed", type=int, default=0)
+    tune.add_argument("--json", action="store_true", help="print JSON instead of text")
 
     bw = sub.add_parser(
         "bandwidth", help="show the kernel bandwidths chosen for a data set and its support",
@@ -203,7 +222,40 @@ def _build_parser() -> argparse.ArgumentParser:
     col.add_argument("--hold-steps", type=int, default=4,
                      help="keep a push for N steps after a key press (bridges key-repeat gaps)")
     col.add_argument("--append", action="store_true", help="add the episodes to an existing OUT")
+    _add_evaluate_export_parsers(sub)
     return parser
+
+
+def _add_evaluate_export_parsers(sub: Any) -> None:
+    """The ``evaluate`` and ``export`` subcommands (a saved policy, after training)."""
+    ev = sub.add_parser(
+        "evaluate", help="evaluate a saved policy in an environment and/or on another data set",
+        description="nopg evaluate RUN_OR_CHECKPOINT: for every seed's checkpoint of a run folder "
+                    "(or one checkpoint folder), roll the policy out in a gymnasium environment "
+                    "(--env; mean return with a 95% bootstrap interval) and/or compute its J_hat "
+                    "and support gap on another data set (--data) with the checkpoint's bandwidths "
+                    "and settings, from the states that start the data's episodes.")
+    ev.add_argument("path", help="run folder (seed_<k>/checkpoint/) or checkpoint folder")
+    ev.add_argument("--env", help="gymnasium id to roll the policy out in")
+    ev.add_argument("--episodes", type=int, default=10, help="episodes per checkpoint (10)")
+    ev.add_argument("--seed", type=int, default=0, help="reset seed of the first episode (0)")
+    ev.add_argument("--max-steps", type=int, help="episode length cap (default: the env's)")
+    ev.add_argument("--data", help="data set for J_hat (.npz, .hdf5/.h5, minari:<id>)")
+    ev.add_argument("--json", action="store_true", help="print JSON instead of text")
+
+    ex = sub.add_parser(
+        "export", help="export a saved policy as TorchScript or ONNX",
+        description="nopg export RUN_OR_CHECKPOINT --out FILE: write the policy (a Gaussian "
+                    "policy's mean action) as a TorchScript or ONNX file mapping states "
+                    "(batch, state_dim) to actions (batch, action_dim), and check that the file "
+                    "reproduces the policy's actions.")
+    ex.add_argument("path", help="run folder (seed_<k>/checkpoint/) or checkpoint folder")
+    ex.add_argument("--out", required=True, help="output file (.pt for TorchScript, .onnx)")
+    ex.add_argument("--format", dest="export_format", choices=["torchscript", "onnx"],
+                    help="default: from the --out suffix")
+    ex.add_argument("--seed", type=int, help="which seed's checkpoint of a run folder")
+    ex.add_argument("--dtype", choices=["float64", "float32"], help="default: the policy's")
+    ex.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
 
 
 def _print_description(desc: dict[str, Any], fmt: str) -> None:
@@ -292,25 +344,39 @@ def _tune_command(args: argparse.Namespace) -> int:
     import numpy as np
 
     from .algorithm import NOPG
-    from .bandwidth import select_bandwidths
+    from .bandwidth import Bandwidths, select_bandwidths
     from .formats import load_dataset
     from .policies import DeterministicMLPPolicy
     from .tuning import neighbor_report
 
     data = load_dataset(args.data)
-    bw = select_bandwidths(data, args.bandwidth, state_factor=np.asarray(args.state_factor),
-                           action_factor=np.asarray(args.action_factor), rng=args.seed)
+    state_factor, action_factor = np.asarray(args.state_factor), np.asarray(args.action_factor)
+    bw, gamma, source = None, args.gamma, args.bandwidth or "silverman"
     if args.checkpoint:
-        policy = NOPG.load(args.checkpoint).policy
+        algo = NOPG.load(args.checkpoint, device="cpu")
+        policy = algo.policy
+        meta = NOPG.read_checkpoint_meta(args.checkpoint)
+        if args.bandwidth is None and meta.get("bandwidths"):
+            bw = Bandwidths.from_dict(meta["bandwidths"]).scaled(state_factor, action_factor)
+            source = f"checkpoint {args.checkpoint}"
+        gamma = algo.config.gamma if gamma is None else gamma
     else:
         torch.manual_seed(args.seed)
         policy = DeterministicMLPPolicy(data.state_dim, data.action_dim,
                                         action_max=float(np.abs(data.actions).max()))
+    if bw is None:
+        bw = select_bandwidths(data, source, state_factor=state_factor,
+                               action_factor=action_factor, rng=args.seed)
+    gamma = 0.99 if gamma is None else gamma
     starts = data.episode_start_states()
     s0 = starts[np.random.default_rng(args.seed).choice(len(starts), min(50, len(starts)), replace=False)]
-    report = neighbor_report(data, bw, policy, s0, gamma=args.gamma, ks=tuple(args.k),
+    report = neighbor_report(data, bw, policy, s0, gamma=gamma, ks=tuple(args.k),
                              candidates=tuple(args.candidates), top_k=args.top_k, seed=args.seed)
-    print(report.to_text())
+    if args.json:
+        print(json.dumps({**report.to_dict(), "bandwidth_source": source}, indent=2))
+    else:
+        print(f"bandwidths from {source}")
+        print(report.to_text())
     return 0
 
 
@@ -430,6 +496,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _bandwidth_command(args)
     if args.command == "fit":
         return _fit_command(args)
+    if args.command == "evaluate":
+        return _evaluate_command(args)
+    if args.command == "export":
+        return _export_command(args)
     if args.threads < 1:
         raise ValueError(f"--threads must be >= 1. Got {args.threads} instead.")
     torch.set_num_threads(args.threads)
@@ -440,7 +510,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     task = get_task(args.experiment)
     config = task.default_config().replace(**_overrides(args))
     summary = run_experiment(task, config, out=args.out, progress=not args.no_progress,
-                             run_name=args.name)
+                             run_name=args.name, tensorboard=args.tensorboard)
     _print_summary(summary)
     return 0
 
@@ -478,8 +548,51 @@ def _fit_command(args: argparse.Namespace) -> int:
         raise ValueError(f"the evaluation episode length (--eval-steps, task.eval_steps) must be "
                          f"a positive int or null; got {steps!r}")
     summary = run_experiment(task, config, out=args.out, progress=not args.no_progress,
-                             run_name=args.name)
+                             run_name=args.name, tensorboard=args.tensorboard)
     _print_summary(summary)
+    return 0
+
+
+def _evaluate_command(args: argparse.Namespace) -> int:
+    from .formats import load_dataset
+    from .run_evaluation import checkpoint_folders, evaluate_saved, format_report
+
+    if args.env is None and args.data is None:
+        raise ValueError("nothing to evaluate: give --env ID and/or --data DATA")
+    if args.episodes < 1:
+        raise ValueError(f"--episodes must be >= 1. Got {args.episodes}.")
+    if args.max_steps is not None and args.max_steps < 1:
+        raise ValueError(f"--max-steps must be >= 1. Got {args.max_steps}.")
+    checkpoint_folders(args.path)              # a wrong path fails before any work
+    data = load_dataset(args.data) if args.data is not None else None
+    result = evaluate_saved(args.path, env_id=args.env, episodes=args.episodes, seed=args.seed,
+                            max_steps=args.max_steps, data=data)
+    if args.data is not None:
+        result["data"]["path"] = args.data
+    print(json.dumps(result, indent=2) if args.json else format_report(result))
+    return 0
+
+
+def _export_command(args: argparse.Namespace) -> int:
+    from .export import _check_target, _resolve_format, export_policy
+    from .run_evaluation import checkpoint_folders, load_saved
+
+    target = _check_target(args.out, args.overwrite)
+    fmt = _resolve_format(target, args.export_format)
+    found = checkpoint_folders(args.path, args.seed)
+    if len(found) > 1:
+        seeds = ", ".join(str(s) for s, _ in found)
+        raise ValueError(f"{args.path} holds the checkpoints of seeds {seeds}; choose one with --seed")
+    saved = load_saved(found[0][1], found[0][0])
+    model = saved.algo.model_
+    example = model.dataset.states[:64] if model is not None else None
+    dtype = None if args.dtype is None else getattr(torch, args.dtype)
+    try:
+        path = export_policy(saved.policy, target, fmt, example_states=example,
+                             overwrite=args.overwrite, dtype=dtype)
+    except ImportError as err:
+        raise ValueError(str(err)) from None
+    print(f"wrote {path} ({fmt}; checked against the policy of {found[0][1]})")
     return 0
 
 

@@ -46,6 +46,15 @@ def _check_gamma(gamma: float, *, allow_one: bool = False) -> float:
     return float(gamma)
 
 
+def _check_parent_folder(path: str | os.PathLike[str]) -> None:
+    """Raise a ValueError naming the folder of ``path`` if it does not exist (before writing)."""
+    folder = os.path.dirname(os.path.abspath(os.fspath(path)))
+    if not os.path.isdir(folder):
+        what = "is not a folder" if os.path.exists(folder) else "does not exist"
+        raise ValueError(f"cannot write {os.fspath(path)}: the folder {folder} {what} "
+                         "(create it first)")
+
+
 def _float_array(name: str, x: ArrayLike, ndim: int, *, allow_1d: bool = False) -> np.ndarray:
     """Copy ``x`` to a C-contiguous float64 array with ``ndim`` dims and finite values."""
     try:
@@ -63,9 +72,18 @@ def _float_array(name: str, x: ArrayLike, ndim: int, *, allow_1d: bool = False) 
         )
     if ndim == 2 and arr.shape[1] == 0:
         raise ValueError(f"{name} has zero columns; at least one dimension is required.")
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} contains NaN or inf values")
+    _check_finite(name, arr)
     return arr
+
+
+def _check_finite(name: str, arr: np.ndarray) -> None:
+    """Raise a ValueError naming ``name``, the number of non-finite values and the first row."""
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        count = int(bad.sum())
+        row = int(np.flatnonzero(bad.reshape(arr.shape[0], -1).any(axis=1))[0])
+        raise ValueError(f"{name} contains NaN or inf values: {count} non-finite "
+                         f"value{'s' if count != 1 else ''}; first at row {row}")
 
 
 def _bool_array(name: str, x: ArrayLike) -> np.ndarray:
@@ -279,7 +297,14 @@ class TransitionDataset:
 
     # ------------------------------------------------------------------------- I/O
     def save(self, path: str | os.PathLike[str]) -> None:
-        """Write the dataset to a compressed ``.npz`` file (no pickle)."""
+        """Write the dataset to a compressed ``.npz`` file (no pickle).
+
+        Raises
+        ------
+        ValueError
+            If the file's folder does not exist.
+        """
+        _check_parent_folder(path)
         arrays = {k: v for k, v in self._fields().items() if v is not None}
         arrays["format_version"] = np.asarray(FORMAT_VERSION, dtype=np.int64)
         with open(path, "wb") as fh:

@@ -52,7 +52,7 @@ from typing import Any
 
 import numpy as np
 
-from .data import TransitionDataset
+from .data import TransitionDataset, _check_finite, _check_parent_folder
 
 __all__ = [
     "HDF5_SUFFIXES",
@@ -72,6 +72,7 @@ MINARI_PREFIX = "minari:"
 HDF5_SUFFIXES = (".hdf5", ".h5")
 NPZ_SUFFIX = ".npz"
 EPISODE_ID_INFO = "nopg_episode_id"
+_OVERWRITE_HINT = "(use overwrite=True, or --overwrite on the command line, to replace it)"
 _MINARI_ID = re.compile(r"^[\w.\-]+(/[\w.\-]+)*-v\d+$")
 
 
@@ -161,7 +162,8 @@ def save_dataset(data: TransitionDataset, location: str | os.PathLike[str], *,
     Raises
     ------
     ValueError
-        If the destination exists (without ``overwrite``) or cannot hold the data.
+        If the destination exists (without ``overwrite``), its folder does not exist, or it
+        cannot hold the data.
     """
     if not isinstance(data, TransitionDataset):
         raise ValueError(f"data must be a TransitionDataset. Got {type(data).__name__}.")
@@ -172,7 +174,7 @@ def save_dataset(data: TransitionDataset, location: str | os.PathLike[str], *,
     if env_id is not None:
         raise ValueError("env_id applies to Minari data sets only")
     if Path(target).exists() and not overwrite:
-        raise ValueError(f"{target} already exists (pass overwrite=True to replace it)")
+        raise ValueError(f"{target} already exists {_OVERWRITE_HINT}")
     if kind == "hdf5":
         save_hdf5(data, target)
     else:
@@ -182,9 +184,11 @@ def save_dataset(data: TransitionDataset, location: str | os.PathLike[str], *,
 
 # -------------------------------------------------------------------------------- HDF5
 def _finite(name: str, arr: np.ndarray, source: str) -> np.ndarray:
-    if arr.dtype.kind == "f" and not np.all(np.isfinite(arr)):
-        bad = int(np.flatnonzero(~np.isfinite(arr.reshape(arr.shape[0], -1)).all(axis=1))[0])
-        raise ValueError(f"{source}: '{name}' contains NaN or inf values (first at row {bad})")
+    if arr.dtype.kind == "f":
+        try:
+            _check_finite(f"'{name}'", arr)
+        except ValueError as err:
+            raise ValueError(f"{source}: {err}") from None
     return arr
 
 
@@ -279,9 +283,16 @@ def _derive_next(raw: Mapping[str, np.ndarray], has_truncations: bool) -> Transi
 
 
 def save_hdf5(data: TransitionDataset, path: str | os.PathLike[str]) -> None:
-    """Write ``data`` as a D4RL-style HDF5 file (with ``next_observations`` and ``timeouts``)."""
+    """Write ``data`` as a D4RL-style HDF5 file (with ``next_observations`` and ``timeouts``).
+
+    Raises
+    ------
+    ValueError
+        If the file's folder does not exist.
+    """
     import h5py
 
+    _check_parent_folder(path)
     with h5py.File(os.fspath(path), "w") as fh:
         fh.attrs["nopg_format"] = "nopg TransitionDataset, D4RL layout"
         fh.attrs["nopg_has_truncations"] = data.truncations is not None
@@ -478,8 +489,7 @@ def save_minari(data: TransitionDataset, dataset_id: str, *, env_id: str | None 
     with _minari_root(datasets_path):
         if dataset_id in minari.list_local_datasets():
             if not overwrite:
-                raise ValueError(f"Minari data set {dataset_id!r} already exists "
-                                 "(pass overwrite=True to replace it)")
+                raise ValueError(f"Minari data set {dataset_id!r} already exists {_OVERWRITE_HINT}")
             minari.delete_dataset(dataset_id)
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", module=r"minari\..*")

@@ -20,12 +20,20 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from matplotlib.figure import Figure
 
 __all__ = [
+    "EVAL_LABEL",
+    "learning_curve_figure",
     "load_log",
+    "phase_portraits_figure",
     "plot_learning_curve",
     "plot_learning_curves",
     "plot_phase_portraits",
     "plot_trust_region",
+    "trust_region_figure",
 ]
+
+EVAL_LABEL = "evaluation return (undiscounted)"
+"""Default axis label of evaluation returns: the summed rewards of an episode, not discounted
+(the task decides the episode length; pass ``eval_label`` to say more, e.g. the step count)."""
 
 LogLike = Mapping[str, Sequence[float]] | str | Path
 """A dict of columns or the path of a CSV training log."""
@@ -141,26 +149,77 @@ def _eval_points(
     return xs[keep], ys[keep]
 
 
+def learning_curve_figure(
+    log: LogLike,
+    eval_updates: Sequence[float] | None = None,
+    eval_returns: Sequence[float] | None = None,
+    title: str | None = None,
+    eval_label: str = EVAL_LABEL,
+) -> Figure:
+    """The figure of :func:`plot_learning_curve`, returned instead of saved.
+
+    Stacked panels sharing the update axis, each with its own labelled y-axis: ``J_hat`` (top),
+    the evaluation returns (when there are any) and the support gap (when the log has one).
+    """
+    columns = load_log(log)
+    xs_eval, ys_eval = _eval_points(columns, eval_updates, eval_returns)
+    gap = columns.get("support_gap")
+    has_gap = gap is not None and bool(np.isfinite(gap).any())
+    panels = ["J_hat"] + (["eval"] if xs_eval.size else []) + (["gap"] if has_gap else [])
+    ratios = {"J_hat": 3.0, "eval": 2.0, "gap": 1.0}
+    plt = _pyplot()
+    fig, axes = plt.subplots(
+        len(panels), 1, figsize=(7, 2.2 + 1.0 * sum(ratios[p] for p in panels)), sharex=True,
+        squeeze=False, gridspec_kw={"height_ratios": [ratios[p] for p in panels]})
+    by_name = dict(zip(panels, axes[:, 0], strict=True))
+    ax = by_name["J_hat"]
+    ok = np.isfinite(columns["update"]) & np.isfinite(columns["J_hat"])
+    ax.plot(columns["update"][ok], columns["J_hat"][ok], color="C0")
+    ax.set_ylabel(r"surrogate return $\hat J$")
+    ax.set_title(title or "Learning curve")
+    if "eval" in by_name:
+        by_name["eval"].plot(xs_eval, ys_eval, "o--", color="C1", markersize=4)
+        by_name["eval"].set_ylabel(eval_label)
+    if "gap" in by_name:
+        ok_gap = np.isfinite(columns["update"]) & np.isfinite(gap)
+        by_name["gap"].plot(columns["update"][ok_gap], gap[ok_gap], color="C3")
+        by_name["gap"].set_ylim(-0.02, 1.02)
+        by_name["gap"].set_ylabel("support gap")
+    for panel in axes[:, 0]:
+        panel.grid(alpha=0.3)
+    axes[-1, 0].set_xlabel("update")
+    fig.align_ylabels(axes[:, 0])
+    return fig
+
+
 def plot_learning_curve(
     log: LogLike,
     path: str | Path,
     eval_updates: Sequence[float] | None = None,
     eval_returns: Sequence[float] | None = None,
     title: str | None = None,
+    eval_label: str = EVAL_LABEL,
 ) -> Path:
     """Plot the surrogate return ``J_hat`` and evaluation returns against the update index.
+
+    ``J_hat`` and the evaluation returns have different scales (a discounted model estimate and
+    an undiscounted episode return), so each gets its own panel and labelled y-axis; the panels
+    share the update axis. A third panel shows the support gap when the log has one.
 
     Parameters
     ----------
     log : mapping or str or pathlib.Path
         Columns ``update`` and ``J_hat`` (optionally ``eval_return`` with blanks/NaN where no
-        evaluation took place), as a dict or a CSV path; see :func:`load_log`.
+        evaluation took place, and ``support_gap``), as a dict or a CSV path; see
+        :func:`load_log`.
     path : str or pathlib.Path
         Output PNG file.
     eval_updates, eval_returns : sequence of float, optional
         Evaluation points; override the log's ``eval_return`` column.
     title : str, optional
         Figure title.
+    eval_label : str, default :data:`EVAL_LABEL`
+        Y-axis label of the evaluation panel, e.g. ``"return over 200 steps (undiscounted)"``.
 
     Returns
     -------
@@ -172,39 +231,7 @@ def plot_learning_curve(
     ValueError
         If the log is malformed or only one of ``eval_updates``/``eval_returns`` is given.
     """
-    columns = load_log(log)
-    xs_eval, ys_eval = _eval_points(columns, eval_updates, eval_returns)
-    plt = _pyplot()
-    gap = columns.get("support_gap")
-    has_gap = gap is not None and bool(np.isfinite(gap).any())
-    if has_gap:
-        fig, (ax, ax_gap) = plt.subplots(2, 1, figsize=(7, 5.2), sharex=True,
-                                         gridspec_kw={"height_ratios": [3, 1]})
-        ok_gap = np.isfinite(columns["update"]) & np.isfinite(gap)
-        ax_gap.plot(columns["update"][ok_gap], gap[ok_gap], color="C3")
-        ax_gap.set_ylim(-0.02, 1.02)
-        ax_gap.set_ylabel("support gap")
-        ax_gap.set_xlabel("update")
-        ax_gap.grid(alpha=0.3)
-    else:
-        fig, ax = plt.subplots(figsize=(7, 4))
-    ok = np.isfinite(columns["update"]) & np.isfinite(columns["J_hat"])
-    (line,) = ax.plot(columns["update"][ok], columns["J_hat"][ok], color="C0", label=r"$\hat J$")
-    if not has_gap:
-        ax.set_xlabel("update")
-    ax.set_ylabel(r"surrogate return $\hat J$", color="C0")
-    ax.grid(alpha=0.3)
-    handles = [line]
-    if xs_eval.size:
-        ax2 = ax.twinx()
-        (marks,) = ax2.plot(
-            xs_eval, ys_eval, "o--", color="C1", markersize=4, label="evaluation return"
-        )
-        ax2.set_ylabel("evaluation return", color="C1")
-        handles.append(marks)
-    ax.legend(handles=handles, labels=[h.get_label() for h in handles], loc="lower right")
-    ax.set_title(title or "Learning curve")
-    return _save(fig, path)
+    return _save(learning_curve_figure(log, eval_updates, eval_returns, title, eval_label), path)
 
 
 def _stack_on_common_updates(
@@ -235,6 +262,7 @@ def plot_learning_curves(
     path: str | Path,
     labels: Sequence[str] | None = None,
     title: str | None = None,
+    eval_label: str = EVAL_LABEL,
 ) -> Path:
     """Plot several runs (e.g. seeds): individual curves, their mean and a min/max band.
 
@@ -252,6 +280,8 @@ def plot_learning_curves(
         One label per run (default ``"run 0"``, ``"run 1"``, ...).
     title : str, optional
         Figure title.
+    eval_label : str, default :data:`EVAL_LABEL`
+        Y-axis label of the evaluation panel.
 
     Returns
     -------
@@ -293,7 +323,7 @@ def plot_learning_curves(
         ax.plot(updates, values.mean(axis=0), color="k", lw=2, label="mean")
         ax.set_xlabel("update")
         names = {"J_hat": (r"surrogate return $\hat J$", r"$\hat J$"),
-                 "eval_return": ("evaluation return", "Evaluation return"),
+                 "eval_return": (eval_label, "Evaluation return"),
                  "support_gap": ("share of visitation where data are thin", "Support gap")}
         ax.set_ylabel(names[key][0])
         ax.set_title(names[key][1])
@@ -330,6 +360,24 @@ def plot_phase_portraits(
     trajectory: np.ndarray | None = None,
     title: str | None = None,
 ) -> Path:
+    """Pendulum phase portraits of the value function and the state visitation, saved to ``path``.
+
+    See :func:`phase_portraits_figure` for the parameters; returns the written file.
+    """
+    return _save(phase_portraits_figure(value_fn, visitation_fn, theta_range, theta_dot_range,
+                                        resolution, data_states, trajectory, title), path)
+
+
+def phase_portraits_figure(
+    value_fn: Callable[[np.ndarray], np.ndarray],
+    visitation_fn: Callable[[np.ndarray], np.ndarray],
+    theta_range: tuple[float, float] = (-np.pi, np.pi),
+    theta_dot_range: tuple[float, float] = (-8.0, 8.0),
+    resolution: int = 100,
+    data_states: np.ndarray | None = None,
+    trajectory: np.ndarray | None = None,
+    title: str | None = None,
+) -> Figure:
     """Pendulum phase portraits of the value function and the state visitation (paper figure).
 
     Both functions are evaluated on a ``resolution x resolution`` grid over ``theta`` x
@@ -352,14 +400,14 @@ def plot_phase_portraits(
     data_states : array of shape (n, 3), optional
         Observations of the data set, drawn as a scatter on both panels.
     trajectory : array of shape (T, 3), optional
-        Observations of an episode, drawn as a line (broken where ``theta`` wraps).
+        Observations of an episode, drawn as a line (broken where ``theta`` wraps) with its first
+        state marked "start".
     title : str, optional
         Figure title.
 
     Returns
     -------
-    pathlib.Path
-        The written file.
+    matplotlib.figure.Figure
 
     Raises
     ------
@@ -404,6 +452,8 @@ def plot_phase_portraits(
             ax.scatter(*data_angles, s=6, c="w", edgecolors="k", linewidths=0.3, label="data")
         if traj_angles is not None:
             ax.plot(*traj_angles, color="C3", lw=1.5, label="trajectory")
+            ax.plot(traj_angles[0][:1], traj_angles[1][:1], ls="none", marker="o", ms=8,
+                    mfc="C3", mec="w", mew=1.5, zorder=5, clip_on=False, label="start")
         ax.set_xlim(thetas[0], thetas[-1])
         ax.set_ylim(theta_dots[0], theta_dots[-1])
         ax.set_xlabel(r"$\theta$ [rad]")
@@ -413,7 +463,7 @@ def plot_phase_portraits(
             ax.legend(loc="upper right", fontsize="small")
     if title:
         fig.suptitle(title)
-    return _save(fig, path)
+    return fig
 
 
 def plot_trust_region(
@@ -429,26 +479,47 @@ def plot_trust_region(
     heat_label: str = r"$\|g_i\|$ per bin",
     title: str | None = None,
 ) -> Path:
+    """The trust-region figure, saved to ``path``; see :func:`trust_region_figure`."""
+    return _save(trust_region_figure(data_states, data_actions, log_likelihood, log_grad_norm,
+                                     theta3, w_edges, w_dot_edges, heat, heat_label, title), path)
+
+
+def trust_region_figure(
+    data_states: np.ndarray,
+    data_actions: np.ndarray,
+    log_likelihood: np.ndarray,
+    log_grad_norm: np.ndarray,
+    theta3: np.ndarray,
+    w_edges: np.ndarray,
+    w_dot_edges: np.ndarray,
+    heat: np.ndarray,
+    heat_label: str = r"$\|g_i\|$ per bin",
+    title: str | None = None,
+) -> Figure:
     """The trust-region figure: (a) data, (b) log-likelihood vs log gradient norm, (c) heat map.
+
+    The pendulum angle is called ``theta`` as in the other figures (:func:`plot_phase_portraits`);
+    ``theta_3`` and ``nabla_theta`` refer to the policy's parameters and are labelled as such.
 
     Parameters
     ----------
     data_states : array of shape (n, 3)
-        Observations ``[cos w, sin w, w_dot]``; drawn in the ``(w, w_dot)`` plane.
+        Observations ``[cos theta, sin theta, theta_dot]``; drawn in the ``(theta, theta_dot)``
+        plane.
     data_actions : array of shape (n,)
         Colour of each data point.
     log_likelihood, log_grad_norm, theta3 : arrays of shape (p,)
         One point per policy, coloured by ``theta3``.
     w_edges, w_dot_edges : arrays of shape (bx + 1,) and (by + 1,)
-        Bin edges of the heat map.
+        Bin edges of the heat map in ``theta`` and ``theta_dot``.
     heat : array of shape (bx, by)
         Per-bin values (NaN bins are left blank); drawn on a log colour scale when positive.
-    path : str or pathlib.Path
-        Output PNG.
+    heat_label, title : str, optional
+        Colour-bar label of the heat map and figure title.
 
     Returns
     -------
-    pathlib.Path
+    matplotlib.figure.Figure
     """
     states = np.asarray(data_states, dtype=np.float64).reshape(-1, 3)
     actions = np.asarray(data_actions, dtype=np.float64).reshape(-1)
@@ -466,16 +537,16 @@ def plot_trust_region(
     from matplotlib.colors import LogNorm
 
     plt = _pyplot()
-    w, w_dot = obs_to_angle(states)
+    theta, theta_dot = obs_to_angle(states)
     fig, axes = plt.subplots(1, 3, figsize=(17, 4.8))
     bound = float(np.max(np.abs(actions))) or 1.0
-    sc = axes[0].scatter(w, w_dot, c=actions, s=5, cmap="coolwarm", vmin=-bound, vmax=bound)
+    sc = axes[0].scatter(theta, theta_dot, c=actions, s=5, cmap="coolwarm", vmin=-bound, vmax=bound)
     fig.colorbar(sc, ax=axes[0], label="action")
     axes[0].set_title(f"(a) data ({states.shape[0]} samples)")
 
     axes[1].plot(x, y, color="0.6", lw=1, zorder=1)
     sc = axes[1].scatter(x, y, c=c, cmap="viridis", s=22, zorder=2)
-    fig.colorbar(sc, ax=axes[1], label=r"$\theta_3$")
+    fig.colorbar(sc, ax=axes[1], label=r"policy parameter $\theta_3$")
     axes[1].set_xlabel("log-likelihood of the policy (mean per sample)")
     axes[1].set_ylabel(r"$\log\|\nabla_\theta \hat J\|$")
     axes[1].set_title("(b) gradient norm vs log-likelihood")
@@ -494,8 +565,8 @@ def plot_trust_region(
     for ax in (axes[0], axes[2]):
         ax.set_xlim(-np.pi, np.pi)
         ax.set_ylim(float(w_dot_edges[0]), float(w_dot_edges[-1]))
-        ax.set_xlabel(r"$\omega$ [rad] (0 upright)")
-        ax.set_ylabel(r"$\dot\omega$ [rad/s]")
+        ax.set_xlabel(r"$\theta$ [rad] (0 upright)")
+        ax.set_ylabel(r"$\dot\theta$ [rad/s]")
     if title:
         fig.suptitle(title)
-    return _save(fig, path)
+    return fig

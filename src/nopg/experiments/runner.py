@@ -229,9 +229,27 @@ def _format_return(value: float | None) -> str:
     return "n/a (no evaluation)" if value is None else f"{value:.2f}"
 
 
+def _fit_with(algo: NOPG, task: Task, evaluator: EvalCallback, tensorboard: Path | None,
+              *args: Any, **kwargs: Any) -> None:
+    """``algo.fit(*args, **kwargs)`` with the task's evaluation (if it evaluates) and, with a
+    ``tensorboard`` folder, a TensorBoard writer after it (so it sees the evaluation return)."""
+    callbacks: list[Any] = [evaluator] if getattr(task, "evaluates", True) else []
+    board = None
+    if tensorboard is not None:
+        from ..tensorboard import TensorBoardCallback
+
+        board = TensorBoardCallback(tensorboard)
+        callbacks.append(board)
+    try:
+        algo.fit(*args, callbacks=callbacks, **kwargs)
+    finally:
+        if board is not None:
+            board.close()
+
+
 def _fit_once(task: Task, config: ExperimentConfig, data: TransitionDataset, bw: Bandwidths,
               s0: np.ndarray, seed: int, restart: int, log_path: Path, progress: bool,
-              n_updates: int) -> tuple[NOPG, EvalCallback]:
+              n_updates: int, tensorboard: Path | None = None) -> tuple[NOPG, EvalCallback]:
     """A fit from the policy initialisation of ``(seed, restart)``; restart 0 uses ``seed``."""
     torch.manual_seed(seed + 100_003 * restart)  # policy initialisation only
     policy = make_policy(task, config, data)
@@ -239,14 +257,17 @@ def _fit_once(task: Task, config: ExperimentConfig, data: TransitionDataset, bw:
     evaluator = EvalCallback(
         lambda pol: float(np.mean(task.evaluate(pol, config, seed, config.eval_episodes))),
         every=config.eval_every)
-    callbacks = [evaluator] if getattr(task, "evaluates", True) else []
-    algo.fit(data, bw, s0, n_updates, callbacks=callbacks, log_path=log_path, progress=progress)
+    _fit_with(algo, task, evaluator, tensorboard, data, bw, s0, n_updates, log_path=log_path,
+              progress=progress)
     return algo, evaluator
 
 
 def run_seed(task: Task, config: ExperimentConfig, seed: int, out_dir: Path,
-             progress: bool = True) -> dict[str, Any]:
+             progress: bool = True, tensorboard: bool = False) -> dict[str, Any]:
     """Collect data, select bandwidths, optimise, evaluate and plot for one seed.
+
+    With ``tensorboard``, every update's metrics also go to ``out_dir/tensorboard`` (one
+    sub-folder per restart when there are several).
 
     With ``config.restarts > 1`` the fit is repeated from other policy initialisations for
     ``config.restart_updates`` updates (all of them by default), the run with the highest ``J_hat``
@@ -267,10 +288,14 @@ def run_seed(task: Task, config: ExperimentConfig, seed: int, out_dir: Path,
     for r in range(config.restarts):
         log_path = out_dir / ("log.csv" if config.restarts == 1 else f"log_restart{r}.csv")
         fit_start = time.perf_counter()
-        algo, evaluator = _fit_once(task, config, data, bw, s0, seed, r, log_path, progress, first)
+        board = None if not tensorboard else \
+            out_dir / "tensorboard" / ("" if config.restarts == 1 else f"restart{r}")
+        algo, evaluator = _fit_once(task, config, data, bw, s0, seed, r, log_path, progress, first,
+                                    board)
         fit_time += time.perf_counter() - fit_start
         returns = task.evaluate(algo.policy, config, seed, config.final_eval_episodes)
         runs.append({"restart": r, "algo": algo, "evaluator": evaluator, "returns": returns,
+                     "board": board,
                      "J_hat": algo.J_, "support_gap": algo.support_gap_, "log": log_path})
         logger.info("seed %d restart %d after %d updates: J_hat %.4f (support gap %.3f), "
                     "return %s", seed, r, first, algo.J_, algo.support_gap_,
@@ -281,9 +306,8 @@ def run_seed(task: Task, config: ExperimentConfig, seed: int, out_dir: Path,
         logger.info("seed %d: restart %d has the highest J_hat and is kept", seed, chosen["restart"])
         if first < config.n_updates:
             fit_start = time.perf_counter()
-            callbacks = [chosen["evaluator"]] if getattr(task, "evaluates", True) else []
-            algo.fit(data, bw, s0, config.n_updates - first, callbacks=callbacks,
-                     log_path=chosen["log"], progress=progress)
+            _fit_with(algo, task, chosen["evaluator"], chosen["board"], data, bw, s0,
+                      config.n_updates - first, log_path=chosen["log"], progress=progress)
             fit_time += time.perf_counter() - fit_start
             returns = task.evaluate(algo.policy, config, seed, config.final_eval_episodes)
         shutil.copyfile(chosen["log"], out_dir / "log.csv")
@@ -332,8 +356,12 @@ def run_log(run_dir: Path) -> Iterator[None]:
 
 
 def run_experiment(task: Task, config: ExperimentConfig, out: str | Path = "results",
-                   progress: bool = True, run_name: str | None = None) -> dict[str, Any]:
-    """Run ``task`` for every seed of ``config``; returns (and writes) the summary."""
+                   progress: bool = True, run_name: str | None = None,
+                   tensorboard: bool = False) -> dict[str, Any]:
+    """Run ``task`` for every seed of ``config``; returns (and writes) the summary.
+
+    With ``tensorboard``, each seed also logs its updates to ``seed_<k>/tensorboard``.
+    """
     kind = "nopg-s" if config.stochastic else "nopg-d"
     stamp = time.strftime("%Y%m%d-%H%M%S")
     run_dir = Path(out) / (run_name or f"{task.name}__{kind}__{stamp}")
@@ -346,7 +374,7 @@ def run_experiment(task: Task, config: ExperimentConfig, out: str | Path = "resu
                          f"{err.strerror or err}") from None
     seeds: list[dict[str, Any]] = []
     try:
-        return _run_seeds(task, config, kind, run_dir, seeds, progress)
+        return _run_seeds(task, config, kind, run_dir, seeds, progress, tensorboard)
     except Exception:
         if created and not seeds:  # nothing finished: leave no half-written folder behind
             shutil.rmtree(run_dir, ignore_errors=True)
@@ -354,7 +382,8 @@ def run_experiment(task: Task, config: ExperimentConfig, out: str | Path = "resu
 
 
 def _run_seeds(task: Task, config: ExperimentConfig, kind: str, run_dir: Path,
-               seeds: list[dict[str, Any]], progress: bool) -> dict[str, Any]:
+               seeds: list[dict[str, Any]], progress: bool, tensorboard: bool
+               ) -> dict[str, Any]:
     """The body of :func:`run_experiment`; appends each finished seed's result to ``seeds``."""
     with run_log(run_dir):
         (run_dir / "config.json").write_text(json.dumps(
@@ -363,7 +392,7 @@ def _run_seeds(task: Task, config: ExperimentConfig, kind: str, run_dir: Path,
                     torch.get_num_threads())
         start = time.perf_counter()
         for s in config.seeds:
-            seeds.append(run_seed(task, config, s, run_dir / f"seed_{s}", progress))
+            seeds.append(run_seed(task, config, s, run_dir / f"seed_{s}", progress, tensorboard))
         means = np.array([r["return_mean"] for r in seeds if r["return_mean"] is not None])
         j_hats = np.array([r["J_hat"] for r in seeds])
         summary = {

@@ -497,7 +497,8 @@ def _run(config: TrustRegionConfig, run_dir: Path, progress: bool) -> dict[str, 
     png = plot_trust_region(
         data.states, data.actions[:, 0], table[:, 1], table[:, 3], table[:, 0], bins["w_edges"],
         bins["w_dot_edges"], bins[config.heatmap_stat], run_dir / "trust_region.png",
-        heat_label=(rf"{config.heatmap_stat} $\|g_i\|$ per bin at $\theta_3$ = {config.heatmap_theta3:g}"),
+        heat_label=(rf"{config.heatmap_stat} $\|g_i\|$ per bin at policy $\theta_3$ = "
+                    rf"{config.heatmap_theta3:g}"),
     )
     t_plot = time.perf_counter() - t0
     summary = {
