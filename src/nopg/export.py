@@ -66,7 +66,8 @@ class _ActionModule(nn.Module):
 @contextmanager
 def _quiet() -> Iterator[None]:
     """Silence torch's deprecation notices for TorchScript/legacy ONNX and exporter log noise."""
-    loggers = [logging.getLogger(name) for name in ("torch.onnx", "torch.export", "torch._export")]
+    loggers = [logging.getLogger(name) for name in ("torch.onnx", "torch.export", "torch._export",
+                                                    "onnxscript", "onnx_ir")]
     levels = [lg.level for lg in loggers]
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", category=DeprecationWarning)
