@@ -238,7 +238,7 @@ def test_bad_sparse_options(data, kw, match):
 
 def test_config_rejects_bad_sparse_options():
     with pytest.raises(ValueError, match="'neighbors' parameter of NOPGConfig"):
-        nopg.NOPGConfig(neighbors="knn")          # needs top_k
+        nopg.NOPGConfig(top_k=None, neighbors="knn")          # needs top_k
     with pytest.raises(ValueError, match="'neighbor_backend'"):
         nopg.NOPGConfig(top_k=5, neighbor_backend="ball")
     with pytest.raises(ValueError, match="'refine'"):

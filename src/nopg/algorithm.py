@@ -187,7 +187,10 @@ class NOPG:
     def setup(self, dataset: TransitionDataset, bandwidths: Bandwidths,
               initial_states: np.ndarray | torch.Tensor) -> NOPG:
         """Build the Bellman model for ``dataset``; called by :meth:`fit` when needed."""
-        c = self.config
+        c = self.config.resolved(dataset.n)   # concrete top_k, solver, dense_max_n for this n
+        if self.model_ is None:
+            logger.info("n = %d: top_k=%s, solver=%s (config: top_k=%r, solver=%r)", dataset.n,
+                        c.top_k, c.solver, self.config.top_k, self.config.solver)
         previous = self.model_.solver_state() if self.model_ is not None else self._solver_state
         self.model_ = NonparametricBellman(
             dataset, bandwidths, c.gamma, top_k=c.top_k, n_mc_next=c.n_mc_next,

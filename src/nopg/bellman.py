@@ -61,6 +61,7 @@ from torch import nn
 
 from .bandwidth import Bandwidths
 from .data import TransitionDataset
+from .defaults import SPARSE_MIN_N, check_dense_max_n, check_top_k, resolve_settings
 from .neighbors import NeighborIndex
 from .policies import is_stochastic
 from .rows import DenseRows, Rows, SparseRows
@@ -207,8 +208,10 @@ class NonparametricBellman:
     bandwidths : Bandwidths
         Kernel standard deviations (per dimension) for states, actions and next states.
     gamma : float in [0, 1)
-    top_k : int, optional
-        Keep the ``k`` largest responsibilities per row (renormalised); ``None`` keeps all.
+    top_k : int, "auto" or None
+        Keep the ``k`` largest responsibilities per row (renormalised); ``None`` keeps all;
+        ``"auto"`` keeps all below ``sparse_min_n`` samples and 10 from there on
+        (:mod:`nopg.defaults`).
     n_mc_next : int, optional
         Monte-Carlo samples of the next-state kernel; ``None`` uses the kernel mean ``s'_i``.
     n_mc_policy : int, optional
@@ -222,8 +225,11 @@ class NonparametricBellman:
         ``auto`` is dense LU up to ``dense_max_n`` samples, BiCGSTAB above.
     solver_tol, solver_max_iter : float, int
         BiCGSTAB relative tolerance and iteration cap.
-    dense_max_n : int
-        ``solver="auto"`` uses the dense LU up to this many samples.
+    dense_max_n : int or None
+        ``solver="auto"`` uses the dense LU up to this many samples; ``None`` takes the measured
+        limit for the kind of ``P`` (:func:`nopg.defaults.resolve_dense_max_n`).
+    sparse_min_n : int
+        Number of samples from which ``top_k="auto"`` keeps 10 entries per row.
     neighbors : {"auto", "dense", "candidates", "knn"}
         How the top-k entries are found (module docstring); ``auto`` is ``dense`` without
         ``top_k`` and ``candidates`` with it.
@@ -259,7 +265,7 @@ class NonparametricBellman:
         bandwidths: Bandwidths,
         gamma: float,
         *,
-        top_k: int | None = None,
+        top_k: int | str | None = None,
         n_mc_next: int | None = None,
         n_mc_policy: int | None = None,
         stochastic: bool = False,
@@ -268,7 +274,8 @@ class NonparametricBellman:
         solver: str = "auto",
         solver_tol: float = 1e-10,
         solver_max_iter: int = 1000,
-        dense_max_n: int = 2000,
+        dense_max_n: int | None = 2000,
+        sparse_min_n: int = SPARSE_MIN_N,
         neighbors: str = "auto",
         n_candidates: int | None = None,
         refine: bool = True,
@@ -288,7 +295,13 @@ class NonparametricBellman:
             )
         if isinstance(gamma, bool) or not (0.0 <= float(gamma) < 1.0):
             raise ValueError(f"The 'gamma' parameter must be a float in [0, 1). Got {gamma!r} instead.")
-        _check_positive_int("top_k", top_k)
+        if not check_top_k(top_k):
+            raise ValueError(f"The 'top_k' parameter must be a positive int, 'auto' or None. "
+                             f"Got {top_k!r} instead.")
+        if not check_dense_max_n(dense_max_n):
+            raise ValueError(f"The 'dense_max_n' parameter must be a positive int or None. "
+                             f"Got {dense_max_n!r} instead.")
+        _check_positive_int("sparse_min_n", sparse_min_n, allow_none=False)
         _check_positive_int("n_mc_next", n_mc_next)
         _check_positive_int("n_mc_policy", n_mc_policy)
         _check_positive_int("solver_max_iter", solver_max_iter, allow_none=False)
@@ -315,6 +328,8 @@ class NonparametricBellman:
             raise ValueError(f"The 'neighbors' parameter must be one of {NEIGHBOR_MODES}. "
                              f"Got {neighbors!r} instead.")
         n = dataset.n
+        settings = resolve_settings(n, top_k, solver, dense_max_n, sparse_min_n, neighbors)
+        top_k = settings.top_k
         if top_k is not None and top_k > n:
             raise ValueError(f"top_k must be at most the number of samples ({n}). Got {top_k} instead.")
         if n_candidates is not None and top_k is not None and n_candidates < top_k:
@@ -342,7 +357,7 @@ class NonparametricBellman:
         self.solver = solver
         self.solver_tol = float(solver_tol)
         self.solver_max_iter = int(solver_max_iter)
-        self.dense_max_n = int(dense_max_n)
+        self.dense_max_n = settings.dense_max_n
         self.neighbors = neighbors
         self.n_candidates = min(n_candidates or default_candidates(top_k or 1), n)
         self.refine = bool(refine)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 import numpy as np
 import torch
 
 from .bellman import UNSUPPORTED
+from .defaults import SPARSE_MIN_N, check_dense_max_n, check_top_k, resolve_settings
 
 OPTIMIZERS = ("adam", "adamw", "sgd", "rmsprop")
 SOLVERS = ("auto", "dense", "bicgstab")
@@ -34,7 +35,7 @@ def _is_float(value: Any) -> bool:
 
 @dataclass(frozen=True)
 class NOPGConfig:
-    """Hyper-parameters of NOPG (paper appendix defaults).
+    """Hyper-parameters of NOPG (paper appendix defaults; the model's size settings are ``auto``).
 
     Attributes
     ----------
@@ -44,9 +45,15 @@ class NOPGConfig:
         Step size of the optimiser.
     optimizer : {"adam", "adamw", "sgd", "rmsprop"}
         Gradient-ascent method (pass a torch optimiser to :class:`NOPG` for anything else).
-    top_k : int or None
+    top_k : int, "auto" or None
         Entries kept per row of ``P`` (renormalised); ``None`` keeps the dense matrix (refused
-        above 20 000 samples). ``10`` is the paper's setting for large data sets.
+        above 20 000 samples; the paper's model). ``10`` is the paper's setting for large data
+        sets. ``"auto"`` (default) is ``None`` below ``sparse_min_n`` samples and ``10`` from
+        there on (:meth:`resolved` gives the concrete settings for a data set size).
+    sparse_min_n : int
+        Number of samples from which ``top_k="auto"`` keeps 10 entries per row instead of the
+        dense ``P``: the measured size at which the sparse path becomes the faster one
+        (:mod:`nopg.defaults`).
     neighbors : {"auto", "dense", "candidates", "knn"}
         How the top-k entries are found: ``dense`` builds the (n, n) log-weights (the paper's
         method); ``candidates`` re-ranks cached (state, action) neighbours and re-centres the
@@ -63,9 +70,15 @@ class NOPGConfig:
     n_mc_next : int or None
         ``N_phi``: Monte-Carlo next states per transition; ``None`` uses the kernel mean.
     solver : {"auto", "dense", "bicgstab"}
-        Linear solver for ``q`` and ``mu``; ``auto`` is dense up to ``dense_max_n`` samples.
-    solver_tol, solver_max_iter, dense_max_n
-        Iterative-solver tolerance (relative residual), iteration cap and the dense threshold.
+        Linear solver for ``q`` and ``mu``; ``auto`` is the dense LU up to ``dense_max_n``
+        samples and BiCGSTAB above.
+    solver_tol, solver_max_iter
+        Iterative-solver tolerance (relative residual) and iteration cap.
+    dense_max_n : int or None
+        Largest ``n`` solved by the dense LU under ``solver="auto"``. ``None`` (default): the
+        measured crossover for the kind of ``P`` (a higher one for a dense ``P`` than for a
+        sparse one, :func:`nopg.defaults.resolve_dense_max_n`). The earlier defaults (dense ``P``,
+        dense LU up to 2000 samples) are ``top_k=None, dense_max_n=2000``.
     preconditioner : {"auto", "ilu", "none"}
         BiCGSTAB preconditioner: ``auto`` is an incomplete LU of ``I - P`` on the CPU (reused
         across updates) and none on a GPU.
@@ -106,7 +119,8 @@ class NOPGConfig:
     gamma: float = 0.99
     learning_rate: float = 1e-2
     optimizer: str = "adam"
-    top_k: int | None = None
+    top_k: int | str | None = "auto"
+    sparse_min_n: int = SPARSE_MIN_N
     neighbors: str = "auto"
     n_candidates: int | None = None
     refine: bool = True
@@ -116,7 +130,7 @@ class NOPGConfig:
     solver: str = "auto"
     solver_tol: float = 1e-10
     solver_max_iter: int = 1000
-    dense_max_n: int = 2000
+    dense_max_n: int | None = None
     preconditioner: str = "auto"
     unsupported: str = "extrapolate"
     absorbing_value: float | None = None
@@ -162,12 +176,15 @@ class NOPGConfig:
             _fail("refine", "a bool", self.refine)
         if self.top_k is None and self.neighbors in ("candidates", "knn"):
             _fail("neighbors", "'auto' or 'dense' when top_k is None", self.neighbors)
-        for name in ("top_k", "n_candidates", "n_mc_next", "sigma_decay_updates",
-                     "continuation_updates"):
+        if not check_top_k(self.top_k):
+            _fail("top_k", "a positive int, 'auto' or None", self.top_k)
+        if not check_dense_max_n(self.dense_max_n):
+            _fail("dense_max_n", "a positive int or None", self.dense_max_n)
+        for name in ("n_candidates", "n_mc_next", "sigma_decay_updates", "continuation_updates"):
             value = getattr(self, name)
             if value is not None and (not _is_int(value) or value < 1):
                 _fail(name, "a positive int or None", value)
-        for name in ("n_mc_policy", "solver_max_iter", "dense_max_n"):
+        for name in ("n_mc_policy", "solver_max_iter", "sparse_min_n"):
             value = getattr(self, name)
             if not _is_int(value) or value < 1:
                 _fail(name, "a positive int", value)
@@ -208,6 +225,20 @@ class NOPGConfig:
         if self.device.startswith("cuda") and not torch.cuda.is_available():
             raise ValueError(f"device {self.device!r} was requested but CUDA is not available")
         return torch.device(self.device)
+
+    def resolved(self, n: int) -> NOPGConfig:
+        """This configuration with concrete model settings for a data set of ``n`` samples.
+
+        ``top_k`` becomes an int or ``None``, ``solver`` ``"dense"`` or ``"bicgstab"`` and
+        ``dense_max_n`` the limit ``solver="auto"`` applies (rule: :mod:`nopg.defaults`);
+        explicit settings are kept. Fitting with the result gives the same numbers as fitting
+        with this configuration.
+        """
+        if not _is_int(n) or n < 1:
+            raise ValueError(f"n must be a positive int. Got {n!r} instead.")
+        s = resolve_settings(int(n), self.top_k, self.solver, self.dense_max_n, self.sparse_min_n,
+                             self.neighbors)
+        return replace(self, top_k=s.top_k, solver=s.solver, dense_max_n=s.dense_max_n)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

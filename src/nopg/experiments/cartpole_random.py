@@ -87,7 +87,8 @@ class CartpoleRandomTask:
         return ExperimentConfig(
             n_updates=2000, bandwidth_method="auto", state_factor=1.0, action_factor=1.0,
             hidden=(50,), sigma_max=1.0, eval_every=250, eval_episodes=5, final_eval_episodes=10,
-            nopg=NOPGConfig(gamma=0.99, learning_rate=1e-2, n_mc_policy=10),
+            nopg=NOPGConfig(gamma=0.99, learning_rate=1e-2, n_mc_policy=10, top_k=None,
+                            dense_max_n=2000),
             task={"n_samples": 1000, "behaviour_action_max": 5.0,
                   "theta_limit": STABILIZATION_THETA, "x_limit": X_LIMIT,
                   "max_episode_steps": 100, "n_initial_states": 15, "eval_steps": EVAL_STEPS,

@@ -67,7 +67,8 @@ class HopperTask:
             n_updates=5000, bandwidth_method="silverman", state_factor=4.0, action_factor=10.0,
             hidden=(256, 256), sigma_max=1.0, eval_every=500, eval_episodes=3,
             final_eval_episodes=10,
-            nopg=NOPGConfig(gamma=0.99, learning_rate=3e-4, n_mc_policy=1, top_k=10),
+            nopg=NOPGConfig(gamma=0.99, learning_rate=3e-4, n_mc_policy=1, top_k=10,
+                            dense_max_n=2000),
             task={"n_samples": 10000, "behaviour": "uniform", "action_noise": 0.0,
                   "eval_steps": 1000, "n_initial_states": 500, "dataset": None},
         )

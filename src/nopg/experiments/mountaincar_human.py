@@ -77,7 +77,8 @@ class MountainCarHumanTask:
             n_updates=1500, bandwidth_method="auto", state_factor=1.0, action_factor=1.0,
             hidden=(50,), sigma_max=1.0, eval_every=100, eval_episodes=2,
             final_eval_episodes=10,
-            nopg=NOPGConfig(gamma=0.99, learning_rate=1e-2, n_mc_policy=15),
+            nopg=NOPGConfig(gamma=0.99, learning_rate=1e-2, n_mc_policy=15, top_k=None,
+                            dense_max_n=2000),
             task={"n_demonstrations": 2, "demonstrations": None, "reward": "time",
                   "n_initial_states": 15, "portrait_resolution": 80},
         )

@@ -45,7 +45,8 @@ class PendulumGridTask:
         return ExperimentConfig(
             n_updates=1500, bandwidth_method="auto", state_factor=1.0, action_factor=1.0,
             hidden=(50,), sigma_max=1.0, eval_every=100,
-            nopg=NOPGConfig(gamma=0.99, learning_rate=1e-2, n_mc_policy=15),
+            nopg=NOPGConfig(gamma=0.99, learning_rate=1e-2, n_mc_policy=15, top_k=None,
+                            dense_max_n=2000),
             task={"n_theta": 15, "n_theta_dot": 15, "n_action": 2, "eval_steps": 500,
                   "portrait_resolution": 100},
         )

@@ -47,7 +47,8 @@ class PendulumRandomTask(PendulumGridTask):
         return ExperimentConfig(
             n_updates=2000, bandwidth_method="auto", state_factor=1.0, action_factor=1.0,
             hidden=(50,), sigma_max=1.0, eval_every=100,
-            nopg=NOPGConfig(gamma=0.99, learning_rate=1e-2, n_mc_policy=10, top_k=10),
+            nopg=NOPGConfig(gamma=0.99, learning_rate=1e-2, n_mc_policy=10, top_k=10,
+                            dense_max_n=2000),
             task={"n_samples": 5000, "trajectory_length": 500, "clip_actions": True,
                   "eval_steps": 500, "portrait_resolution": 100},
         )

@@ -135,15 +135,16 @@ def _setting_names(config: ExperimentConfig) -> list[str]:
 def _task_value(defaults: dict[str, Any], key: str, value: Any) -> Any:
     """Check a task setting against the task's defaults: a known name, and the default's type.
 
-    A default of ``None`` accepts any value; an int default accepts ints, a float default ints
-    and floats, a bool default bools, a str default strs, a list or tuple default lists.
+    A default of ``None`` accepts any value and ``None`` (unset) is accepted for any setting (the
+    task checks it); otherwise an int default accepts ints, a float default ints and floats, a
+    bool default bools, a str default strs, a list or tuple default lists.
     """
     if key not in defaults:
         known = [f"task.{name}" for name in defaults]
         hint = _suggestion(f"task.{key}", known) if known else "; this task has no settings"
         raise ValueError(f"unknown task setting 'task.{key}'{hint}")
     default = defaults[key]
-    if default is None:
+    if default is None or value is None:   # null: "not set", which the task checks itself
         return value
     if isinstance(default, bool):
         ok = isinstance(value, bool)

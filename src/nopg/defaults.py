@@ -1,0 +1,97 @@
+"""The rule behind the ``auto`` model settings of NOPG (shared by :class:`NOPGConfig` and
+:class:`~nopg.bellman.NonparametricBellman`).
+
+``top_k="auto"`` keeps the dense transition matrix ``P`` below ``sparse_min_n`` samples and
+``AUTO_TOP_K`` entries per row from there on. ``solver="auto"`` uses the dense LU up to
+``dense_max_n`` samples and BiCGSTAB above; ``dense_max_n=None`` takes the limit from the kind
+of ``P``: ``DENSE_P_SOLVE_MAX_N`` for a dense ``P``, ``SPARSE_P_SOLVE_MAX_N`` for a sparse one.
+The thresholds are measured crossovers of the time per policy update (one CPU thread, float64,
+NOPG-D on Pendulum-like data; ``benchmarks/bench_defaults.py``); an explicit int always wins.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+AUTO = "auto"
+AUTO_TOP_K = 10                # entries kept per row of P when top_k="auto" goes sparse
+SPARSE_MIN_N = 400             # top_k="auto": dense P below this many samples, sparse from it on
+DENSE_P_SOLVE_MAX_N = 5000     # solver="auto", dense_max_n=None: dense LU up to here (dense P)
+SPARSE_P_SOLVE_MAX_N = 350     # the same for a sparse P (top_k set)
+SPARSE_NEIGHBORS = ("candidates", "knn")   # neighbour modes that only exist with top_k
+
+
+def _is_positive_int(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)) \
+        and value >= 1
+
+
+def check_top_k(value: Any) -> bool:
+    """Whether ``value`` is a valid ``top_k``: ``"auto"``, ``None`` or a positive int."""
+    if value is None or isinstance(value, str):
+        return value is None or value == AUTO
+    return _is_positive_int(value)
+
+
+def check_dense_max_n(value: Any) -> bool:
+    """Whether ``value`` is a valid ``dense_max_n``: ``None`` or a positive int."""
+    return value is None or _is_positive_int(value)
+
+
+@dataclass(frozen=True)
+class ResolvedSettings:
+    """Concrete model settings for one data set size.
+
+    Attributes
+    ----------
+    top_k : int or None
+        Entries kept per row of ``P``; ``None`` is the dense matrix.
+    solver : {"dense", "bicgstab"}
+    dense_max_n : int
+        The dense-solver limit that ``solver="auto"`` applied (or would apply).
+    """
+
+    top_k: int | None
+    solver: str
+    dense_max_n: int
+
+
+def resolve_top_k(top_k: int | str | None, n: int, sparse_min_n: int = SPARSE_MIN_N,
+                  neighbors: str = "auto") -> int | None:
+    """Concrete ``top_k`` for ``n`` samples.
+
+    ``"auto"`` is ``None`` (dense ``P``) for ``n < sparse_min_n`` and ``min(AUTO_TOP_K, n)``
+    from there on, or at any ``n`` when ``neighbors`` asks for a sparse search
+    (``"candidates"``, ``"knn"``). ``None`` and ints are returned unchanged.
+    """
+    if top_k != AUTO:
+        return top_k  # type: ignore[return-value]
+    if n >= sparse_min_n or neighbors in SPARSE_NEIGHBORS:
+        return min(AUTO_TOP_K, n)
+    return None
+
+
+def resolve_dense_max_n(dense_max_n: int | None, top_k: int | None) -> int:
+    """The dense-solver limit: ``dense_max_n``, or for ``None`` the measured one for the kind
+    of ``P`` (``top_k`` already resolved)."""
+    if dense_max_n is not None:
+        return int(dense_max_n)
+    return DENSE_P_SOLVE_MAX_N if top_k is None else SPARSE_P_SOLVE_MAX_N
+
+
+def resolve_settings(n: int, top_k: int | str | None = AUTO, solver: str = AUTO,
+                     dense_max_n: int | None = None, sparse_min_n: int = SPARSE_MIN_N,
+                     neighbors: str = "auto") -> ResolvedSettings:
+    """Concrete ``top_k``, solver and dense-solver limit for ``n`` samples.
+
+    ``solver="auto"`` is ``"dense"`` for ``n <= dense_max_n`` (see :func:`resolve_dense_max_n`)
+    and ``"bicgstab"`` above; ``"dense"`` and ``"bicgstab"`` are kept.
+    """
+    k = resolve_top_k(top_k, n, sparse_min_n, neighbors)
+    limit = resolve_dense_max_n(dense_max_n, k)
+    if solver == AUTO:
+        solver = "dense" if n <= limit else "bicgstab"
+    return ResolvedSettings(k, solver, limit)

@@ -1,0 +1,181 @@
+"""The ``auto`` model settings of NOPGConfig: the size rule, explicit settings, the experiments' pins."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+import nopg
+from nopg.bellman import NonparametricBellman
+from nopg.defaults import (
+    AUTO_TOP_K,
+    DENSE_P_SOLVE_MAX_N,
+    SPARSE_MIN_N,
+    SPARSE_P_SOLVE_MAX_N,
+    resolve_settings,
+)
+from nopg.experiments import TASKS
+
+SMALL = (1, 40, SPARSE_MIN_N - 1)
+LARGE = (SPARSE_MIN_N, 2000, 10_000, 100_000)
+
+
+def test_crossovers_are_ordered():
+    assert SPARSE_P_SOLVE_MAX_N < SPARSE_MIN_N <= DENSE_P_SOLVE_MAX_N
+
+
+@pytest.mark.parametrize("n", SMALL)
+def test_default_is_dense_below_sparse_min_n(n):
+    r = nopg.NOPGConfig().resolved(n)
+    assert r.top_k is None and r.solver == "dense" and r.dense_max_n == DENSE_P_SOLVE_MAX_N
+
+
+@pytest.mark.parametrize("n", LARGE)
+def test_default_is_sparse_bicgstab_from_sparse_min_n(n):
+    r = nopg.NOPGConfig().resolved(n)
+    assert r.top_k == AUTO_TOP_K and r.solver == "bicgstab"
+
+
+def test_resolved_keeps_every_other_field():
+    c = nopg.NOPGConfig(gamma=0.9, learning_rate=0.05, seed=3, solver_tol=1e-8)
+    r = c.resolved(5000)
+    changed = {k for k, v in r.to_dict().items() if c.to_dict()[k] != v}
+    assert changed == {"top_k", "solver", "dense_max_n"}
+    assert r.resolved(5000) == r                          # resolving twice changes nothing
+
+
+def test_sparse_min_n_moves_the_switch():
+    c = nopg.NOPGConfig(sparse_min_n=50)
+    assert c.resolved(49).top_k is None and c.resolved(50).top_k == AUTO_TOP_K
+    assert nopg.NOPGConfig(sparse_min_n=1).resolved(4).top_k == 4     # never more than n
+
+
+@pytest.mark.parametrize("neighbors", ["candidates", "knn"])
+def test_sparse_neighbour_mode_makes_auto_sparse(neighbors):
+    assert nopg.NOPGConfig(neighbors=neighbors).resolved(40).top_k == AUTO_TOP_K
+
+
+def test_auto_solver_limit_depends_on_the_kind_of_p():
+    dense_p, sparse_p = nopg.NOPGConfig(top_k=None), nopg.NOPGConfig(top_k=10)
+    assert dense_p.resolved(DENSE_P_SOLVE_MAX_N).solver == "dense"
+    assert dense_p.resolved(DENSE_P_SOLVE_MAX_N + 1).solver == "bicgstab"
+    assert sparse_p.resolved(SPARSE_P_SOLVE_MAX_N).solver == "dense"
+    assert sparse_p.resolved(SPARSE_P_SOLVE_MAX_N + 1).solver == "bicgstab"
+
+
+@pytest.mark.parametrize("top_k", [None, 8])
+@pytest.mark.parametrize("n", [100, 2000, 2001, 10_000])
+def test_explicit_dense_max_n_is_the_old_rule(top_k, n):
+    r = nopg.NOPGConfig(top_k=top_k, dense_max_n=2000).resolved(n)
+    assert r.top_k == top_k and r.dense_max_n == 2000
+    assert r.solver == ("dense" if n <= 2000 else "bicgstab")
+
+
+@pytest.mark.parametrize("solver", ["dense", "bicgstab"])
+@pytest.mark.parametrize("n", [40, 100_000])
+def test_explicit_solver_and_top_k_are_kept(solver, n):
+    for top_k in (None, 10):
+        r = nopg.NOPGConfig(top_k=top_k, solver=solver).resolved(n)
+        assert (r.top_k, r.solver) == (top_k, solver)
+
+
+def test_bellman_shares_the_rule(dataset, bandwidths):
+    old = NonparametricBellman(dataset, bandwidths, 0.9)       # low-level defaults: unchanged
+    assert old.top_k is None and old.dense_max_n == 2000 and old._use_dense()
+    auto = NonparametricBellman(dataset, bandwidths, 0.9, top_k="auto", dense_max_n=None,
+                                sparse_min_n=30)
+    expected = resolve_settings(dataset.n, "auto", "auto", None, 30)
+    assert auto.top_k == expected.top_k == AUTO_TOP_K and auto.neighbors == "candidates"
+    assert auto.dense_max_n == expected.dense_max_n == SPARSE_P_SOLVE_MAX_N
+    assert auto._use_dense() and expected.solver == "dense"            # 40 samples: dense LU
+    small = NonparametricBellman(dataset, bandwidths, 0.9, top_k="auto", dense_max_n=None)
+    assert small.top_k is None and small.neighbors == "dense" and small._use_dense()
+
+
+@pytest.mark.parametrize("config", [nopg.NOPGConfig(), nopg.NOPGConfig(top_k="auto", sparse_min_n=7),
+                                    nopg.NOPGConfig(top_k=None, dense_max_n=2000)])
+def test_dict_round_trip(config):
+    d = json.loads(json.dumps(config.to_dict()))
+    assert nopg.NOPGConfig.from_dict(d) == config
+
+
+def test_old_config_dict_loads_with_its_old_settings():
+    d = nopg.NOPGConfig(top_k=None, dense_max_n=2000).to_dict()
+    del d["sparse_min_n"]                                      # written before the field existed
+    c = nopg.NOPGConfig.from_dict(d)
+    assert c.top_k is None and c.resolved(3000).solver == "bicgstab"
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(top_k="dense"), "'top_k' parameter"),
+    (dict(top_k=0), "'top_k' parameter"),
+    (dict(top_k=True), "'top_k' parameter"),
+    (dict(top_k=2.5), "'top_k' parameter"),
+    (dict(dense_max_n=0), "'dense_max_n' parameter"),
+    (dict(dense_max_n="auto"), "'dense_max_n' parameter"),
+    (dict(sparse_min_n=0), "'sparse_min_n' parameter"),
+    (dict(sparse_min_n=None), "'sparse_min_n' parameter"),
+])
+def test_config_validation(kw, match):
+    with pytest.raises(ValueError, match=match):
+        nopg.NOPGConfig(**kw)
+
+
+@pytest.mark.parametrize("n", [0, -3, 2.0, True])
+def test_resolved_rejects_bad_n(n):
+    with pytest.raises(ValueError, match="n must be a positive int"):
+        nopg.NOPGConfig().resolved(n)
+
+
+@pytest.mark.parametrize("kw, match", [(dict(top_k="many"), "'top_k' parameter"),
+                                       (dict(dense_max_n=-1), "'dense_max_n' parameter"),
+                                       (dict(sparse_min_n=0), "'sparse_min_n' parameter")])
+def test_bellman_validation(dataset, bandwidths, kw, match):
+    with pytest.raises(ValueError, match=match):
+        NonparametricBellman(dataset, bandwidths, 0.9, **kw)
+
+
+@pytest.mark.parametrize("name", sorted(TASKS))
+def test_experiments_pin_their_settings(name):
+    """No experiment relies on the size rule: its numbers do not change with the defaults."""
+    c = TASKS[name]().default_config().nopg
+    assert c.top_k != "auto"
+    assert c.solver != "auto" or c.dense_max_n == 2000
+
+
+def test_default_fit_matches_explicit_sparse_bicgstab():
+    n = SPARSE_MIN_N + 100
+    rng = np.random.default_rng(4)
+    states = rng.uniform(-1.0, 1.0, (n, 2))
+    actions = rng.uniform(-1.0, 1.0, (n, 1))
+    data = nopg.TransitionDataset(states, actions, -(states ** 2).sum(1) - 0.1 * actions[:, 0] ** 2,
+                                  states + 0.2 * actions, np.zeros(n, bool))
+    bw = nopg.Bandwidths(state=[0.3, 0.3], action=[0.3])
+    s0 = np.array([[0.2, -0.1], [-0.3, 0.4]])
+
+    def fit(config: nopg.NOPGConfig) -> tuple[NonparametricBellman, list[float]]:
+        torch.manual_seed(0)
+        policy = nopg.DeterministicMLPPolicy(2, 1, action_max=1.0, hidden=(8,))
+        algo = nopg.NOPG(policy, config).fit(data, bw, s0, n_updates=4, progress=False)
+        return algo.model_, [m["J_hat"] for m in algo.history_]
+
+    model, J_auto = fit(nopg.NOPGConfig())
+    assert model.top_k == AUTO_TOP_K and not model._use_dense()
+    _, J_explicit = fit(nopg.NOPGConfig(top_k=10, solver="bicgstab"))
+    _, J_resolved = fit(nopg.NOPGConfig().resolved(n))
+    np.testing.assert_allclose(J_auto, J_explicit, rtol=1e-8)
+    np.testing.assert_allclose(J_auto, J_resolved, rtol=1e-8)
+
+
+def test_fit_uses_the_resolved_settings(dataset, bandwidths, initial_states, det_policy):
+    """``NOPG.setup`` builds the model from ``config.resolved(n)``, so ``sparse_min_n`` counts."""
+    n = dataset.n
+    dense = nopg.NOPG(det_policy, nopg.NOPGConfig(sparse_min_n=n + 1))
+    dense.setup(dataset, bandwidths, initial_states)
+    sparse = nopg.NOPG(det_policy, nopg.NOPGConfig(sparse_min_n=n))
+    sparse.setup(dataset, bandwidths, initial_states)
+    assert dense.model_.top_k is None
+    assert sparse.model_.top_k == min(AUTO_TOP_K, n)
