@@ -1,4 +1,4 @@
-"""Pick the sparsification ``k`` and the candidate count ``K'`` for a data set (DESIGN §2).
+"""Pick the sparsification ``k`` and the candidate count ``K'`` for a data set.
 
 :func:`neighbor_report` answers, for one data set, bandwidths and policy:
 

@@ -1,8 +1,8 @@
 """Quanser linear cart-pole with the short pole: stabilisation task of the NOPG paper.
 
 The simulator follows TU Darmstadt's ``quanser_robots`` package (``CartpoleStabShort``, the
-environment of ``examples/cartpole_nopg_s_behavioral.py`` in ``jacarvalho/nopg``; facts in
-``TASK_FACTS.md`` §1, read from the vendored copy in
+environment of ``examples/cartpole_nopg_s_behavioral.py`` in ``jacarvalho/nopg``; the
+constants are read from the vendored copy in
 ``TairanHe/EI339-RL_on_Easy21_and_Quanser_Robots``, ``quanser_robots/cartpole/base.py``,
 ``cartpole.py``, ``common.py``).  Everything is written in the paper's angle convention:
 
@@ -114,7 +114,7 @@ EVAL_STEPS = 10_000
 class CartPoleParams:
     """Physical parameters of the Quanser cart-pole, short pole.
 
-    Defaults are ``quanser_robots`` ``CartpoleDynamics(long=False)`` (TASK_FACTS §1.2).
+    Defaults are ``quanser_robots`` ``CartpoleDynamics(long=False)``.
 
     Attributes
     ----------

@@ -1,7 +1,7 @@
 """Hopper: environment factory, the healthy / termination rule and a local data collector.
 
-Simulator: gymnasium's MuJoCo ``Hopper-v5`` (gymnasium 1.4.0, ``gymnasium/envs/mujoco/hopper_v5.py``;
-TASK_FACTS §3.5-3.6), headless. ``dt = 0.008`` s (timestep 0.002 s, frame skip 4); the action is
+Simulator: gymnasium's MuJoCo ``Hopper-v5`` (gymnasium 1.4.0, ``gymnasium/envs/mujoco/hopper_v5.py``),
+headless. ``dt = 0.008`` s (timestep 0.002 s, frame skip 4); the action is
 the torque on the thigh, leg and foot joints in ``[-1, 1]^3``; the 11-D observation is the D4RL
 hopper state ``[z, torso angle, thigh, leg, foot angles, vx, vz, torso, thigh, leg, foot angular
 velocities]`` (``qpos[1:]`` and ``qvel`` clipped to ±10), as in D4RL's ``hopper-*-v2`` files.

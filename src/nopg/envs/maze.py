@@ -1,13 +1,13 @@
 """U-Maze point maze: environment factory, grid planner, waypoint controller and D4RL-style data.
 
 Simulator: gymnasium-robotics ``PointMaze_UMaze-v3`` (gymnasium-robotics 1.4.2,
-``gymnasium_robotics/envs/maze/{point_maze.py, maze_v4.py, point.py, maps.py}``; TASK_FACTS §3.3).
+``gymnasium_robotics/envs/maze/{point_maze.py, maze_v4.py, point.py, maps.py}``).
 A force-actuated MuJoCo ball (timestep 0.01 s, frame skip 1, joint damping 1, motor gear 100,
 velocity clipped to ±5 before every step) moves in the 5 x 5 U-shaped maze; actions are the 2-D
 force in ``[-1, 1]^2``. Cells are unit squares; cell ``(row, col)`` has its centre at
 ``x = col - 2``, ``y = 2 - row`` (origin at the maze centre, ``y`` up).
 
-Choices made here (to match D4RL's ``maze2d-umaze-v1``, TASK_FACTS §3.1, which the paper used):
+Choices made here (to match D4RL's ``maze2d-umaze-v1``, which the paper used):
 
 * **Fixed goal.** D4RL's maze2d keeps the target at the ``G`` cell ``(1, 1)``. gymnasium-robotics
   draws the goal at every reset (with ±0.25 position noise even in a map with a ``g`` cell), so
@@ -22,14 +22,14 @@ Choices made here (to match D4RL's ``maze2d-umaze-v1``, TASK_FACTS §3.1, which 
   ball in a uniformly drawn empty cell other than the goal cell (gymnasium-robotics' rule, as in
   Minari's evaluation environment), with U(-0.25, 0.25) position noise and zero velocity.
 
-The data generator (:func:`collect_umaze_d4rl_style`) follows D4RL's maze2d generation
-(TASK_FACTS §3.2), written from that description: a shortest-path planner over the maze cells
-gives cell-centre waypoints (intermediate ones shifted by ``-U(0, 0.2)`` per coordinate), a PD
-law ``a = clip(10 (w - p) - v + N(0, 0.5^2), -1, 1)`` drives the ball towards the current
-waypoint, and the target cell is resampled uniformly (plus U(-0.1, 0.1) noise) each time the
-ball gets within 0.1 of the target or 300 steps pass. The ball is never reset: the data are one
-long stream cut into episodes. Those cuts are **truncations** (the state carries on), never
-terminals; rewards are labelled with the fixed evaluation goal (D4RL's relabelling script).
+The data generator (:func:`collect_umaze_d4rl_style`) follows D4RL's maze2d generation (D4RL's
+``scripts/generation/generate_maze2d_datasets.py``), written from that description: a shortest-
+path planner over the maze cells gives cell-centre waypoints (intermediate ones shifted by ``-U(0,
+0.2)`` per coordinate), a PD law ``a = clip(10 (w - p) - v + N(0, 0.5^2), -1, 1)`` drives the ball
+towards the current waypoint, and the target cell is resampled uniformly (plus U(-0.1, 0.1) noise)
+each time the ball gets within 0.1 of the target or 300 steps pass. The ball is never reset: the
+data are one long stream cut into episodes. Those cuts are **truncations** (the state carries on),
+never terminals; rewards are labelled with the fixed evaluation goal (D4RL's relabelling script).
 """
 
 from __future__ import annotations

@@ -331,7 +331,7 @@ def collect_pendulum_random(
     uniformly, then ``a ~ N(mean_k, component_std**2)``.  The defaults are those of
     ``policy_gmm`` and ``pendulum_nopg_*_behavioral*.py`` in ``jacarvalho/nopg`` (means
     ``-2`` and ``+2``, standard deviation 1, initial observation ``[1, 0, 0]``, 500 transitions
-    per trajectory), see ``TASK_FACTS.md`` §2.2.
+    per trajectory).
 
     Parameters
     ----------

@@ -22,32 +22,8 @@ distributions, as the paper's figure), ``summary.json`` and ``run.log``.
 Reduced default: 50 data sets per point (the paper uses 1000-5000) and sample sizes up to 2500;
 :meth:`GradientAnalysisConfig.paper_size` gives 1000 data sets per point and sizes up to 5000.
 
-Measured here (200 data sets per point, alpha = 0.5, 1000 samples, kappa = 0.2; README "Results"),
-and where it differs from the paper:
-
-* NOPG-S's MSE (111) is 9.4x below G(PO)MDP+N's (1050) but only 1.15x below G(PO)MDP+BN's (128),
-  and above it at 2500 samples (78 against 51), not "orders of magnitude". NOPG's error is almost
-  all bias^2 (103 of 111): kernel smoothing shrinks the estimate (mean about 56% of the first
-  component, the same with 40 Monte-Carlo actions instead of 10), and the bias falls only slowly
-  with n at fixed kappa (195, 103, 74 at 250, 1000, 2500 samples); a smaller kappa does not help
-  (at 2500 samples bias^2 85 / 74 / 70 at kappa 0.07 / 0.1 / 0.15), because the nearest data
-  point to a query (s', a ~ pi) lies at a median 0.48 (1000 samples) / 0.38 (2500) in the 4-D
-  (state, action) space, beyond kappa, and that distance shrinks like n^(-1/4). The per-decision,
-  self-normalised importance weights stay benign on this task: with gamma = 0.9 the gradient
-  comes from the first ~10-20 steps, where 20 episodes keep an effective sample size of 13 (step
-  10) to 10 (step 20), so G(PO)MDP+BN is a strong baseline.
-* The angle to the true gradient is smaller for NOPG-S (median 5.9 deg) than for G(PO)MDP+BN
-  (12.5) and G(PO)MDP+N (25.9).
-* DPG+Q is the most biased (MSE 827, relative 153) though its direction is good (2 deg): its
-  states come from the stochastic behaviour, whose second moments are far larger than those of
-  the deterministic policy's trajectory, so it estimates (about) the *stochastic* policy's
-  gradient: with proper discounting on on-policy data it gives [-23.2, -5.0], against the
-  stochastic truth [-22.6, -5.0] and the deterministic truth [-2.27, -0.51]. Proper discounting
-  alone barely helps (bias^2 742 against 832 at alpha = 0.5). The paper found DPG+Q on par with
-  NOPG.
-* Bandwidth sweep: the variance falls monotonically with kappa for both NOPG estimators and the
-  bias rises to a plateau for kappa >= 0.2 (NOPG-S) / 0.5 (NOPG-D), as in the paper; at the
-  smallest kappa the bias is also high again (the kernel degenerates to nearest neighbours).
+Measured results, and where they differ from the paper: ``docs/experiments.md`` and the
+README's results.
 """
 
 from __future__ import annotations

@@ -21,11 +21,7 @@ distribution). Deviation: ``top_k = 10`` entries per row of ``P`` (the dense n x
 fit 10^4 samples on a small machine). Bandwidths: Silverman's rule times those factors. The
 paper reports that NOPG improves with more data but does not reach a satisfactory policy.
 
-Measured (one shared core, ``--n-updates 300 --eval-every 100``, otherwise the defaults:
-n = 10^4 uniform-random transitions, top_k = 10 sparse path, 10 evaluation episodes): returns
-67.0, 67.3, 41.5 (58.6 ± 12.1 over seeds 0, 1, 2; episodes of 42, 42, 25 steps before falling)
-against about 17 for the behaviour episodes; 0.38-0.47 s per update, 6.5 min in all. The paper's
-5000 updates would take about 35 min per seed here.
+Measured results: ``docs/experiments.md``.
 """
 
 from __future__ import annotations

@@ -49,7 +49,7 @@ from ..evaluation import evaluate_policy, rollout
 from .runner import ExperimentConfig
 
 HUMAN_MEAN_RETURN = 82.39
-"""Mean environment return of the ten human demonstrations (DESIGN §6)."""
+"""Mean environment return of the ten human demonstrations."""
 
 
 def demonstrations_for_seed(config: ExperimentConfig, seed: int) -> list[int]:

@@ -18,8 +18,8 @@ Deviations:
   bottom at rest (the lowest energy in the data is about -12, against -15 there), so the policy
   must extrapolate from the initial state; with narrow action kernels (Silverman x 3-6) the
   outcomes were bimodal across seeds. Measured results are in ``docs/bandwidths.md``.
-* ``top_k = 10`` by default (the sparse, near-linear path: about 20-40 ms per update at
-  n = 5000); ``--set nopg.top_k=null`` gives the paper's dense ``P``.
+* ``top_k = 10`` by default (the sparse, near-linear path); ``--set nopg.top_k=null`` gives
+  the paper's dense ``P``.
 * Actions are recorded as applied (clipped to +-2); ``task.clip_actions=false`` records the
   sampled ones, as the original code does.
 """

@@ -31,31 +31,8 @@ Jacobians ``J_pi`` from ``torch.func.vmap(jacrev)``. The heat map places ``||g_i
 ``s'_i`` (where the policy acts) and shows the mean per ``(w, w_dot)`` bin (``heatmap_stat``;
 the sum per bin is also written).
 
-Defaults and measurements (2-core CPU, one thread, dense ``P``, float64):
-
-* Data: 10 episodes x 100 steps = 1000 samples (the paper does not give its size); it shows the
-  paper's "X" of free swings. The whole default run takes about 4 s (0.07 s per policy).
-* Bandwidths: Silverman's rule unscaled (state factor 1, action factor 1; ``h_a = 0.116``).
-  Chosen by the accuracy of ``J_hat`` against the exact discounted return of each constant
-  policy from the same start states (simulated for 800 steps), RMSE over ``|th3| <= 0.5``, seed 0:
-  state/action factors 1/1: 24; 1/0.5: 80; 1/0.3: 150; 2/1: 50; 4/1: 40; 1/3: 26; 1/10: 22.
-  With 2000 samples (1/1: 23, 1/0.5: 66) nothing changes. The trust-region effect needs a
-  narrow action kernel: Spearman(log-likelihood, log ||grad||) over the 41 policies is
-  0.64 / 0.39 / 0.52 (seeds 0 / 1 / 2) at 1/1, 0.74 / 0.37 / 0.79 at 1/0.5 (``log ||grad||``
-  down to -3.5 / -11.5 / -1.3), but -0.58 at 1/3 and 0.02 at 1/10: a wide action kernel makes
-  the gradient *grow* away from the data. Far from the data's actions the softmax over
-  ``exp(-(a - a_j)^2 / 2 h_a^2)`` concentrates on the most extreme nearby sample, so the
-  gradient (a weighted covariance of ``a_j`` and ``q_j``) vanishes only when the policy is many
-  ``h_a`` beyond the local data -- a finite-sample effect whose strength is set by ``h_a``.
-* Default run, seed 0: Spearman 0.635 (0.70 left and 0.53 right of ``th3 = 0``),
-  ``log ||grad||`` in [3.46, 8.50], ||grad|| 564 at ``th3 = 0`` against 286 / 109 at -2 / +2,
-  largest (4934) at -0.8; the curve is jagged from one ``th3`` to the next. The paper's curve
-  is smooth and falls to about -66; ours falls by about 2-5 units of ``log ||grad||``.
-* Heat map at ``th3 = 0``: per-bin mean ||g_i|| vs bin count Spearman 0.23 (sum: 0.45); per
-  sample, ||g_i|| against the kernel density at ``s'_i`` -0.13, and the densest 25% of samples
-  carry 2% of ``sum ||g_i||^2``. Regions with data contribute and empty ones cannot, but
-  within the data the per-sample magnitude is not larger where the data are denser (a few
-  samples on sparse high-speed orbits dominate), unlike the paper's panel (c).
+Defaults: 10 episodes x 100 steps = 1000 samples, Silverman bandwidths unscaled, dense ``P``,
+float64. How they were chosen, and the measured results: ``docs/experiments.md``.
 """
 
 from __future__ import annotations

@@ -25,12 +25,7 @@ kernel model would only extrapolate; the policy here outputs ``tanh(f)`` (``acti
 Bandwidths: Silverman's rule times those factors (the paper does not name the base rule).
 The paper reports that NOPG (and BEAR, BRAC, MOPO, MOReL) fail on this task.
 
-Measured (``nopg reproduce umaze``, the defaults above: n = 1000 drawn from a 20000-step stream,
-5000 updates, 20 evaluation episodes per seed, one shared core): returns 3.9, 48.2, 80.1
-(44.1 ± 31.2 over seeds 0, 1, 2), success rates 0.05, 0.90, 0.85; 31-79 ms per update, 12 min in
-all. The behaviour data reach the goal region only in about 9% of their steps. Returns during
-training oscillate, and ``J_hat`` does not rank the seeds (seed 0 has the highest ``J_hat``,
-30.2, and the lowest return).
+Measured results: ``docs/experiments.md``.
 """
 
 from __future__ import annotations
