@@ -23,13 +23,14 @@ Choices made here (to match D4RL's ``maze2d-umaze-v1``, which the paper used):
   Minari's evaluation environment), with U(-0.25, 0.25) position noise and zero velocity.
 
 The data generator (:func:`collect_umaze_d4rl_style`) follows D4RL's maze2d generation (D4RL's
-``scripts/generation/generate_maze2d_datasets.py``), written from that description: a shortest-
-path planner over the maze cells gives cell-centre waypoints (intermediate ones shifted by ``-U(0,
-0.2)`` per coordinate), a PD law ``a = clip(10 (w - p) - v + N(0, 0.5^2), -1, 1)`` drives the ball
-towards the current waypoint, and the target cell is resampled uniformly (plus U(-0.1, 0.1) noise)
-each time the ball gets within 0.1 of the target or 300 steps pass. The ball is never reset: the
-data are one long stream cut into episodes. Those cuts are **truncations** (the state carries on),
-never terminals; rewards are labelled with the fixed evaluation goal (D4RL's relabelling script).
+``scripts/generation/generate_maze2d_datasets.py``), written from that description: a
+shortest-path planner over the maze cells gives cell-centre waypoints (intermediate ones shifted by
+``-U(0, 0.2)`` per coordinate), a PD law ``a = clip(10 (w - p) - v + N(0, 0.5^2), -1, 1)`` drives
+the ball towards the current waypoint, and the target cell is resampled uniformly (plus
+U(-0.1, 0.1) noise) each time the ball gets within 0.1 of the target or 300 steps pass. The ball
+is never reset: the data are one long stream cut into episodes. Those cuts are **truncations**
+(the state carries on), never terminals; rewards are labelled with the fixed evaluation goal
+(D4RL's relabelling script).
 """
 
 from __future__ import annotations
