@@ -11,16 +11,13 @@ from nopg.envs.pendulum import (
     angle_normalize,
     angle_to_obs,
     collect_pendulum_grid,
+    evaluate_pendulum_from_bottom,
     make_pendulum_env,
     obs_to_angle,
+    pendulum_bottom_setter,
     set_pendulum_state,
 )
-from nopg.evaluation import (
-    evaluate_pendulum_from_bottom,
-    evaluate_policy,
-    pendulum_bottom_setter,
-    rollout,
-)
+from nopg.evaluation import evaluate_policy, rollout
 
 G, M, L, DT, MAX_SPEED, MAX_TORQUE = 10.0, 1.0, 1.0, 0.05, 8.0, 2.0
 

@@ -9,7 +9,8 @@ import sys
 import numpy as np
 import pytest
 
-from nopg.plots import load_log, plot_learning_curve, plot_learning_curves, plot_phase_portraits
+from nopg.pendulum_plots import plot_phase_portraits
+from nopg.plots import load_log, plot_learning_curve, plot_learning_curves
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -334,7 +334,7 @@ def test_learning_curve_file_is_still_written(tmp_path):
 
 
 def test_phase_portrait_marks_the_trajectory_start():
-    from nopg.plots import phase_portraits_figure
+    from nopg.pendulum_plots import phase_portraits_figure
     t = np.linspace(0.5, 4 * np.pi, 50)
     trajectory = np.stack([np.cos(t), np.sin(t), np.full_like(t, 2.0)], axis=1)
     fig = phase_portraits_figure(lambda o: o[:, 0], lambda o: o[:, 1] ** 2, resolution=6,
@@ -347,7 +347,7 @@ def test_phase_portrait_marks_the_trajectory_start():
 
 
 def test_trust_region_figure_calls_the_angle_theta():
-    from nopg.plots import trust_region_figure
+    from nopg.pendulum_plots import trust_region_figure
     rng = np.random.default_rng(0)
     th = rng.uniform(-np.pi, np.pi, 20)
     states = np.stack([np.cos(th), np.sin(th), rng.uniform(-2, 2, 20)], axis=1)

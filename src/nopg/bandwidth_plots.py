@@ -9,34 +9,13 @@ matplotlib is imported lazily with the non-interactive ``Agg`` backend (as in :m
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from .bandwidth_report import BandwidthReport, _ordinal
+from .bandwidth_report import BandwidthReport, ordinal
+from .figures import check_plot_path, pyplot, save_figure
 
 __all__ = ["plot_bandwidth_report"]
-
-_DPI = 120
-
-
-def _pyplot() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def check_plot_path(path: str | Path) -> Path:
-    """``path`` as a Path; raises ValueError if its folder does not exist."""
-    path = Path(path)
-    parent = path.parent
-    if not parent.is_dir():
-        raise ValueError(f"the folder {str(parent)!r} of the plot {str(path)!r} does not exist")
-    return path
-
 
 def plot_bandwidth_report(report: BandwidthReport, path: str | Path) -> Path:
     """Draw ``report`` to ``path`` (format from the suffix, e.g. ``.png``) and return the path.
@@ -47,7 +26,7 @@ def plot_bandwidth_report(report: BandwidthReport, path: str | Path) -> Path:
         If the folder of ``path`` does not exist (it is not created).
     """
     path = check_plot_path(path)
-    plt = _pyplot()
+    plt = pyplot()
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
 
     ax = axes[0]
@@ -68,7 +47,7 @@ def plot_bandwidth_report(report: BandwidthReport, path: str | Path) -> Path:
     top = float(np.quantile(kth, 0.99)) if kth.size else 1.0
     bins = np.linspace(0.0, max(top, 1e-12), 40)
     ax.hist(np.clip(near, 0, bins[-1]), bins=bins, alpha=0.6, label="nearest")
-    ax.hist(np.clip(kth, 0, bins[-1]), bins=bins, alpha=0.6, label=f"{_ordinal(report.neighbor_k)} nearest")
+    ax.hist(np.clip(kth, 0, bins[-1]), bins=bins, alpha=0.6, label=f"{ordinal(report.neighbor_k)} nearest")
     ax.set_xlabel("distance s'_i to data states [state bandwidths]")
     ax.set_ylabel("next states")
     ax.set_title("next state to data (values above the 99% quantile clipped)")
@@ -88,7 +67,4 @@ def plot_bandwidth_report(report: BandwidthReport, path: str | Path) -> Path:
     ax.set_title(f"support of the data (model {report.support_model})")
     ax.legend()
 
-    fig.tight_layout()
-    fig.savefig(path, dpi=_DPI)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)

@@ -169,7 +169,7 @@ class BandwidthReport:
         q = "/".join(f"{100 * v:g}" for v in QUANTILES)
         near = np.quantile(self.nearest_distance, QUANTILES)
         kth = np.quantile(self.kth_distance, QUANTILES)
-        kth_name = f"{_ordinal(self.neighbor_k)} nearest"
+        kth_name = f"{ordinal(self.neighbor_k)} nearest"
         lines += [
             "",
             f"next state -> data state, in chosen state bandwidths (quantiles {q} %)",
@@ -207,7 +207,8 @@ def _vec(values: np.ndarray) -> str:
     return "[" + ", ".join(f"{float(v):g}" for v in values) + "]"
 
 
-def _ordinal(k: int) -> str:
+def ordinal(k: int) -> str:
+    """``1st``, ``2nd``, ``3rd``, ``4th``, ... ``11th``, ``21st``."""
     suffix = "th" if 10 <= k % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(k % 10, "th")
     return f"{k}{suffix}"
 

@@ -383,8 +383,9 @@ def _tune_command(args: argparse.Namespace) -> int:
 def _bandwidth_command(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from .bandwidth_plots import check_plot_path, plot_bandwidth_report
+    from .bandwidth_plots import plot_bandwidth_report
     from .bandwidth_report import bandwidth_report
+    from .figures import check_plot_path
     from .formats import load_dataset
 
     if args.method not in METHODS:
@@ -574,11 +575,11 @@ def _evaluate_command(args: argparse.Namespace) -> int:
 
 
 def _export_command(args: argparse.Namespace) -> int:
-    from .export import _check_target, _resolve_format, export_policy
+    from .export import check_target, export_policy, resolve_format
     from .run_evaluation import checkpoint_folders, load_saved
 
-    target = _check_target(args.out, args.overwrite)
-    fmt = _resolve_format(target, args.export_format)
+    target = check_target(args.out, args.overwrite)
+    fmt = resolve_format(target, args.export_format)
     found = checkpoint_folders(args.path, args.seed)
     if len(found) > 1:
         seeds = ", ".join(str(s) for s, _ in found)

@@ -33,7 +33,8 @@ _KEY_ALIASES: dict[str, tuple[str, ...]] = {
 }
 
 
-def _check_gamma(gamma: float, *, allow_one: bool = False) -> float:
+def check_gamma(gamma: float, *, allow_one: bool = False) -> float:
+    """``gamma`` as a float, or a ValueError unless it lies in [0, 1) (or [0, 1] with ``allow_one``)."""
     upper = "1]" if allow_one else "1)"
     ok = isinstance(gamma, (int, float, np.integer, np.floating)) and not isinstance(gamma, bool)
     if ok:
@@ -46,7 +47,7 @@ def _check_gamma(gamma: float, *, allow_one: bool = False) -> float:
     return float(gamma)
 
 
-def _check_parent_folder(path: str | os.PathLike[str]) -> None:
+def check_parent_folder(path: str | os.PathLike[str]) -> None:
     """Raise a ValueError naming the folder of ``path`` if it does not exist (before writing)."""
     folder = os.path.dirname(os.path.abspath(os.fspath(path)))
     if not os.path.isdir(folder):
@@ -55,7 +56,7 @@ def _check_parent_folder(path: str | os.PathLike[str]) -> None:
                          "(create it first)")
 
 
-def _float_array(name: str, x: ArrayLike, ndim: int, *, allow_1d: bool = False) -> np.ndarray:
+def float_array(name: str, x: ArrayLike, ndim: int, *, allow_1d: bool = False) -> np.ndarray:
     """Copy ``x`` to a C-contiguous float64 array with ``ndim`` dims and finite values."""
     try:
         arr = np.array(x, dtype=np.float64, order="C", copy=True)
@@ -72,11 +73,11 @@ def _float_array(name: str, x: ArrayLike, ndim: int, *, allow_1d: bool = False) 
         )
     if ndim == 2 and arr.shape[1] == 0:
         raise ValueError(f"{name} has zero columns; at least one dimension is required.")
-    _check_finite(name, arr)
+    check_finite(name, arr)
     return arr
 
 
-def _check_finite(name: str, arr: np.ndarray) -> None:
+def check_finite(name: str, arr: np.ndarray) -> None:
     """Raise a ValueError naming ``name``, the number of non-finite values and the first row."""
     bad = ~np.isfinite(arr)
     if bad.any():
@@ -86,7 +87,7 @@ def _check_finite(name: str, arr: np.ndarray) -> None:
                          f"value{'s' if count != 1 else ''}; first at row {row}")
 
 
-def _bool_array(name: str, x: ArrayLike) -> np.ndarray:
+def bool_array(name: str, x: ArrayLike) -> np.ndarray:
     """Convert boolean-like values (bool, or numbers equal to 0/1) to a bool array."""
     arr = np.asarray(x)
     if arr.ndim == 2 and arr.shape[1] == 1:
@@ -106,7 +107,7 @@ def _bool_array(name: str, x: ArrayLike) -> np.ndarray:
     return arr == 1
 
 
-def _int_array(name: str, x: ArrayLike) -> np.ndarray:
+def int_array(name: str, x: ArrayLike) -> np.ndarray:
     """Convert integer-like values to an int64 array."""
     arr = np.asarray(x)
     if arr.ndim == 2 and arr.shape[1] == 1:
@@ -161,18 +162,18 @@ class TransitionDataset:
 
     def __post_init__(self) -> None:
         arrays: dict[str, np.ndarray | None] = {
-            "states": _float_array("states", self.states, 2),
-            "actions": _float_array("actions", self.actions, 2, allow_1d=True),
-            "rewards": _float_array("rewards", self.rewards, 1),
-            "next_states": _float_array("next_states", self.next_states, 2),
-            "terminals": _bool_array("terminals", self.terminals),
+            "states": float_array("states", self.states, 2),
+            "actions": float_array("actions", self.actions, 2, allow_1d=True),
+            "rewards": float_array("rewards", self.rewards, 1),
+            "next_states": float_array("next_states", self.next_states, 2),
+            "terminals": bool_array("terminals", self.terminals),
             "truncations": (
                 None if self.truncations is None
-                else _bool_array("truncations", self.truncations)
+                else bool_array("truncations", self.truncations)
             ),
             "episode_ids": (
                 None if self.episode_ids is None
-                else _int_array("episode_ids", self.episode_ids)
+                else int_array("episode_ids", self.episode_ids)
             ),
         }
         n = arrays["states"].shape[0]
@@ -221,7 +222,7 @@ class TransitionDataset:
 
     def discounts(self, gamma: float) -> np.ndarray:
         """Per-transition discount: 0 where terminal, ``gamma`` otherwise (shape (n,))."""
-        g = _check_gamma(gamma)
+        g = check_gamma(gamma)
         return np.where(self.terminals, 0.0, g)
 
     # -------------------------------------------------------------------- episodes
@@ -256,7 +257,7 @@ class TransitionDataset:
 
     def episode_returns(self, gamma: float = 1.0) -> np.ndarray:
         """(Discounted) sum of rewards of every episode, shape (m,)."""
-        g = _check_gamma(gamma, allow_one=True)
+        g = check_gamma(gamma, allow_one=True)
         out = []
         for idx in self.episodes():
             weights = g ** np.arange(idx.shape[0], dtype=np.float64)
@@ -304,7 +305,7 @@ class TransitionDataset:
         ValueError
             If the file's folder does not exist.
         """
-        _check_parent_folder(path)
+        check_parent_folder(path)
         arrays = {k: v for k, v in self._fields().items() if v is not None}
         arrays["format_version"] = np.asarray(FORMAT_VERSION, dtype=np.int64)
         with open(path, "wb") as fh:
@@ -404,15 +405,15 @@ def _episode_arrays(ep: Mapping[str, ArrayLike]) -> dict[str, np.ndarray | None]
     for key in ("actions", "rewards"):
         if key not in ep:
             raise ValueError(f"missing the key '{key}'")
-    actions = _float_array("actions", ep["actions"], 2, allow_1d=True)
-    rewards = _float_array("rewards", ep["rewards"], 1)
-    states = _float_array("states", states_raw, 2, allow_1d=True)
+    actions = float_array("actions", ep["actions"], 2, allow_1d=True)
+    rewards = float_array("rewards", ep["rewards"], 1)
+    states = float_array("states", states_raw, 2, allow_1d=True)
     t = actions.shape[0]
     if t == 0:
         raise ValueError("the episode has no transitions")
     next_raw = _first_present(ep, "next_states")
     if next_raw is not None:
-        next_states = _float_array("next_states", next_raw, 2, allow_1d=True)
+        next_states = float_array("next_states", next_raw, 2, allow_1d=True)
     elif states.shape[0] == t + 1:
         states, next_states = states[:-1], states[1:]
     else:
@@ -420,9 +421,9 @@ def _episode_arrays(ep: Mapping[str, ArrayLike]) -> dict[str, np.ndarray | None]
             f"without next_states, states must have T + 1 = {t + 1} rows; got {states.shape[0]}"
         )
     term_raw = _first_present(ep, "terminals")
-    terminals = np.zeros(t, dtype=bool) if term_raw is None else _bool_array("terminals", term_raw)
+    terminals = np.zeros(t, dtype=bool) if term_raw is None else bool_array("terminals", term_raw)
     trunc_raw = _first_present(ep, "truncations")
-    truncations = None if trunc_raw is None else _bool_array("truncations", trunc_raw)
+    truncations = None if trunc_raw is None else bool_array("truncations", trunc_raw)
     out = {
         "states": states,
         "actions": actions,

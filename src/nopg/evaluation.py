@@ -1,8 +1,8 @@
 """Policy evaluation by simulation (Monte-Carlo returns in a gymnasium environment).
 
 This module runs episodes of a policy in a gymnasium environment and reports undiscounted
-returns, which is how the NOPG paper reports performance (e.g. the pendulum return of a
-500-step episode starting at the bottom, ``th = pi``).  It imports gymnasium but no plotting.
+returns, which is how the NOPG paper reports performance. It imports gymnasium but no plotting
+and no task (the pendulum's evaluation from the bottom is in :mod:`nopg.envs.pendulum`).
 """
 
 from __future__ import annotations
@@ -14,13 +14,9 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from nopg.envs.pendulum import make_pendulum_env, set_pendulum_state
-
 __all__ = [
     "PolicyLike",
-    "evaluate_pendulum_from_bottom",
     "evaluate_policy",
-    "pendulum_bottom_setter",
     "rollout",
 ]
 
@@ -273,38 +269,3 @@ def evaluate_episodes(env: gym.Env, policy: PolicyLike, episodes: int, seed: int
     finally:
         env.close()
     return out
-
-
-def pendulum_bottom_setter(env: gym.Env) -> np.ndarray:
-    """Put a reset pendulum at the bottom at rest, state ``(pi, 0)``, observation ``(-1, 0, 0)``.
-
-    This is the evaluation start of the NOPG paper (``eval_initial_state = [-1, 0, 0]`` in
-    ``jacarvalho/nopg``); see :func:`nopg.envs.pendulum.set_pendulum_state`.
-    """
-    return set_pendulum_state(env, np.pi, 0.0)
-
-
-def evaluate_pendulum_from_bottom(policy: PolicyLike, n_steps: int = 500) -> float:
-    """Undiscounted return of one pendulum episode of ``n_steps`` steps from the bottom.
-
-    gymnasium's ``Pendulum-v1`` is deterministic once the state is set, so one episode is
-    enough.  A zero-torque policy stays at the bottom and collects ``-n_steps * pi**2``
-    (``≈ -4934.8`` for 500 steps); the paper reports ``≈ -594`` for NOPG on 450 grid samples.
-
-    Parameters
-    ----------
-    policy : torch.nn.Module or callable
-        See :func:`rollout`.
-    n_steps : int, default=500
-        Episode length.
-
-    Returns
-    -------
-    float
-        The undiscounted return.
-    """
-    env = make_pendulum_env(max_episode_steps=n_steps)
-    try:
-        return rollout(env, policy, initial_state_setter=pendulum_bottom_setter, seed=0)["return"]
-    finally:
-        env.close()

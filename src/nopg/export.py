@@ -83,7 +83,8 @@ def _quiet() -> Iterator[None]:
 
 
 # ----------------------------------------------------------------------------- checks
-def _resolve_format(path: Path, format: str | None) -> str:
+def resolve_format(path: Path, format: str | None) -> str:
+    """``format`` checked, or taken from the suffix of ``path`` (``.onnx``, ``.pt``/``.pth``)."""
     if format is None:
         if path.suffix.lower() not in _SUFFIXES:
             raise ValueError(f"cannot tell the export format from {path.name!r}: use a .pt or "
@@ -94,7 +95,7 @@ def _resolve_format(path: Path, format: str | None) -> str:
     return format
 
 
-def _check_target(path: str | os.PathLike[str], overwrite: bool) -> Path:
+def check_target(path: str | os.PathLike[str], overwrite: bool) -> Path:
     """The output file: its folder must exist, and it must not exist unless ``overwrite``."""
     path = Path(path).expanduser()
     if path.is_dir():
@@ -239,7 +240,7 @@ def load_exported_policy(path: str | os.PathLike[str], format: str | None = None
         The policy function (float64 output) and the file's nopg metadata (``{}`` if none).
     """
     path = Path(path).expanduser()
-    fmt = _resolve_format(path, format)
+    fmt = resolve_format(path, format)
     if not path.is_file():
         raise ValueError(f"{path} does not exist")
     return (_torchscript_runner if fmt == "torchscript" else _onnx_runner)(path)
@@ -309,8 +310,8 @@ def export_policy(policy: nn.Module, path: str | os.PathLike[str], format: str |
     """
     if not isinstance(policy, nn.Module):
         raise ValueError(f"policy must be a torch.nn.Module. Got {type(policy).__name__} instead.")
-    target = _check_target(path, overwrite)
-    fmt = _resolve_format(target, format)
+    target = check_target(path, overwrite)
+    fmt = resolve_format(target, format)
     if onnx_exporter not in _ONNX_EXPORTERS:
         raise ValueError(f"onnx_exporter must be one of {', '.join(_ONNX_EXPORTERS)}. "
                          f"Got {onnx_exporter!r} instead.")

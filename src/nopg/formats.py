@@ -52,7 +52,7 @@ from typing import Any
 
 import numpy as np
 
-from .data import TransitionDataset, _check_finite, _check_parent_folder
+from .data import TransitionDataset, check_finite, check_parent_folder
 
 __all__ = [
     "HDF5_SUFFIXES",
@@ -186,7 +186,7 @@ def save_dataset(data: TransitionDataset, location: str | os.PathLike[str], *,
 def _finite(name: str, arr: np.ndarray, source: str) -> np.ndarray:
     if arr.dtype.kind == "f":
         try:
-            _check_finite(f"'{name}'", arr)
+            check_finite(f"'{name}'", arr)
         except ValueError as err:
             raise ValueError(f"{source}: {err}") from None
     return arr
@@ -256,14 +256,14 @@ def load_hdf5(path: str | os.PathLike[str]) -> TransitionDataset:
 
 def _derive_next(raw: Mapping[str, np.ndarray], has_truncations: bool) -> TransitionDataset:
     """Transitions from consecutive rows when the file has no ``next_observations``."""
-    from .data import _bool_array, _int_array
+    from .data import bool_array, int_array
 
     obs = raw["observations"]
     n = obs.shape[0]
-    terminals = _bool_array("terminals", raw["terminals"])
-    timeouts = (_bool_array("timeouts", raw["timeouts"]) if "timeouts" in raw
+    terminals = bool_array("terminals", raw["terminals"])
+    timeouts = (bool_array("timeouts", raw["timeouts"]) if "timeouts" in raw
                 else np.zeros(n, dtype=bool))
-    ids = _int_array("episode_ids", raw["episode_ids"]) if "episode_ids" in raw else None
+    ids = int_array("episode_ids", raw["episode_ids"]) if "episode_ids" in raw else None
     ends = _episode_ends(terminals, timeouts, ids)
     next_obs = np.empty_like(obs)
     next_obs[:-1] = obs[1:]
@@ -292,7 +292,7 @@ def save_hdf5(data: TransitionDataset, path: str | os.PathLike[str]) -> None:
     """
     import h5py
 
-    _check_parent_folder(path)
+    check_parent_folder(path)
     with h5py.File(os.fspath(path), "w") as fh:
         fh.attrs["nopg_format"] = "nopg TransitionDataset, D4RL layout"
         fh.attrs["nopg_has_truncations"] = data.truncations is not None

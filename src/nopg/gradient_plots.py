@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from nopg.analysis.statistics import angles_degrees
-from nopg.plots import _pyplot, _save
+from nopg.figures import pyplot, save_figure
 
 __all__ = ["ESTIMATOR_ORDER", "estimator_colors", "plot_gradient_sweep"]
 
@@ -162,7 +162,7 @@ def plot_gradient_sweep(
     log_x = sweep in _LOG_X_SWEEPS
     xlabel = _X_LABELS.get(sweep, sweep)
 
-    plt = _pyplot()
+    plt = pyplot()
     fig, axes = plt.subplots(2, 2, figsize=(12, 8.5))
     for ax, (key, label) in zip(axes.flat[:3], _PANELS, strict=True):
         _stat_panel(ax, mine, key, label, colors, log_x)
@@ -171,4 +171,4 @@ def plot_gradient_sweep(
     axes.flat[3].set_xlabel(xlabel)
     axes.flat[0].legend(fontsize="small", loc="best")
     fig.suptitle(title or f"Gradient estimators over the {sweep!r} sweep (bands: bootstrap intervals)")
-    return _save(fig, path)
+    return save_figure(fig, path)

@@ -14,12 +14,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from .bandwidth_plots import _pyplot, check_plot_path
+from .figures import check_plot_path, pyplot, save_figure
 
 __all__ = ["plot_policy_actions", "policy_actions"]
-
-_DPI = 120
-
 
 def policy_actions(policy: nn.Module, states: np.ndarray) -> np.ndarray:
     """The policy's (mean) actions at ``states``, shape (m, d_a), as float64."""
@@ -50,7 +47,7 @@ def plot_policy_actions(policy: nn.Module, data_states: np.ndarray, data_actions
         raise ValueError(f"the policy gives {at_data.shape[1]}-D actions; the data have "
                          f"{data_actions.shape[1]}-D actions")
     d_a = data_actions.shape[1]
-    plt = _pyplot()
+    plt = pyplot()
     fig, axes = plt.subplots(1, d_a, figsize=(4.5 * d_a, 3.6), squeeze=False)
     for j, ax in enumerate(axes[0]):
         values = np.concatenate([data_actions[:, j], at_data[:, j], at_start[:, j]])
@@ -64,7 +61,4 @@ def plot_policy_actions(policy: nn.Module, data_states: np.ndarray, data_actions
         ax.set_ylabel("density")
     axes[0][0].legend(fontsize=8)
     fig.suptitle("Where the policy acts, against the data")
-    fig.tight_layout()
-    fig.savefig(path, dpi=_DPI)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)

@@ -29,7 +29,7 @@ import torch
 from torch import nn
 
 from .algorithm import NOPG
-from .analysis.statistics import _check_options, _percentile_ci
+from .analysis.statistics import check_bootstrap_options, percentile_ci
 from .bandwidth import Bandwidths
 from .data import TransitionDataset
 
@@ -135,12 +135,12 @@ def bootstrap_mean_ci(values: np.ndarray | list[float], confidence: float = 0.95
     x = np.asarray(values, dtype=np.float64).reshape(-1)
     if x.size == 0:
         raise ValueError("need at least one value for a bootstrap interval")
-    _check_options(n_boot, confidence)
+    check_bootstrap_options(n_boot, confidence)
     rng = np.random.default_rng(seed)
     batch = max(1, min(n_boot, _BATCH_ELEMENTS // x.size))
     means = np.concatenate([x[rng.integers(0, x.size, size=(min(batch, n_boot - start), x.size))]
                             .mean(axis=1) for start in range(0, n_boot, batch)])
-    return _percentile_ci(means, float(confidence))
+    return percentile_ci(means, float(confidence))
 
 
 def _summary(returns: list[float], confidence: float) -> dict[str, Any]:
@@ -262,7 +262,7 @@ def evaluate_saved(path: str | os.PathLike[str], *, env_id: str | None = None,
     """
     if env_id is None and data is None:
         raise ValueError("nothing to evaluate: give an environment id and/or a data set")
-    _check_options(10000, confidence)
+    check_bootstrap_options(10000, confidence)
     rows = []
     for seed_k, folder in checkpoint_folders(path):
         saved = load_saved(folder, seed_k)

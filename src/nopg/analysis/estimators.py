@@ -34,7 +34,7 @@ from torch import nn
 from torch.func import functional_call, grad, vmap
 
 from ..bandwidth import Bandwidths
-from ..data import TransitionDataset, _check_gamma
+from ..data import TransitionDataset, check_gamma
 from ..gradient import policy_gradient, surrogate_gradient
 from ..policies import gaussian_log_prob, is_stochastic, normal_log_density
 
@@ -149,7 +149,7 @@ class NOPGEstimator:
         if not (isinstance(bandwidths, Bandwidths) or callable(bandwidths)):
             raise ValueError("bandwidths must be a nopg.Bandwidths or a function data -> Bandwidths")
         self.bandwidths = bandwidths
-        self.gamma = _check_gamma(gamma)
+        self.gamma = check_gamma(gamma)
         self.initial_states = np.atleast_2d(np.asarray(initial_states, dtype=np.float64))
         self.stochastic = bool(stochastic)
         self.top_k, self.n_mc_policy, self.n_mc_next = top_k, n_mc_policy, n_mc_next
@@ -192,7 +192,7 @@ class GPOMDPEstimator:
         if behaviour is not None and not is_stochastic(behaviour):
             raise ValueError("the behaviour policy must be Gaussian (provide mean_std)")
         self.behaviour = behaviour
-        self.gamma = _check_gamma(gamma)
+        self.gamma = check_gamma(gamma)
         self.normalize = bool(normalize)
         self.baseline = bool(baseline)
         suffix = ("B" if baseline else "") + ("N" if normalize else "")
@@ -280,7 +280,7 @@ class DPGEstimator:
             raise ValueError(f"The 'discounting' parameter must be one of {self.DISCOUNTING}. "
                              f"Got {discounting!r} instead.")
         self.q_action_gradient = q_action_gradient
-        self.gamma = _check_gamma(gamma)
+        self.gamma = check_gamma(gamma)
         self.discounting = discounting
         self.name = name or "DPG+Q"
 

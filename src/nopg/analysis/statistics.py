@@ -148,7 +148,8 @@ class ErrorStatistics:
         return out
 
 
-def _check_options(n_boot: int, confidence: float) -> None:
+def check_bootstrap_options(n_boot: int, confidence: float) -> None:
+    """Raise a ValueError unless ``n_boot`` is a positive int and ``confidence`` in (0, 1)."""
     if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 1:
         raise ValueError(f"'n_boot' must be an int >= 1. Got {n_boot!r}.")
     if not (isinstance(confidence, (int, float, np.floating)) and 0.0 < float(confidence) < 1.0):
@@ -244,7 +245,8 @@ def _bootstrap(
     return {name: np.concatenate(vals) for name, vals in parts.items()}
 
 
-def _percentile_ci(values: np.ndarray, confidence: float) -> tuple[float, float]:
+def percentile_ci(values: np.ndarray, confidence: float) -> tuple[float, float]:
+    """Central percentile interval of the finite ``values`` at ``confidence``."""
     finite = values[np.isfinite(values)]
     if finite.size == 0:
         return math.nan, math.nan
@@ -291,7 +293,7 @@ def error_statistics(
         ``confidence`` outside (0, 1) or ``n_boot < 1``.
     """
     est, tru = _as_estimates(estimates, truth)
-    _check_options(n_boot, confidence)
+    check_bootstrap_options(n_boot, confidence)
     if est.shape[0] < 2:
         raise ValueError(f"Need at least m = 2 estimates (rows). Got m = {est.shape[0]}.")
     if not np.isfinite(tru).all():
@@ -309,7 +311,7 @@ def error_statistics(
     fields: dict[str, Any] = {}
     for name in STATISTICS:
         fields[name] = point[name]
-        fields[f"{name}_ci"] = _percentile_ci(boot[name], float(confidence))
+        fields[f"{name}_ci"] = percentile_ci(boot[name], float(confidence))
     stats = ErrorStatistics(n=est.shape[0], n_dropped=n_dropped, confidence=float(confidence),
                             n_boot=int(n_boot), **fields)
     logger.debug(  # the experiment drivers log each cell with its sweep, point and estimator
@@ -372,7 +374,7 @@ def summary_rows(
     """
     if not isinstance(results, Mapping) or not results:
         raise ValueError("'results' must be a non-empty mapping {sweep: {estimator: {...}}}.")
-    _check_options(n_boot, confidence)
+    check_bootstrap_options(n_boot, confidence)
     cells = []
     for sweep, by_est in results.items():
         if not isinstance(by_est, Mapping) or not by_est:

@@ -190,7 +190,8 @@ class LQG:
         return out
 
     @staticmethod
-    def _horizon(horizon: int | None) -> int | None:
+    def horizon_steps(horizon: int | None) -> int | None:
+        """Validate an episode length: a positive int, or ``None`` (infinite horizon)."""
         if horizon is None:
             return None
         if isinstance(horizon, bool) or not isinstance(horizon, (int, np.integer)) or horizon < 1:
@@ -209,7 +210,8 @@ class LQG:
         """Whether the discounted infinite-horizon return of ``theta`` is finite."""
         return self.spectral_radius(theta) < 1.0
 
-    def _check_stable(self, theta: ArrayLike) -> None:
+    def check_stable(self, theta: ArrayLike) -> None:
+        """Raise a ValueError unless ``sqrt(gamma) (A + B K(theta))`` has spectral radius < 1."""
         rho = self.spectral_radius(theta)
         if not rho < 1.0:
             raise ValueError(
@@ -245,11 +247,11 @@ class LQG:
         ValueError
             For ``horizon=None`` when ``sqrt(gamma) (A + B K)`` has spectral radius >= 1.
         """
-        horizon = self._horizon(horizon)
+        horizon = self.horizon_steps(horizon)
         _, f, m, w, c = self._parts(theta, sigma)
         g = self.gamma
         if horizon is None:
-            self._check_stable(theta)
+            self.check_stable(theta)
             p_mat = solve_discrete_lyapunov(np.sqrt(g) * f.T, m)
             p_mat = 0.5 * (p_mat + p_mat.T)
             return p_mat, np.asarray((c + g * np.trace(p_mat @ w)) / (1.0 - g))
@@ -276,12 +278,12 @@ class LQG:
         See the module docstring for the adjoint formula ``dJ/dK = -2 sum_t gamma^t L_t X_t``.
         ``sigma`` is held fixed (it does not depend on ``theta``).
         """
-        horizon = self._horizon(horizon)
+        horizon = self.horizon_steps(horizon)
         k, f, _, w, _ = self._parts(theta, sigma)
         g = self.gamma
         x0 = np.outer(self.s0, self.s0)
         if horizon is None:
-            self._check_stable(theta)
+            self.check_stable(theta)
             p_mat, _ = self.value_matrices(theta, sigma, None)
             x = solve_discrete_lyapunov(np.sqrt(g) * f, x0 + g / (1.0 - g) * w)
             grad_k = -2.0 * (self.R @ k + g * self.B.T @ p_mat @ f) @ x
@@ -297,7 +299,7 @@ class LQG:
     # ----------------------------------------------------------------------- Q-function
     def _next_value_terms(self, theta: ArrayLike, sigma: ArrayLike, horizon: int | None, t: int
                           ) -> tuple[np.ndarray, float]:
-        horizon = self._horizon(horizon)
+        horizon = self.horizon_steps(horizon)
         if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or t < 0 \
                 or (horizon is not None and t >= horizon):
             raise ValueError(f"The time step 't' must be an int in [0, horizon). Got {t!r}.")
@@ -359,7 +361,7 @@ class LQG:
     def rollout_returns(self, theta: ArrayLike, sigma: ArrayLike, horizon: int, n_episodes: int,
                         rng: np.random.Generator | int | None = None) -> np.ndarray:
         """Discounted returns of ``n_episodes`` simulated episodes of ``horizon`` steps, (m,)."""
-        horizon = self._horizon(horizon)
+        horizon = self.horizon_steps(horizon)
         if horizon is None:
             raise ValueError("rollout_returns needs a finite 'horizon'.")
         rng = np.random.default_rng(rng)
@@ -434,7 +436,7 @@ def collect_lqg(
         raise ValueError(f"The 'alpha' parameter must be a float in [0, 1]. Got {alpha!r}.")
     if isinstance(n_episodes, bool) or not isinstance(n_episodes, (int, np.integer)) or n_episodes < 1:
         raise ValueError(f"The 'n_episodes' parameter must be a positive int. Got {n_episodes!r}.")
-    horizon = lqg._horizon(horizon)
+    horizon = lqg.horizon_steps(horizon)
     if horizon is None:
         raise ValueError("collect_lqg needs a finite 'horizon'.")
     k = (1.0 - float(alpha)) * lqg.gain(theta) + float(alpha) * lqg.gain(behaviour_theta)

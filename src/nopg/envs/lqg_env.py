@@ -58,7 +58,7 @@ class LQGEnv(gym.Env):
             A=base.A if A is None else A, B=base.B if B is None else B,
             Q=base.Q if Q is None else Q, R=base.R if R is None else R,
             s0=base.s0 if s0 is None else s0, gamma=gamma, transition_std=transition_std)
-        h = LQG._horizon(horizon)
+        h = LQG.horizon_steps(horizon)
         if h is None:
             raise ValueError("The 'horizon' parameter must be a positive int. Got None.")
         self.horizon = h

@@ -185,8 +185,8 @@ class GradientAnalysisConfig:
         for name in ("theta", "behaviour_theta"):
             problem.gain(getattr(self, name))
         for a in (*self.alphas, self.alpha):
-            problem._check_stable(self.behaviour_gain(float(a)))
-        problem._check_stable(np.asarray(self.theta))
+            problem.check_stable(self.behaviour_gain(float(a)))
+        problem.check_stable(np.asarray(self.theta))
         return problem
 
     def behaviour_gain(self, alpha: float) -> np.ndarray:

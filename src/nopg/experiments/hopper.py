@@ -39,8 +39,8 @@ from ..config import NOPGConfig
 from ..data import TransitionDataset
 from ..envs.hopper import collect_hopper, make_hopper_env
 from ..evaluation import evaluate_episodes
+from .common import load_external_dataset, sample_reset_states, subsample
 from .runner import ExperimentConfig
-from .umaze import load_external_dataset, sample_reset_states, subsample
 
 logger = logging.getLogger("nopg.experiments")
 

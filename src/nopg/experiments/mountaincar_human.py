@@ -121,13 +121,13 @@ def plot_mountaincar_portraits(algo: NOPG, data: TransitionDataset, trajectory: 
 
     ``data_style="episodes"`` draws each episode as a line (demonstrations), ``"points"`` the
     data states as dots (e.g. one-step transitions at random states).
-    ``nopg.plots.plot_phase_portraits`` is specific to the pendulum's angle axes, hence this
+    ``nopg.pendulum_plots.plot_phase_portraits`` is specific to the pendulum's angle axes, hence this
     small plot for the mountain car's ``(x, v)`` state.
     """
     if data_style not in ("episodes", "points"):
         raise ValueError(f"The 'data_style' parameter must be 'episodes' or 'points'. "
                          f"Got {data_style!r} instead.")
-    from ..plots import _pyplot, _save
+    from ..figures import pyplot, save_figure
 
     xs = np.linspace(MIN_POSITION, MAX_POSITION, resolution)
     vs = np.linspace(-MAX_SPEED, MAX_SPEED, resolution)
@@ -135,7 +135,7 @@ def plot_mountaincar_portraits(algo: NOPG, data: TransitionDataset, trajectory: 
     grid = np.stack([gx.ravel(), gv.ravel()], axis=1)
     panels = [np.asarray(algo.value(grid), float).reshape(gx.shape),
               np.asarray(algo.visitation(grid), float).reshape(gx.shape)]
-    plt = _pyplot()
+    plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
     names = ("V(s)", r"visitation $\varepsilon_\pi(s)\cdot\mu$")
     for ax, values, name, cmap in zip(axes, panels, names, ("viridis", "magma"), strict=True):
@@ -159,4 +159,4 @@ def plot_mountaincar_portraits(algo: NOPG, data: TransitionDataset, trajectory: 
         ax.legend(loc="lower left", fontsize="small")
     if title:
         fig.suptitle(title)
-    return _save(fig, path)
+    return save_figure(fig, path)

@@ -26,9 +26,15 @@ from torch import nn
 from ..algorithm import NOPG
 from ..config import NOPGConfig
 from ..data import TransitionDataset
-from ..envs.pendulum import BOTTOM_STATE, collect_pendulum_grid, make_pendulum_env
-from ..evaluation import evaluate_pendulum_from_bottom, pendulum_bottom_setter, rollout
-from ..plots import plot_phase_portraits
+from ..envs.pendulum import (
+    BOTTOM_STATE,
+    collect_pendulum_grid,
+    evaluate_pendulum_from_bottom,
+    make_pendulum_env,
+    pendulum_bottom_setter,
+)
+from ..evaluation import rollout
+from ..pendulum_plots import plot_phase_portraits
 from .runner import ExperimentConfig
 
 

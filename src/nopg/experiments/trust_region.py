@@ -411,7 +411,7 @@ def run_trust_region(config: TrustRegionConfig | None = None, out: str | Path = 
 
 
 def _run(config: TrustRegionConfig, run_dir: Path, progress: bool) -> dict[str, Any]:
-    from ..plots import plot_trust_region
+    from ..pendulum_plots import plot_trust_region
 
     (run_dir / "config.json").write_text(json.dumps(
         {"experiment": "trust-region", **config.to_dict()}, indent=2))

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from pathlib import Path
 from typing import Any
 
@@ -52,35 +51,12 @@ from ..envs.maze import (
     umaze_reward,
 )
 from ..evaluation import rollout
+from .common import load_external_dataset, sample_reset_states, subsample
 from .runner import ExperimentConfig
 
 logger = logging.getLogger("nopg.experiments")
 
-__all__ = ["UMazeTask", "load_external_dataset", "sample_reset_states", "subsample"]
-
-
-def load_external_dataset(spec: str | os.PathLike[str], minari_obs_keys: str | None = None
-                          ) -> TransitionDataset:
-    """Load a data set named by a path (``.npz``/``.hdf5``) or a Minari id from local disk.
-
-    Uses :func:`nopg.formats.load_dataset`; ``minari_obs_keys`` selects the entry of Minari dict
-    observations (e.g. ``"observation"`` for the point maze). Without :mod:`nopg.formats` only
-    ``.npz`` files (:meth:`TransitionDataset.load`) are supported.
-    """
-    try:
-        from .. import formats
-    except ImportError:  # pragma: no cover - formats is part of the package
-        formats = None
-    if formats is not None:
-        kind, _ = formats.resolve_location(spec)
-        if kind == "minari" and minari_obs_keys is not None:
-            return formats.load_dataset(spec, obs_keys=minari_obs_keys)
-        return formats.load_dataset(spec)
-    path = Path(spec)
-    if path.suffix == ".npz" and path.is_file():
-        return TransitionDataset.load(path)
-    raise ValueError(f"cannot load data set {str(spec)!r}: without nopg.formats only existing "
-                     ".npz files are supported")
+__all__ = ["UMazeTask"]
 
 
 def _terminals_to_truncations(fields: dict[str, Any]) -> dict[str, Any]:
@@ -108,36 +84,6 @@ def _terminals_to_truncations(fields: dict[str, Any]) -> dict[str, Any]:
     out["truncations"] = trunc[keep]
     out["terminals"] = np.zeros(int(keep.sum()), dtype=bool)
     return out
-
-
-def subsample(data: TransitionDataset, n: int | None, seed: int) -> TransitionDataset:
-    """``n`` transitions drawn uniformly without replacement (sorted), or ``data`` if ``n`` is None."""
-    if n is None:
-        return data
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise ValueError(f"The 'n_samples' setting must be a positive int or null. Got {n!r}.")
-    if n > data.n:
-        raise ValueError(f"n_samples = {n} exceeds the {data.n} transitions available")
-    if n == data.n:
-        return data
-    rng = np.random.default_rng([seed, 7])
-    return data.subset(np.sort(rng.choice(data.n, size=int(n), replace=False)))
-
-
-def sample_reset_states(env_fn: Any, m: int, seed: int) -> np.ndarray:
-    """``m`` observations drawn from an environment's reset distribution (seeded once)."""
-    if isinstance(m, bool) or not isinstance(m, (int, np.integer)) or m < 1:
-        raise ValueError(f"The number of initial states must be a positive int. Got {m!r}.")
-    env = env_fn()
-    try:
-        first, _ = env.reset(seed=int(seed))
-        states = [np.asarray(first, dtype=np.float64)]
-        for _ in range(int(m) - 1):
-            obs, _ = env.reset()
-            states.append(np.asarray(obs, dtype=np.float64))
-    finally:
-        env.close()
-    return np.stack(states)
 
 
 class UMazeTask:

@@ -50,9 +50,9 @@ from ..envs.mountaincar import (
     reset_states,
 )
 from ..evaluation import collect_episodes, evaluate_episodes, rollout
+from .common import sample_reset_states
 from .mountaincar_human import plot_mountaincar_portraits
 from .runner import ExperimentConfig
-from .umaze import sample_reset_states
 from .user_data_pendulum import (
     PendulumControllerTask,
     PendulumUniformTask,
