@@ -199,3 +199,12 @@ def test_uncalled_method_as_initial_states_is_named(data_file):
     algo = NOPG(nopg.DeterministicMLPPolicy(3, 1, action_max=2.0).double(), nopg.NOPGConfig())
     with pytest.raises(ValueError, match=r"episode_start_states.*call it"):
         algo.setup(data, nopg.select_bandwidths(data), data.episode_start_states)
+
+
+def test_analysis_bad_config_names_the_file(tmp_path, capsys):
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text("{not json")
+    assert main(["reproduce", "trust-region", "--config", str(cfg), "--out", str(tmp_path),
+                 "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert str(cfg) in err and "not valid JSON" in err and len(err.strip().splitlines()) == 1

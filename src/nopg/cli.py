@@ -38,19 +38,35 @@ def _parse_value(text: str) -> Any:
         return text
 
 
-def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+def _config_file(path_text: str | None) -> dict[str, Any]:
+    """The settings of a ``--config`` JSON file (``{}`` without one)."""
+    if path_text is None:
+        return {}
+    path = Path(path_text)
+    if not path.is_file():
+        raise ValueError(f"config file {path} does not exist")
+    try:
+        loaded = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"config file {path} is not valid JSON: {err}") from None
+    if not isinstance(loaded, dict):
+        raise ValueError(f"config file {path} must hold a JSON object")
+    return loaded
+
+
+def _set_items(items: list[str] | None) -> dict[str, Any]:
+    """``--set KEY=VALUE`` items (values parsed as JSON where they are JSON, else strings)."""
     changes: dict[str, Any] = {}
-    if args.config is not None:
-        path = Path(args.config)
-        if not path.is_file():
-            raise ValueError(f"config file {path} does not exist")
-        try:
-            loaded = json.loads(path.read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError) as err:
-            raise ValueError(f"config file {path} is not valid JSON: {err}") from None
-        if not isinstance(loaded, dict):
-            raise ValueError(f"config file {path} must hold a JSON object")
-        changes.update(loaded)
+    for item in items or []:
+        if "=" not in item:
+            raise ValueError(f"--set expects key=value, got {item!r}")
+        key, text = item.split("=", 1)
+        changes[key.strip()] = _parse_value(text)
+    return changes
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+    changes = _config_file(args.config)
     flags = {
         "seeds": args.seeds, "n_updates": args.n_updates, "bandwidth_method": args.bandwidth,
         "state_factor": args.state_factor, "action_factor": args.action_factor,
@@ -66,11 +82,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
             changes[key] = value
     if args.stochastic:
         changes["stochastic"] = True
-    for item in args.set or []:
-        if "=" not in item:
-            raise ValueError(f"--set expects key=value, got {item!r}")
-        key, text = item.split("=", 1)
-        changes[key.strip()] = _parse_value(text)
+    changes.update(_set_items(args.set))
     if getattr(args, "command", None) == "fit":
         for key, value in {"final_eval_episodes": args.eval_episodes,
                            "task.eval_steps": args.eval_steps,
@@ -424,17 +436,7 @@ def _analysis_changes(args: argparse.Namespace) -> dict[str, Any]:
     if used:
         raise ValueError(f"{args.experiment} does not take {', '.join(used)}; use --set KEY=VALUE "
                          "with its settings (see its config.json)")
-    changes: dict[str, Any] = {}
-    if args.config is not None:
-        path = Path(args.config)
-        if not path.is_file():
-            raise ValueError(f"config file {path} does not exist")
-        changes.update(json.loads(path.read_text()))
-    for item in args.set or []:
-        if "=" not in item:
-            raise ValueError(f"--set expects key=value, got {item!r}")
-        key, text = item.split("=", 1)
-        changes[key.strip()] = _parse_value(text)
+    changes = {**_config_file(args.config), **_set_items(args.set)}
     changes.pop("experiment", None)
     return changes
 
