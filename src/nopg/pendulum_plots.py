@@ -54,8 +54,9 @@ def plot_phase_portraits(
 
     See :func:`phase_portraits_figure` for the parameters; returns the written file.
     """
-    return save_figure(phase_portraits_figure(value_fn, visitation_fn, theta_range, theta_dot_range,
-                                        resolution, data_states, trajectory, title), path)
+    fig = phase_portraits_figure(value_fn, visitation_fn, theta_range, theta_dot_range,
+                                 resolution, data_states, trajectory, title)
+    return save_figure(fig, path)
 
 
 def phase_portraits_figure(
@@ -170,8 +171,9 @@ def plot_trust_region(
     title: str | None = None,
 ) -> Path:
     """The trust-region figure, saved to ``path``; see :func:`trust_region_figure`."""
-    return save_figure(trust_region_figure(data_states, data_actions, log_likelihood, log_grad_norm,
-                                     theta3, w_edges, w_dot_edges, heat, heat_label, title), path)
+    fig = trust_region_figure(data_states, data_actions, log_likelihood, log_grad_norm, theta3,
+                              w_edges, w_dot_edges, heat, heat_label, title)
+    return save_figure(fig, path)
 
 
 def trust_region_figure(
