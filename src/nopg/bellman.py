@@ -31,8 +31,9 @@ renormalises them. How those ``k`` are found is the ``neighbors`` option (DESIGN
 
 - ``"dense"``: build the full ``(m, n)`` log-weights and take ``topk`` (the paper's method; also
   used without ``top_k``). ``O(n^2)`` time and memory per update: a reference for small ``n``.
-- ``"candidates"`` (default with ``top_k``): the ``k`` largest log-weights are the ``k`` nearest
-  neighbours of ``(s/h_s, a/h_a)`` among the scaled data pairs ``(s_j/h_s, a_j/h_a)``. For the
+- ``"candidates"`` (default with ``top_k`` below 50 000 samples): the ``k`` largest log-weights
+  are the ``k`` nearest neighbours of ``(s/h_s, a/h_a)`` among the scaled data pairs
+  ``(s_j/h_s, a_j/h_a)``. For the
   rows of ``P`` and ``eps0`` (fixed query states) the ``K'`` nearest neighbours of the pair at a
   *centre* action are kept as candidates, with the distance ``R`` of the nearest point left out.
   Every update re-ranks only the candidates at the policy's new action ``a`` (a gather,
@@ -40,9 +41,14 @@ renormalises them. How those ``k`` are found is the ``neighbors`` option (DESIGN
   away, so a row whose ``k``-th candidate is nearer than that is *certified* exact. Rows that are
   not are re-centred at their current action by a k-NN query (a KD-tree on the CPU, tiled top-k
   on a GPU), so the result always equals the dense top-k (up to ties); the policy moves slowly,
-  so few rows need it per update, and their number is reported. ``refine=False`` skips the
-  certificate (candidates from the first update only): an approximation.
-- ``"knn"``: an exact k-NN query in scaled (state, action) space for every row and update, since
+  so few rows need it per update, and their number is reported. With ``n_candidates`` above
+  ``4 k`` the candidates are found with the action axes shrunk by ``lambda`` (reaching further
+  along the actions, where the policy moves; :meth:`NonparametricBellman._certified` gives the
+  bound). ``refine=False`` skips the certificate (candidates from the first update only): an
+  approximation.
+- ``"knn"`` (default with ``top_k`` from 50 000 samples, where Silverman's bandwidths are so
+  narrow that the policy's moves leave most certificates): an exact k-NN query in scaled
+  (state, action) space for every row and update, since
   the ``k`` largest log-weights are the ``k`` nearest neighbours of ``(s/h_s, pi(s)/h_a)``.
 
 On the sparse paths the kept log-weights are recomputed from the coordinates of the kept
@@ -61,21 +67,42 @@ from torch import nn
 
 from .bandwidth import Bandwidths
 from .data import TransitionDataset
-from .defaults import SPARSE_MIN_N, check_dense_max_n, check_top_k, resolve_settings
+from .defaults import SPARSE_MIN_N, check_dense_max_n, check_top_k, resolve_neighbors, resolve_settings
 from .neighbors import NeighborIndex
 from .policies import is_stochastic
 from .rows import DenseRows, Rows, SparseRows
-from .solvers import SolveInfo, bicgstab, ilu_preconditioner, solve_dense
+from .solvers import (
+    AUTO_ERROR,
+    SolveInfo,
+    bicgstab,
+    check_solver_tol,
+    ilu_preconditioner,
+    solve_bellman_auto,
+    solve_dense,
+)
 
 logger = logging.getLogger(__name__)
 
 _SOLVERS = ("auto", "dense", "bicgstab")
 PRECONDITIONERS = ("auto", "ilu", "none")
 _ILU_REFRESH_ITERS = 15        # rebuild the ILU preconditioner when a solve needs more iterations
+_ILU_BUILD_ITERATIONS = 60     # solver_tol="auto": an ILU build costs about this many iterations
 NEIGHBOR_MODES = ("auto", "dense", "candidates", "knn")
 UNSUPPORTED = ("extrapolate", "absorb")
 _DENSE_LIMIT = 20_000          # top_k=None beyond this many samples is refused (n x n memory)
 _BLOCK = 1 << 22               # elements per block of candidate scores (bounds peak memory)
+_SCALE_MARGIN = 4.0            # candidate_action_scale rule: lambda^d_a = margin * k / K'
+
+
+def candidate_action_scale(top_k: int, n_candidates: int, action_dim: int) -> float:
+    """Default ``lambda`` of the candidate index: ``min(1, 4 k / K') ** (1 / d_a)``.
+
+    Shrinking the action axes by ``lambda`` puts about ``lambda^d_a`` times fewer points in a
+    ball, so ``K'`` candidates found that way span about as much of the state space as ``4 k``
+    would unshrunk (a margin over the ``k`` kept), while they reach ``1 / lambda`` times further
+    along the actions, where the policy moves.
+    """
+    return min(1.0, _SCALE_MARGIN * top_k / max(n_candidates, 1)) ** (1.0 / max(action_dim, 1))
 
 
 def default_candidates(top_k: int) -> int:
@@ -90,8 +117,9 @@ class _Queries:
     ``scaled`` are the states divided by ``h_s``; dense mode adds ``fixed``, the (m, n)
     policy-independent log-weights. Candidate mode with ``cached=True`` keeps, per query, the
     ``K'`` nearest data points ``cand`` (m, K') of the scaled pair ``(s, centre)`` in (state,
-    action) space, their squared state distances ``cand_sq_state`` (m, K') and ``radius`` (m,),
-    the distance from the centre to the nearest point left out (``inf`` if none is).
+    action) space with the action axes shrunk by ``scale`` (m,), their squared state distances
+    ``cand_sq_state`` (m, K') and ``radius`` (m,), the distance in that space from the centre to
+    the nearest point left out (``inf`` if none is); see :meth:`NonparametricBellman._certified`.
     """
 
     scaled: torch.Tensor
@@ -101,6 +129,7 @@ class _Queries:
     cand_sq_state: torch.Tensor | None = None
     centre: torch.Tensor | None = None
     radius: torch.Tensor | None = None
+    scale: torch.Tensor | None = None
 
 
 def pessimistic_value(dataset: TransitionDataset, gamma: float) -> float:
@@ -223,8 +252,13 @@ class NonparametricBellman:
     device : str or torch.device
     solver : {"auto", "dense", "bicgstab"}
         ``auto`` is dense LU up to ``dense_max_n`` samples, BiCGSTAB above.
-    solver_tol, solver_max_iter : float, int
-        BiCGSTAB relative tolerance and iteration cap.
+    solver_tol : float or "auto"
+        BiCGSTAB relative tolerance (2-norm residual). ``"auto"``: as accurate as the gradient
+        needs, with a proven error bound (:func:`nopg.solvers.solve_bellman_auto`: relative
+        error of ``q`` against its spread and of ``mu`` in l1 at most 1e-3, reported as
+        ``info.error_bound``), and the ILU rebuilt when the iterations it saves would pay for it.
+    solver_max_iter : int
+        BiCGSTAB iteration cap.
     dense_max_n : int or None
         ``solver="auto"`` uses the dense LU up to this many samples; ``None`` takes the measured
         limit for the kind of ``P`` (:func:`nopg.defaults.resolve_dense_max_n`).
@@ -232,7 +266,8 @@ class NonparametricBellman:
         Number of samples from which ``top_k="auto"`` keeps 10 entries per row.
     neighbors : {"auto", "dense", "candidates", "knn"}
         How the top-k entries are found (module docstring); ``auto`` is ``dense`` without
-        ``top_k`` and ``candidates`` with it.
+        ``top_k``, ``candidates`` with it below 50 000 samples and ``knn`` from there on
+        (:func:`nopg.defaults.resolve_neighbors`).
     n_candidates : int, optional
         ``K'``, the candidate neighbours kept per query (default :func:`default_candidates`).
     refine : bool
@@ -243,8 +278,9 @@ class NonparametricBellman:
         Back end of the neighbour searches (:class:`nopg.neighbors.NeighborIndex`).
     preconditioner : {"auto", "ilu", "none"}
         BiCGSTAB preconditioner. ``ilu`` (the ``auto`` choice on the CPU): an incomplete LU of
-        ``I - P`` reused across updates and rebuilt when a solve needs more than 15 iterations.
-        ``none`` on a GPU.
+        ``I - P`` reused across updates and rebuilt when a solve needs more than 15 iterations
+        (with ``solver_tol="auto"``: when the iterations beyond those of the first solve after
+        the build add up to 60, about the cost of a build). ``none`` on a GPU.
     unsupported : {"extrapolate", "absorb"}
         What the model does where the data are thin. ``extrapolate`` (the paper): the
         responsibilities are renormalised, so the nearest data point takes all the weight however
@@ -272,7 +308,7 @@ class NonparametricBellman:
         dtype: torch.dtype = torch.float64,
         device: str | torch.device = "cpu",
         solver: str = "auto",
-        solver_tol: float = 1e-10,
+        solver_tol: float | str = 1e-10,
         solver_max_iter: int = 1000,
         dense_max_n: int | None = 2000,
         sparse_min_n: int = SPARSE_MIN_N,
@@ -307,8 +343,9 @@ class NonparametricBellman:
         _check_positive_int("solver_max_iter", solver_max_iter, allow_none=False)
         if solver not in _SOLVERS:
             raise ValueError(f"The 'solver' parameter must be one of {_SOLVERS}. Got {solver!r} instead.")
-        if not (solver_tol > 0):
-            raise ValueError(f"The 'solver_tol' parameter must be positive. Got {solver_tol!r} instead.")
+        if not check_solver_tol(solver_tol):
+            raise ValueError(f"The 'solver_tol' parameter must be a positive float or 'auto'. "
+                             f"Got {solver_tol!r} instead.")
         _check_positive_int("n_candidates", n_candidates)
         if preconditioner not in PRECONDITIONERS:
             raise ValueError(f"The 'preconditioner' parameter must be one of {PRECONDITIONERS}. "
@@ -334,8 +371,7 @@ class NonparametricBellman:
             raise ValueError(f"top_k must be at most the number of samples ({n}). Got {top_k} instead.")
         if n_candidates is not None and top_k is not None and n_candidates < top_k:
             raise ValueError(f"n_candidates ({n_candidates}) must be at least top_k ({top_k})")
-        if neighbors == "auto":
-            neighbors = "dense" if top_k is None else "candidates"
+        neighbors = resolve_neighbors(neighbors, top_k, n)
         if top_k is None and neighbors != "dense":
             raise ValueError(f"neighbors={neighbors!r} needs top_k (the entries kept per row); "
                              "without top_k every entry is kept and the matrix is dense")
@@ -355,7 +391,7 @@ class NonparametricBellman:
         self.dtype = dtype
         self.device = torch.device(device)
         self.solver = solver
-        self.solver_tol = float(solver_tol)
+        self.solver_tol: float | str = solver_tol if isinstance(solver_tol, str) else float(solver_tol)
         self.solver_max_iter = int(solver_max_iter)
         self.dense_max_n = settings.dense_max_n
         self.neighbors = neighbors
@@ -371,7 +407,18 @@ class NonparametricBellman:
         self._ilu_source: SparseRows | None = None       # the P the ILU was built from
         self._last_iterations = 0
         self.preconditioner_builds_ = 0
+        # solver_tol="auto" rebuilds the ILU when the iterations above the count of the first solve
+        # after the build (_ilu_base) add up to the cost of a build; a float keeps the old rule.
+        self._ilu_refresh = "cost" if self.solver_tol == "auto" else "iterations"
+        self._ilu_excess = 0
+        self._ilu_base: int | None = None
+        self._ilu_options: dict[str, float] = {}
         self._joint_index: NeighborIndex | None = None
+        self._candidate_index: NeighborIndex | None = None
+        self._candidate_index_scale = 1.0
+        # lambda in (0, 1] of the candidate index (exact for any; the speed depends on it)
+        self.candidate_action_scale = candidate_action_scale(top_k or 1, self.n_candidates,
+                                                             dataset.action_dim)
         self.unsupported = unsupported
         self.support_radius = float(support_radius)
         self.absorbing_value = (pessimistic_value(dataset, self.gamma) if absorbing_value is None
@@ -472,6 +519,22 @@ class NonparametricBellman:
             self._joint_index = NeighborIndex(points, self.neighbor_backend)
         return self._joint_index
 
+    def candidate_index(self) -> NeighborIndex:
+        """k-NN index over ``(s_j/h_s, lambda a_j/h_a)`` (``lambda = candidate_action_scale``), in
+        which candidate sets are found: shrinking the action axes makes a candidate set reach
+        ``1/lambda`` times further along the actions than across the states, so it stays
+        certified while the policy's action moves (see :meth:`_certified`)."""
+        lam = float(self.candidate_action_scale)
+        if not 0.0 < lam <= 1.0:
+            raise ValueError(f"candidate_action_scale must be in (0, 1]. Got {lam!r} instead.")
+        if lam == 1.0:
+            return self.joint_index()
+        if self._candidate_index is None or self._candidate_index_scale != lam:
+            points = torch.cat([self.states_scaled, lam * self.actions_scaled], dim=1)
+            self._candidate_index = NeighborIndex(points, self.neighbor_backend)
+            self._candidate_index_scale = lam
+        return self._candidate_index
+
     def _prepare(self, query_states: torch.Tensor, cache: bool = False) -> _Queries:
         """Per-query data that does not depend on the policy.
 
@@ -489,27 +552,51 @@ class NonparametricBellman:
         return self.joint_index().query(torch.cat([scaled, actions], dim=-1), k)
 
     def _recentre(self, queries: _Queries, rows: torch.Tensor, centre: torch.Tensor) -> None:
-        """New candidate sets for ``rows``: the ``K'`` joint neighbours of ``(s, centre)``."""
+        """New candidate sets for ``rows``: the ``K'`` neighbours of ``(s, lambda centre)`` in the
+        space of :meth:`candidate_index`, and ``radius``, the distance there to the next one.
+
+        A row whose shrunk set cannot certify its own centre (its ``k``-th candidate lies beyond
+        ``radius``) takes the ``K'`` joint neighbours instead (``lambda = 1``), which always can.
+        """
         n, kc, m = self.n, self.n_candidates, queries.scaled.shape[0]
         if queries.cand is None:
             queries.cand = torch.zeros(m, kc, dtype=torch.long, device=self.device)
             queries.cand_sq_state = torch.zeros(m, kc, dtype=self.dtype, device=self.device)
             queries.centre = torch.zeros(m, centre.shape[1], dtype=self.dtype, device=self.device)
             queries.radius = torch.zeros(m, dtype=self.dtype, device=self.device)
+            queries.scale = torch.ones(m, dtype=self.dtype, device=self.device)
         assert queries.cand_sq_state is not None and queries.centre is not None
-        assert queries.radius is not None
+        assert queries.radius is not None and queries.scale is not None
         scaled = queries.scaled[rows]
+        lam = torch.ones(rows.numel(), dtype=self.dtype, device=self.device)
         if kc >= n:  # every point is a candidate: nothing is left out
             idx = torch.arange(n, device=self.device).expand(rows.numel(), n)
             radius = torch.full((rows.numel(),), torch.inf, dtype=self.dtype, device=self.device)
+            sq_state = self._sq_state(scaled, idx)
         else:
-            d2, idx = self._exact_knn(scaled, centre, kc + 1)
+            lam.fill_(float(self.candidate_action_scale))
+            d2, idx = self.candidate_index().query(torch.cat([scaled, lam[:, None] * centre], dim=-1),
+                                                   kc + 1)
             radius, idx = d2[:, kc].sqrt(), idx[:, :kc]
-        diff = scaled[:, None, :] - self.states_scaled[idx]
+            sq_state = self._sq_state(scaled, idx)
+            if float(self.candidate_action_scale) < 1.0:
+                da = centre[:, None, :] - self.actions_scaled[idx]
+                kth = torch.kthvalue(sq_state + (da * da).sum(-1), self.top_k, dim=1).values
+                bad = torch.nonzero(kth > radius * radius).reshape(-1)
+                if bad.numel():  # rare: fall back to the joint neighbours of these rows
+                    d2b, idxb = self._exact_knn(scaled[bad], centre[bad], kc + 1)
+                    idx[bad], radius[bad], lam[bad] = idxb[:, :kc], d2b[:, kc].sqrt(), 1.0
+                    sq_state[bad] = self._sq_state(scaled[bad], idx[bad])
         queries.cand[rows] = idx
-        queries.cand_sq_state[rows] = (diff * diff).sum(-1)
+        queries.cand_sq_state[rows] = sq_state
         queries.centre[rows] = centre
         queries.radius[rows] = radius
+        queries.scale[rows] = lam
+
+    def _sq_state(self, scaled: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+        """Squared scaled state distances (r, K) from ``scaled`` (r, d_s) to the points ``idx``."""
+        diff = scaled[:, None, :] - self.states_scaled[idx]
+        return (diff * diff).sum(-1)
 
     def _rerank(self, queries: _Queries, rows: torch.Tensor, actions: torch.Tensor
                 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -535,12 +622,29 @@ class NonparametricBellman:
                    kth_sq: torch.Tensor) -> torch.Tensor:
         """(r, G) mask: the candidates provably hold the exact top-k.
 
-        Every data point outside a candidate set lies at least ``radius`` from ``(s, centre)``,
-        hence (triangle inequality) at least ``radius - |a - centre|`` from ``(s, a)``.
+        Every data point ``j`` outside a candidate set has ``|ds_j|^2 + lambda^2 u_j^2 >= R^2``
+        (``ds_j`` its scaled state offset, ``u_j = |a_j - centre|``, ``R = radius``). At an action
+        ``a`` with ``t = |a - centre|`` its distance satisfies ``D_j^2 >= |ds_j|^2 + (u_j - t)_+^2
+        >= (R^2 - lambda^2 u_j^2)_+ + (u_j - t)_+^2``, whose minimum over ``u_j >= 0`` is
+
+            R^2 - lambda^2 t^2 / (1 - lambda^2)   for lambda t <= R (1 - lambda^2),
+            (R / lambda - t)_+^2                  otherwise
+
+        (for ``lambda = 1``: ``(R - t)_+^2``, the triangle inequality). The row is exact when its
+        ``k``-th candidate lies no further than that bound.
         """
         assert queries.centre is not None and queries.radius is not None
-        shift = torch.linalg.vector_norm(actions - queries.centre[rows][:, None, :], dim=-1)
-        return kth_sq.sqrt() <= queries.radius[rows][:, None] - shift
+        assert queries.scale is not None
+        t = torch.linalg.vector_norm(actions - queries.centre[rows][:, None, :], dim=-1)
+        radius, lam = queries.radius[rows][:, None], queries.scale[rows][:, None]
+        far = (radius / lam - t).clamp_min(0.0) ** 2
+        shrunk = lam < 1.0
+        if not bool(shrunk.any()):
+            return kth_sq <= far
+        one_minus = torch.where(shrunk, 1.0 - lam * lam, torch.ones_like(lam))
+        near = radius * radius - (lam * lam / one_minus) * t * t
+        bound = torch.where(shrunk & (lam * t <= radius * one_minus), near, far)
+        return kth_sq <= bound
 
     @torch.no_grad()
     def _select(self, queries: _Queries, actions: torch.Tensor) -> torch.Tensor:
@@ -555,8 +659,8 @@ class NonparametricBellman:
         assert k is not None
         if not queries.cached:
             points = queries.scaled[:, None, :].expand(M, G, -1).reshape(M * G, -1)
-            _, idx = self._exact_knn(points, actions.reshape(M * G, -1), k)
-            return idx.reshape(M, G, k)
+            joint = torch.cat([points, actions.reshape(M * G, -1)], dim=-1)
+            return self.joint_index().query_index(joint, k).reshape(M, G, k)
         centre = actions.mean(1)                                               # (M, d_a)
         all_rows = torch.arange(M, device=self.device)
         if queries.cand is None:
@@ -696,20 +800,48 @@ class NonparametricBellman:
         matvec, rmatvec = P64.operators()
         pre_q = pre_mu = None
         if self.preconditioner == "ilu" and isinstance(P64, SparseRows):
-            if self._ilu is None or self._last_iterations > _ILU_REFRESH_ITERS:
+            if self._ilu is None or self._ilu_stale():
                 self._build_ilu(P64)
             if self._ilu is not None:
                 pre_q, pre_mu = self._ilu
-        q, info_q = bicgstab(lambda v: v - matvec(v), r64, q0,
-                             tol=self.solver_tol, max_iter=self.solver_max_iter, precond=pre_q)
-        mu, info_mu = bicgstab(lambda v: v - rmatvec(v), e64, mu0,
-                               tol=self.solver_tol, max_iter=self.solver_max_iter, precond=pre_mu)
+        if self.solver_tol == "auto":
+            extra = self.absorbing_value if self.unsupported == "absorb" else None
+            q, mu, info_q, info_mu = solve_bellman_auto(
+                matvec, rmatvec, r64, e64, self.gamma, warm_start, error=AUTO_ERROR,
+                max_iter=self.solver_max_iter, precond=pre_q, precond_transpose=pre_mu,
+                extra_value=extra)
+            logger.debug("solve: %d/%d iterations, error bound q %.1e mu %.1e (solver_tol='auto')",
+                         info_q.iterations, info_mu.iterations, info_q.error_bound, info_mu.error_bound)
+        else:
+            q, info_q = bicgstab(lambda v: v - matvec(v), r64, q0,
+                                 tol=self.solver_tol, max_iter=self.solver_max_iter, precond=pre_q)
+            mu, info_mu = bicgstab(lambda v: v - rmatvec(v), e64, mu0,
+                                   tol=self.solver_tol, max_iter=self.solver_max_iter, precond=pre_mu)
         self._last_iterations = max(info_q.iterations, info_mu.iterations)
+        if self._ilu is not None:
+            its = info_q.iterations + info_mu.iterations
+            if self._ilu_base is None:
+                self._ilu_base = its
+            self._ilu_excess += max(its - self._ilu_base, 0)
         return q, mu, info_q, info_mu
+
+    def _ilu_stale(self) -> bool:
+        """Whether to rebuild the ILU before this solve. ``"iterations"`` (explicit ``solver_tol``):
+        the last solve needed more than 15 iterations. ``"cost"`` (``"auto"``): the iterations
+        beyond those of the first solve after the build add up to the cost of a build, which
+        keeps the total within twice that of the best rebuild schedule in hindsight."""
+        if self._ilu_refresh == "cost":
+            return self._ilu_excess >= _ILU_BUILD_ITERATIONS
+        if self._ilu_refresh == "always":
+            return True
+        if self._ilu_refresh == "once":
+            return False
+        return self._last_iterations > _ILU_REFRESH_ITERS
 
     def _build_ilu(self, P: SparseRows) -> None:
         self._ilu_source = P
-        self._ilu = ilu_preconditioner(P.to_scipy())
+        self._ilu = ilu_preconditioner(P.to_scipy(), **self._ilu_options)
+        self._ilu_excess, self._ilu_base = 0, None
         self.preconditioner_builds_ += 1
 
     def solver_state(self) -> dict[str, torch.Tensor]:
@@ -718,13 +850,19 @@ class NonparametricBellman:
         if self._ilu_source is None:
             return {}
         return {"ilu_index": self._ilu_source.index.cpu(), "ilu_values": self._ilu_source.values.cpu(),
-                "last_iterations": torch.tensor(self._last_iterations)}
+                "last_iterations": torch.tensor(self._last_iterations),
+                "ilu_excess": torch.tensor(self._ilu_excess),
+                "ilu_base": torch.tensor(-1 if self._ilu_base is None else self._ilu_base)}
 
     def load_solver_state(self, state: dict[str, torch.Tensor]) -> None:
         """Restore :meth:`solver_state` (ignored when it belongs to another data set size)."""
         if "ilu_index" in state and state["ilu_index"].shape[0] == self.n and self.preconditioner == "ilu":
             self._build_ilu(SparseRows(state["ilu_index"], state["ilu_values"].to(torch.float64), self.n))
             self._last_iterations = int(state["last_iterations"])
+            if "ilu_excess" in state:
+                self._ilu_excess = int(state["ilu_excess"])
+                base = int(state["ilu_base"])
+                self._ilu_base = None if base < 0 else base
 
     def evaluate(self, policy: nn.Module, initial_states: np.ndarray | torch.Tensor,
                  generator: torch.Generator | None = None,

@@ -10,6 +10,7 @@ import torch
 
 from .bellman import UNSUPPORTED
 from .defaults import SPARSE_MIN_N, check_dense_max_n, check_top_k, resolve_settings
+from .solvers import check_solver_tol
 
 OPTIMIZERS = ("adam", "adamw", "sgd", "rmsprop")
 SOLVERS = ("auto", "dense", "bicgstab")
@@ -72,8 +73,18 @@ class NOPGConfig:
     solver : {"auto", "dense", "bicgstab"}
         Linear solver for ``q`` and ``mu``; ``auto`` is the dense LU up to ``dense_max_n``
         samples and BiCGSTAB above.
-    solver_tol, solver_max_iter
-        Iterative-solver tolerance (relative residual) and iteration cap.
+    solver_tol : float or "auto"
+        Iterative-solver tolerance. ``"auto"`` (default): each solve stops once its residual
+        proves the relative error of ``q`` (against its spread, max-norm) and of ``mu`` (l1)
+        to be at most 1e-3, which bounds every gradient component's error by 3e-3 times the
+        sum of the magnitudes of its terms and ``|J_hat - J_hat*|`` by 1e-3 ``osc(q)``
+        (:func:`nopg.solvers.solve_bellman_auto`; the bounds are the solutions'
+        ``info_q.error_bound`` and ``info_mu.error_bound``, logged at DEBUG level by
+        ``nopg.bellman``); the ILU preconditioner is rebuilt when the iterations it would save
+        pay for the build. A float is the relative 2-norm residual of every solve, with the
+        former rebuild rule (``1e-10``: the former default).
+    solver_max_iter
+        Iteration cap of every solve.
     dense_max_n : int or None
         Largest ``n`` solved by the dense LU under ``solver="auto"``. ``None`` (default): the
         measured crossover for the kind of ``P`` (a higher one for a dense ``P`` than for a
@@ -128,7 +139,7 @@ class NOPGConfig:
     n_mc_policy: int = 15
     n_mc_next: int | None = None
     solver: str = "auto"
-    solver_tol: float = 1e-10
+    solver_tol: float | str = "auto"
     solver_max_iter: int = 1000
     dense_max_n: int | None = None
     preconditioner: str = "auto"
@@ -190,8 +201,8 @@ class NOPGConfig:
                 _fail(name, "a positive int", value)
         if self.solver not in SOLVERS:
             _fail("solver", f"one of {SOLVERS}", self.solver)
-        if not _is_float(self.solver_tol) or not self.solver_tol > 0:
-            _fail("solver_tol", "a positive float", self.solver_tol)
+        if not check_solver_tol(self.solver_tol):
+            _fail("solver_tol", "a positive float or 'auto'", self.solver_tol)
         if self.sigma_decay_to is not None:
             if not _is_float(self.sigma_decay_to) or not 0 < self.sigma_decay_to <= 1:
                 _fail("sigma_decay_to", "a float in (0, 1] or None", self.sigma_decay_to)
