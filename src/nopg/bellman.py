@@ -1,4 +1,4 @@
-"""The nonparametric Bellman model of NOPG (paper Section 3, DESIGN §1).
+"""The nonparametric Bellman model of NOPG (paper Section 3).
 
 With Gaussian kernels of diagonal bandwidths ``h_s``, ``h_a`` the responsibilities of the data
 points for a state-action pair are a softmax of log-weights,
@@ -27,7 +27,7 @@ enters an absorbing state of value ``v_abs``: ``q = (I - P_w)^{-1} (r + v_abs ga
 ``J_hat = eps0_w . q + v_abs mean(1 - w_0)``, still differentiable end to end.
 
 Sparsification (``top_k=k``) keeps the ``k`` largest responsibilities of every row and
-renormalises them. How those ``k`` are found is the ``neighbors`` option (DESIGN §2):
+renormalises them. How those ``k`` are found is the ``neighbors`` option:
 
 - ``"dense"``: build the full ``(m, n)`` log-weights and take ``topk`` (the paper's method; also
   used without ``top_k``). ``O(n^2)`` time and memory per update: a reference for small ``n``.

@@ -1,4 +1,4 @@
-"""Exact k-nearest-neighbour search behind one interface (DESIGN §2).
+"""Exact k-nearest-neighbour search behind one interface.
 
 NOPG's sparse transition matrix keeps, for every query, the ``k`` data points with the largest
 log-weights. With Gaussian kernels the log-weight is minus half a squared Euclidean distance in
