@@ -68,6 +68,13 @@ class NeighborIndex:
     def n(self) -> int:
         return self.points.shape[0]
 
+    def _check_query(self, queries: torch.Tensor, k: int) -> None:
+        if not 1 <= k <= self.n:
+            raise ValueError(f"k must be between 1 and the number of points ({self.n}). Got {k} instead.")
+        if queries.ndim != 2 or queries.shape[1] != self.points.shape[1]:
+            raise ValueError(f"queries must have shape (m, {self.points.shape[1]}). "
+                             f"Got {tuple(queries.shape)} instead.")
+
     def query(self, queries: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
         """The ``k`` nearest points of every query.
 
@@ -82,11 +89,7 @@ class NeighborIndex:
             Squared Euclidean distances, increasing along each row.
         index : long tensor of shape (m, k)
         """
-        if not 1 <= k <= self.n:
-            raise ValueError(f"k must be between 1 and the number of points ({self.n}). Got {k} instead.")
-        if queries.ndim != 2 or queries.shape[1] != self.points.shape[1]:
-            raise ValueError(f"queries must have shape (m, {self.points.shape[1]}). "
-                             f"Got {tuple(queries.shape)} instead.")
+        self._check_query(queries, k)
         if queries.shape[0] == 0:
             empty = torch.empty(0, k, dtype=self.points.dtype, device=self.points.device)
             return empty, empty.long()
@@ -106,11 +109,7 @@ class NeighborIndex:
     def query_index(self, queries: torch.Tensor, k: int) -> torch.Tensor:
         """The indices (m, k) of the ``k`` nearest points of every query, in the back end's order
         (increasing distance as the back end computed it), without the exact recomputation."""
-        if not 1 <= k <= self.n:
-            raise ValueError(f"k must be between 1 and the number of points ({self.n}). Got {k} instead.")
-        if queries.ndim != 2 or queries.shape[1] != self.points.shape[1]:
-            raise ValueError(f"queries must have shape (m, {self.points.shape[1]}). "
-                             f"Got {tuple(queries.shape)} instead.")
+        self._check_query(queries, k)
         if queries.shape[0] == 0:
             return torch.empty(0, k, dtype=torch.long, device=self.points.device)
         with torch.no_grad():
