@@ -724,6 +724,12 @@ class NonparametricBellman:
         param = next(iter(policy.parameters()), None)
         return states.to(param.dtype) if param is not None else states
 
+    def policy_actions(self, policy: nn.Module, states: torch.Tensor,
+                       generator: torch.Generator | None = None) -> torch.Tensor:
+        """The actions the model queries at ``states`` (m, d_s): shape (m, N_pi, d_a), with
+        ``N_pi = 1`` for a deterministic policy and Monte-Carlo samples for a stochastic one."""
+        return self._actions(policy, self._policy_input(policy, states), generator)
+
     # ------------------------------------------------------------------ model pieces
     def responsibilities(self, policy: nn.Module, states: np.ndarray | torch.Tensor,
                          generator: torch.Generator | None = None) -> Rows:

@@ -219,7 +219,7 @@ def _kept_mass(model: NonparametricBellman, policy: nn.Module, rows: np.ndarray,
     for start in range(0, rows.size, chunk):
         idx = torch.as_tensor(rows[start:start + chunk], device=model.device)
         s = model.next_states[idx]
-        actions = model._actions(policy, model._policy_input(policy, s), None)[:, 0, :] / model.h_a
+        actions = model.policy_actions(policy, s)[:, 0, :] / model.h_a
         ds = s[:, None, :] / model.h_s - model.states_scaled[None, :, :]
         da = actions[:, None, :] - model.actions_scaled[None, :, :]
         logits = -0.5 * ((ds * ds).sum(-1) + (da * da).sum(-1))              # (c, n), c small
