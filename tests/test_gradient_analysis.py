@@ -76,7 +76,7 @@ def test_configuration_errors_name_the_problem():
         GradientAnalysisConfig(estimators=("DPG+Q",))
     with pytest.raises(ValueError, match="spectral radius"):
         GradientAnalysisConfig(theta=(0.5, 0.5))
-    with pytest.raises(ValueError, match="unknown gradient-analysis settings"):
+    with pytest.raises(ValueError, match="gradient-analysis setting 'n_seed'; did you mean 'n_seeds'"):
         GradientAnalysisConfig().replace(n_seed=5)
     full = GradientAnalysisConfig.paper_size()
     assert full.n_seeds == 1000 and max(full.sample_sizes) == 5000

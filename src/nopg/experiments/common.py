@@ -1,7 +1,9 @@
-"""Helpers shared by several experiments: external data sets, sub-sampling, reset states."""
+"""Helpers shared by several experiments: settings, external data sets, sub-sampling, reset states."""
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import os
 from typing import Any
 
@@ -10,7 +12,25 @@ import numpy as np
 from ..data import TransitionDataset
 from ..formats import load_dataset, resolve_location
 
-__all__ = ["load_external_dataset", "sample_reset_states", "subsample"]
+
+def suggestion(name: str, known: list[str]) -> str:
+    """``"; did you mean 'x'?"`` for the closest known name, or the list of known names."""
+    close = difflib.get_close_matches(name, known, n=1)
+    if close:
+        return f"; did you mean {close[0]!r}?"
+    return f"; known settings: {', '.join(known)}"
+
+
+def checked_replace(config: Any, changes: dict[str, Any], what: str) -> Any:
+    """``dataclasses.replace(config, **changes)``; a ValueError names unknown ``what`` settings."""
+    known = [f.name for f in dataclasses.fields(config)]
+    for name in changes:
+        if name not in known:
+            raise ValueError(f"unknown {what} setting {name!r}{suggestion(name, known)}")
+    return dataclasses.replace(config, **changes)
+
+__all__ = ["checked_replace", "load_external_dataset", "sample_reset_states", "subsample",
+           "suggestion"]
 
 
 def load_external_dataset(spec: str | os.PathLike[str], minari_obs_keys: str | None = None

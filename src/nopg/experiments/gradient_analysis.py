@@ -42,6 +42,7 @@ import numpy as np
 from ..analysis.lqg_cases import ESTIMATOR_NAMES, lqg_cases
 from ..analysis.parallel import parallel_map
 from ..envs.lqg import LQG, PAPER_BEHAVIOUR_THETA, PAPER_THETA, collect_lqg, paper_lqg
+from .common import checked_replace
 from .runner import run_log
 
 __all__ = ["GradientAnalysisConfig", "SWEEPS", "run_gradient_analysis"]
@@ -164,12 +165,8 @@ class GradientAnalysisConfig:
         return cls(**{**base, **changes})
 
     def replace(self, **changes: Any) -> GradientAnalysisConfig:
-        """A copy with ``changes``; unknown keys raise ``ValueError``."""
-        names = {f.name for f in dataclasses.fields(self)}
-        unknown = sorted(set(changes) - names)
-        if unknown:
-            raise ValueError(f"unknown gradient-analysis settings {unknown}; known: {sorted(names)}")
-        return dataclasses.replace(self, **changes)
+        """A validated copy with the named fields replaced (ValueError on unknown names)."""
+        return checked_replace(self, changes, "gradient-analysis")
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}

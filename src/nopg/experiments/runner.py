@@ -19,7 +19,6 @@ and plot) plus an :class:`ExperimentConfig` (the hyper-parameters, with NOPG's o
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import json
 import logging
 import shutil
@@ -43,6 +42,7 @@ from ..config import NOPGConfig
 from ..data import TransitionDataset
 from ..plots import plot_learning_curve, plot_learning_curves
 from ..policies import DeterministicMLPPolicy, GaussianMLPPolicy, input_scaling_from_data
+from .common import suggestion
 
 logger = logging.getLogger("nopg.experiments")
 
@@ -108,22 +108,14 @@ class ExperimentConfig:
                 top[key] = tuple(value) if isinstance(value, list) else value
             else:
                 raise ValueError(f"unknown experiment setting {key!r}"
-                                 f"{_suggestion(key, _setting_names(self))}")
+                                 f"{suggestion(key, _setting_names(self))}")
         known = self.nopg.to_dict()
         for key in nopg_changes:
             if key not in known:
                 raise ValueError(f"unknown NOPG setting 'nopg.{key}'"
-                                 f"{_suggestion(f'nopg.{key}', [f'nopg.{k}' for k in known])}")
+                                 f"{suggestion(f'nopg.{key}', [f'nopg.{k}' for k in known])}")
         nopg_cfg = NOPGConfig.from_dict({**known, **nopg_changes})
         return dataclasses.replace(self, nopg=nopg_cfg, task=task, **top)
-
-
-def _suggestion(name: str, known: list[str]) -> str:
-    """``"; did you mean 'x'?"`` for the closest known name, or a list of them."""
-    close = difflib.get_close_matches(name, known, n=1)
-    if close:
-        return f"; did you mean {close[0]!r}?"
-    return f"; known settings: {', '.join(known)}"
 
 
 def _setting_names(config: ExperimentConfig) -> list[str]:
@@ -141,7 +133,7 @@ def _task_value(defaults: dict[str, Any], key: str, value: Any) -> Any:
     """
     if key not in defaults:
         known = [f"task.{name}" for name in defaults]
-        hint = _suggestion(f"task.{key}", known) if known else "; this task has no settings"
+        hint = suggestion(f"task.{key}", known) if known else "; this task has no settings"
         raise ValueError(f"unknown task setting 'task.{key}'{hint}")
     default = defaults[key]
     if default is None or value is None:   # null: "not set", which the task checks itself

@@ -58,6 +58,7 @@ from ..bellman import NonparametricBellman
 from ..data import TransitionDataset
 from ..envs.pendulum import BOTTOM_STATE, angle_to_obs, make_pendulum_env, obs_to_angle
 from ..policies import LinearPolicy
+from .common import checked_replace
 from .runner import run_log
 
 logger = logging.getLogger(__name__)
@@ -127,11 +128,7 @@ class TrustRegionConfig:
 
     def replace(self, **changes: Any) -> TrustRegionConfig:
         """A validated copy with the named fields replaced (ValueError on unknown names)."""
-        known = {f.name for f in dataclasses.fields(self)}
-        unknown = sorted(set(changes) - known)
-        if unknown:
-            raise ValueError(f"unknown trust-region setting(s) {unknown}; known: {sorted(known)}")
-        return dataclasses.replace(self, **changes)
+        return checked_replace(self, changes, "trust-region")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
