@@ -16,6 +16,17 @@ ACTION_DIM = 1
 TERMINAL_INDICES = (5, 17)
 
 
+def perturbed(policy: torch.nn.Module, scale: float, seed: int = 9) -> torch.nn.Module:
+    """A copy of ``policy`` with every parameter moved by ``scale`` * N(0, 1)."""
+    import copy
+    other = copy.deepcopy(policy)
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in other.parameters():
+            p.add_(scale * torch.randn(p.shape, generator=gen, dtype=p.dtype))
+    return other
+
+
 def make_arrays(n: int = N_SAMPLES, seed: int = 0, terminals=TERMINAL_INDICES) -> dict:
     """Random transitions near the origin; rewards depend on state and action."""
     rng = np.random.default_rng(seed)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from conftest import perturbed
 
 import nopg
 from nopg.bellman import NonparametricBellman, candidate_action_scale
@@ -37,16 +38,6 @@ def _policy(stochastic: bool = False, action_dim: int = 1, seed: int = 1) -> tor
     return cls(3, action_dim, action_max=1.0, hidden=(8,), activation="tanh").double()
 
 
-def _perturbed(policy: torch.nn.Module, scale: float, seed: int = 9) -> torch.nn.Module:
-    import copy
-    moved = copy.deepcopy(policy)
-    gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for p in moved.parameters():
-            p.add_(scale * torch.randn(p.shape, generator=gen, dtype=p.dtype))
-    return moved
-
-
 def _model(data, mode, scale=None, **kw):
     kw.setdefault("top_k", K)
     model = NonparametricBellman(data, BW, 0.95, neighbors=mode, solver="dense", **kw)
@@ -73,9 +64,9 @@ def test_shrunk_candidates_equal_dense_top_k(data, scale, kc, stochastic):
     ref_model = _model(data, "dense", **extra)
     model = _model(data, "candidates", scale=scale, n_candidates=kc, **extra)
     policy = _policy(stochastic)
-    model.evaluate(_perturbed(policy, 0.3), S0, torch.Generator().manual_seed(0))
+    model.evaluate(perturbed(policy, 0.3), S0, torch.Generator().manual_seed(0))
     for step in (0.0, 0.05, 0.3):
-        moved = _perturbed(policy, step, seed=11)
+        moved = perturbed(policy, step, seed=11)
         ref = ref_model.evaluate(moved, S0, torch.Generator().manual_seed(4))
         got = model.evaluate(moved, S0, torch.Generator().manual_seed(4))
         assert got.J == pytest.approx(ref.J, rel=1e-12, abs=1e-12)
@@ -95,7 +86,7 @@ def test_shrunk_candidates_two_dimensional_actions():
     model = NonparametricBellman(data, bw, 0.95, top_k=K, n_candidates=40, solver="dense")
     assert model.candidate_action_scale == pytest.approx(np.sqrt(4 * K / 40))
     model.transition_matrix(policy)
-    moved = _perturbed(policy, 0.2)
+    moved = perturbed(policy, 0.2)
     torch.testing.assert_close(model.transition_matrix(moved).to_dense().detach(),
                                ref_model.transition_matrix(moved).to_dense().detach(),
                                rtol=1e-12, atol=1e-14)
@@ -140,7 +131,7 @@ def test_certificate_is_a_lower_bound(data, scale):
 
 
 def test_shrunk_candidates_are_deterministic(data):
-    policy, moved = _policy(), _perturbed(_policy(), 0.2)
+    policy, moved = _policy(), perturbed(_policy(), 0.2)
     out = []
     for _ in range(2):
         model = _model(data, "candidates", scale=0.3, n_candidates=24)

@@ -9,6 +9,7 @@ import textwrap
 import numpy as np
 import pytest
 import torch
+from conftest import perturbed
 
 import nopg
 from nopg.bellman import NonparametricBellman
@@ -83,15 +84,6 @@ def test_neighbor_index_bad_input():
 
 
 # ---------------------------------------------------------------- equality with the dense top-k
-def _perturbed(policy: torch.nn.Module, scale: float, seed: int = 9) -> torch.nn.Module:
-    """A copy of ``policy`` with every parameter moved by ``scale`` * N(0, 1)."""
-    import copy
-    other = copy.deepcopy(policy)
-    gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for p in other.parameters():
-            p.add_(scale * torch.randn(p.shape, generator=gen, dtype=p.dtype))
-    return other
 
 
 def _model(data, mode, **kw):
@@ -115,7 +107,7 @@ def test_sparse_paths_equal_dense_top_k(data, mode, kw, variant):
     policy = _policy(stochastic)
     ref_model = _model(data, "dense", **extra)
     model = _model(data, mode, **extra, **kw)
-    model.evaluate(_perturbed(policy, 0.3), S0, torch.Generator().manual_seed(0))  # prime caches
+    model.evaluate(perturbed(policy, 0.3), S0, torch.Generator().manual_seed(0))  # prime caches
     gen_ref, gen = torch.Generator().manual_seed(4), torch.Generator().manual_seed(4)
     ref = ref_model.evaluate(policy, S0, gen_ref)
     got = model.evaluate(policy, S0, gen)
@@ -129,7 +121,7 @@ def test_sparse_paths_equal_dense_top_k(data, mode, kw, variant):
 
 
 def test_certificate_triggers_refinement_and_refinement_is_needed(data):
-    policy, moved = _policy(), _perturbed(_policy(), 0.3)
+    policy, moved = _policy(), perturbed(_policy(), 0.3)
     exact = _model(data, "dense")
     refined = _model(data, "candidates", n_candidates=8)
     approx = _model(data, "candidates", n_candidates=8, refine=False)
@@ -156,7 +148,7 @@ def test_certificate_triggers_refinement_and_refinement_is_needed(data):
 def test_all_candidates_certify_every_row(data):
     model = _model(data, "candidates", n_candidates=N)
     model.transition_matrix(_policy())
-    model.transition_matrix(_perturbed(_policy(), 1.0))
+    model.transition_matrix(perturbed(_policy(), 1.0))
     assert model.refined_rows_ == 0
 
 
@@ -188,7 +180,7 @@ def test_finite_differences_on_candidate_path_with_bicgstab(data):
     policy = _policy()
     model = NonparametricBellman(data, BW, 0.95, top_k=K, n_candidates=8, solver="bicgstab",
                                  solver_tol=1e-13)
-    model.evaluate(_perturbed(policy, 0.3), S0)      # candidates built elsewhere
+    model.evaluate(perturbed(policy, 0.3), S0)      # candidates built elsewhere
     sol = model.evaluate(policy, S0)
     grads = torch.autograd.grad(sol.surrogate(), list(policy.parameters()))
     flat = torch.nn.utils.parameters_to_vector(policy.parameters()).detach().clone()

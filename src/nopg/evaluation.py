@@ -16,6 +16,8 @@ import torch
 
 __all__ = [
     "PolicyLike",
+    "make_env",
+    "policy_actions",
     "evaluate_policy",
     "rollout",
 ]
@@ -25,18 +27,58 @@ PolicyLike = torch.nn.Module | Callable[[np.ndarray], Any]
 mapping a numpy observation of shape ``(d_s,)`` to an action."""
 
 
+def make_env(env_id: str, *, dims: tuple[int, int] | None = None, fits: str = "the policy",
+             max_episode_steps: int | None = None) -> gym.Env:
+    """``gymnasium.make(env_id)``, checked: Box observations, Box or Discrete actions, and with
+    ``dims = (state_dim, action_dim)`` those sizes (``fits`` names what they belong to).
+
+    Raises
+    ------
+    ValueError
+        If the id is unknown or the environment does not fit, naming the problem.
+    """
+    kwargs = {} if max_episode_steps is None else {"max_episode_steps": int(max_episode_steps)}
+    try:
+        env = gym.make(env_id, **kwargs)
+    except gym.error.Error as err:
+        raise ValueError(f"cannot make the gymnasium environment {env_id!r}: {err}") from None
+    obs, act = env.observation_space, env.action_space
+    problem = None
+    if not isinstance(obs, gym.spaces.Box):
+        problem = f"its observations are {type(obs).__name__}, not a Box of floats"
+    elif not isinstance(act, (gym.spaces.Box, gym.spaces.Discrete)):
+        problem = f"its actions are {type(act).__name__}, not a Box or Discrete space"
+    elif dims is not None:
+        d_obs = int(np.prod(obs.shape))
+        d_act = int(np.prod(act.shape)) if isinstance(act, gym.spaces.Box) else 1
+        if (d_obs, d_act) != dims:
+            problem = (f"it has {d_obs}-D observations and {d_act}-D actions, {fits} "
+                       f"{dims[0]}-D states and {dims[1]}-D actions")
+    if problem is not None:
+        env.close()
+        raise ValueError(f"environment {env_id!r} does not fit {fits}: {problem}")
+    return env
+
+
+def policy_actions(policy: torch.nn.Module, states: np.ndarray) -> np.ndarray:
+    """A module's actions at ``states`` (m, d_s) under ``torch.no_grad()``, in the dtype and on
+    the device of its first parameter; shape (m, d_a), float64 (a tuple output's first item,
+    e.g. a Gaussian policy's mean)."""
+    param = next(policy.parameters(), None)
+    dtype = param.dtype if param is not None else torch.get_default_dtype()
+    device = param.device if param is not None else torch.device("cpu")
+    states = np.asarray(states)
+    with torch.no_grad():
+        out = policy(torch.as_tensor(states, dtype=dtype, device=device).reshape(len(states), -1))
+    if isinstance(out, (tuple, list)):
+        out = out[0]
+    return out.detach().cpu().double().numpy().reshape(len(states), -1)
+
+
 def _policy_action(policy: PolicyLike, obs: np.ndarray) -> np.ndarray:
     """Evaluate ``policy`` at one observation and return a flat float64 action."""
     if isinstance(policy, torch.nn.Module):
-        param = next(policy.parameters(), None)
-        dtype = param.dtype if param is not None else torch.get_default_dtype()
-        device = param.device if param is not None else torch.device("cpu")
-        obs_t = torch.as_tensor(obs, dtype=dtype, device=device).reshape(1, -1)
-        with torch.no_grad():
-            out = policy(obs_t)
-        if isinstance(out, (tuple, list)):  # e.g. (mean, std) of a stochastic policy
-            out = out[0]
-        return out.detach().cpu().double().numpy().reshape(-1)
+        return policy_actions(policy, np.asarray(obs).reshape(1, -1)).reshape(-1)
     if not callable(policy):
         raise ValueError(
             "The 'policy' must be a torch.nn.Module or a callable obs -> action. "

@@ -11,24 +11,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import torch
 from torch import nn
 
+from .evaluation import policy_actions
 from .figures import check_plot_path, pyplot, save_figure
 
-__all__ = ["plot_policy_actions", "policy_actions"]
-
-def policy_actions(policy: nn.Module, states: np.ndarray) -> np.ndarray:
-    """The policy's (mean) actions at ``states``, shape (m, d_a), as float64."""
-    param = next(policy.parameters(), None)
-    dtype = param.dtype if param is not None else torch.float64
-    device = param.device if param is not None else torch.device("cpu")
-    with torch.no_grad():
-        out = policy(torch.as_tensor(np.asarray(states), dtype=dtype, device=device))
-    if isinstance(out, (tuple, list)):
-        out = out[0]
-    return out.detach().cpu().double().numpy().reshape(len(states), -1)
-
+__all__ = ["plot_policy_actions"]
 
 def plot_policy_actions(policy: nn.Module, data_states: np.ndarray, data_actions: np.ndarray,
                         initial_states: np.ndarray, path: str | Path) -> Path:

@@ -150,32 +150,6 @@ def _summary(returns: list[float], confidence: float) -> dict[str, Any]:
 
 
 # ----------------------------------------------------------------------------- rollouts
-def _make_env(env_id: str, dims: tuple[int, int] | None) -> Any:
-    """``gymnasium.make(env_id)``, checked against the policy's dimensions."""
-    import gymnasium as gym
-
-    try:
-        env = gym.make(env_id)
-    except gym.error.Error as err:
-        raise ValueError(f"cannot make the gymnasium environment {env_id!r}: {err}") from None
-    obs, act = env.observation_space, env.action_space
-    problem = None
-    if not isinstance(obs, gym.spaces.Box):
-        problem = f"its observations are {type(obs).__name__}, not a Box of floats"
-    elif not isinstance(act, (gym.spaces.Box, gym.spaces.Discrete)):
-        problem = f"its actions are {type(act).__name__}, not a Box or Discrete space"
-    elif dims is not None:
-        d_obs = int(np.prod(obs.shape))
-        d_act = int(np.prod(act.shape)) if isinstance(act, gym.spaces.Box) else 1
-        if (d_obs, d_act) != dims:
-            problem = (f"it has {d_obs}-dimensional observations and {d_act}-dimensional actions, "
-                       f"the policy {dims[0]}-dimensional states and {dims[1]}-dimensional actions")
-    if problem is not None:
-        env.close()
-        raise ValueError(f"environment {env_id!r} does not fit the policy: {problem}")
-    return env
-
-
 def rollout_returns(policy: nn.Module, env_id: str, episodes: int = 10, seed: int = 0,
                     max_steps: int | None = None, *, dims: tuple[int, int] | None = None,
                     confidence: float = 0.95) -> dict[str, Any]:
@@ -190,14 +164,14 @@ def rollout_returns(policy: nn.Module, env_id: str, episodes: int = 10, seed: in
         ``env_id``, ``returns``, ``lengths``, ``mean``, ``std``, ``ci`` (bootstrap interval of
         the mean at ``confidence``), ``n_episodes``, ``seed``, ``max_steps``.
     """
-    from .evaluation import evaluate_policy
+    from .evaluation import evaluate_policy, make_env
 
     if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
         raise ValueError(f"the number of episodes must be a positive int. Got {episodes!r}.")
     if max_steps is not None and (isinstance(max_steps, bool) or not isinstance(max_steps, int)
                                   or max_steps < 1):
         raise ValueError(f"the episode length cap must be a positive int. Got {max_steps!r}.")
-    env = _make_env(env_id, dims)
+    env = make_env(env_id, dims=dims)
     result = evaluate_policy(lambda: env, policy, n_episodes=episodes, seed=seed,
                              max_steps=max_steps)
     return {"env_id": env_id, "returns": result["returns"], "lengths": result["lengths"],

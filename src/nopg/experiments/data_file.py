@@ -30,7 +30,8 @@ from torch import nn
 
 from ..algorithm import NOPG
 from ..config import NOPGConfig
-from ..data import TransitionDataset
+from ..data import TransitionDataset, check_finite
+from ..evaluation import evaluate_policy, make_env
 from ..formats import load_dataset
 from ..policy_plots import plot_policy_actions
 from .runner import ExperimentConfig
@@ -83,10 +84,7 @@ def load_initial_states(path: str | Path, state_dim: int) -> np.ndarray:
     if states.ndim != 2 or states.shape[1] != state_dim or states.shape[0] == 0:
         raise ValueError(f"initial states in {path} must have shape (m, {state_dim}) like the data's "
                          f"states; got {states.shape}")
-    bad = ~np.isfinite(states).all(axis=1)
-    if bad.any():
-        raise ValueError(f"initial states in {path} have non-finite values in {int(bad.sum())} "
-                         f"row(s); first at row {int(np.flatnonzero(bad)[0])}")
+    check_finite(f"initial states in {path}", states)
     return states
 
 
@@ -131,28 +129,19 @@ class DataFileTask:
                              "--action-max)")
 
     def _make_env(self, max_steps: int | None = None) -> Any:
-        import gymnasium as gym
-
-        kwargs = {} if max_steps is None else {"max_episode_steps": int(max_steps)}
-        try:
-            return gym.make(self.env_id, **kwargs)
-        except gym.error.Error as err:
-            raise ValueError(f"cannot make the gymnasium environment {self.env_id!r}: {err}") from None
+        return make_env(self.env_id, dims=(self.state_dim, self.action_dim), fits="the data",
+                        max_episode_steps=max_steps)
 
     def _check_env(self, env_id: str) -> None:
+        """The environment fits the data and has a Box action space (its bound is the policy's)."""
         import gymnasium as gym
 
         env = self._make_env()
         try:
-            obs_shape = gym.spaces.flatdim(env.observation_space)
             space = env.action_space
             if not isinstance(space, gym.spaces.Box):
                 raise ValueError(f"environment {env_id!r} has a {type(space).__name__} action "
                                  "space; NOPG's policies need a Box")
-            if obs_shape != self.state_dim or int(np.prod(space.shape)) != self.action_dim:
-                raise ValueError(f"environment {env_id!r} has {obs_shape}-D observations and "
-                                 f"{int(np.prod(space.shape))}-D actions; the data have "
-                                 f"{self.state_dim}-D states and {self.action_dim}-D actions")
             self._env_action_max = np.maximum(np.abs(space.low), np.abs(space.high)).reshape(-1)
         finally:
             env.close()
@@ -171,8 +160,6 @@ class DataFileTask:
                  ) -> list[float]:
         if self.env_id is None:
             return []
-        from ..evaluation import evaluate_policy
-
         result = evaluate_policy(lambda: self._make_env(config.task.get("eval_steps")), policy,
                                  n_episodes=episodes, seed=10_000 + 1000 * seed)
         return [float(r) for r in result["returns"]]
