@@ -67,17 +67,21 @@ def load_initial_states(path: str | Path, state_dim: int) -> np.ndarray:
             states = np.load(path, allow_pickle=False)
         elif path.suffix == ".npz":
             with np.load(path, allow_pickle=False) as content:
-                keys = [k for k in ("initial_states", "states") if k in content.files]
-                if not keys and len(content.files) != 1:
-                    raise ValueError(f"initial-states file {path} holds {content.files}; name the "
-                                     "array 'initial_states' or 'states'")
-                states = content[keys[0] if keys else content.files[0]]
+                names = content.files
+                keys = [k for k in ("initial_states", "states") if k in names]
+                if keys:
+                    states = content[keys[0]]
+                elif len(names) == 1:
+                    states = content[names[0]]
+                else:
+                    states = None
         else:
             states = np.loadtxt(path, delimiter="," if path.suffix == ".csv" else None, ndmin=2)
     except (OSError, ValueError) as err:
-        if str(err).startswith("initial-states file"):
-            raise
         raise ValueError(f"cannot read initial states from {path}: {err}") from None
+    if states is None:
+        raise ValueError(f"initial-states file {path} holds {names}; name the array "
+                         "'initial_states' or 'states'")
     states = np.asarray(states, dtype=np.float64)
     if states.ndim == 1 and states.size == state_dim:
         states = states.reshape(1, state_dim)
