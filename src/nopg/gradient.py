@@ -44,7 +44,12 @@ class PolicyGradientResult:
 
 def surrogate_gradient(solution_surrogate: torch.Tensor, params: list[torch.Tensor]
                        ) -> list[torch.Tensor]:
-    """Gradient of the surrogate w.r.t. ``params`` (zeros where a parameter is unused)."""
+    """Gradient of a scalar (e.g. :meth:`nopg.BellmanSolution.surrogate`) w.r.t. ``params``.
+
+    ``params`` may be any tensors of the graph (parameters or intermediate values such as
+    :attr:`nopg.BellmanSolution.next_actions`); the gradient of one the scalar does not depend on is
+    zeros of its shape.
+    """
     grads = torch.autograd.grad(solution_surrogate, params, allow_unused=True)
     return [torch.zeros_like(p) if g is None else g for p, g in zip(params, grads)]
 
