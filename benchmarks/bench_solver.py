@@ -247,7 +247,8 @@ def default_accuracy(n: int, updates: int, lr: float) -> dict[str, Any]:
         sol = model.evaluate(algo.policy, algo.initial_states_, warm_start=warm)
         return sol.J, _flat(torch.autograd.grad(sol.surrogate(), params)), sol
 
-    J, g, sol = estimate(algo.model_, algo._warm)
+    state = algo.training_state()
+    J, g, sol = estimate(algo.model_, (state["warm_q"], state["warm_mu"]))
     exact = nb.NonparametricBellman(data, algo.model_.bandwidths, algo.config.gamma, top_k=10,
                                     neighbors="dense", solver="dense")
     J_x, g_x, _ = estimate(exact, None)
