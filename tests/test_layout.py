@@ -78,3 +78,41 @@ def test_no_module_uses_another_modules_private_names():
            for line, text in _private_uses(ast.parse(path.read_text(), str(path)))]
     assert bad == [], "private names used outside their owner:\n" + "\n".join(bad)
 
+
+MAX_FUNCTION_LINES = 60
+# Being restructured elsewhere (issue 11's experiment layer and CLI); checked once that lands.
+_LENGTH_UNCHECKED = ("cli.py", "experiments/")
+
+
+def _code_lines(lines: list[str], node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    """Lines of ``node`` that hold code: not its docstring, a comment or a blank line."""
+    first = node.body[0]
+    doc = set()
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) \
+            and isinstance(first.value.value, str):
+        doc = set(range(first.lineno, (first.end_lineno or first.lineno) + 1))
+    return sum(1 for i in range(node.lineno, (node.end_lineno or node.lineno) + 1)
+               if i not in doc and lines[i - 1].strip() and not lines[i - 1].strip().startswith("#"))
+
+
+def _long_functions(path: Path, limit: int) -> list[str]:
+    text = path.read_text()
+    lines = text.splitlines()
+    return [f"{path}:{node.lineno} {node.name}: {n} lines"
+            for node in ast.walk(ast.parse(text, str(path)))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and (n := _code_lines(lines, node)) > limit]
+
+
+def test_code_line_count_skips_docstrings_comments_and_blanks(tmp_path):
+    source = tmp_path / "m.py"
+    source.write_text('def f():\n    """Doc\n    string."""\n    # note\n\n    x = 1\n    return x\n')
+    assert _long_functions(source, 3) == []
+    assert len(_long_functions(source, 2)) == 1
+
+
+def test_no_function_is_longer_than_60_lines_of_code():
+    bad = [entry for path in sorted(SRC.rglob("*.py"))
+           if not path.relative_to(SRC).as_posix().startswith(_LENGTH_UNCHECKED)
+           for entry in _long_functions(path, MAX_FUNCTION_LINES)]
+    assert bad == [], "functions above 60 lines of code (split them):\n" + "\n".join(bad)

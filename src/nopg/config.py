@@ -34,6 +34,19 @@ def _is_float(value: Any) -> bool:
         not isinstance(value, (bool, np.bool_))
 
 
+def _plain_numbers(config: Any) -> None:
+    """Replace NumPy scalars in the fields of a frozen dataclass by plain Python numbers, so
+    that its ``asdict`` is JSON-serialisable."""
+    for f in fields(config):
+        value = getattr(config, f.name)
+        if isinstance(value, np.bool_):
+            object.__setattr__(config, f.name, bool(value))
+        elif isinstance(value, np.integer):
+            object.__setattr__(config, f.name, int(value))
+        elif isinstance(value, np.floating):
+            object.__setattr__(config, f.name, float(value))
+
+
 @dataclass(frozen=True)
 class NOPGConfig:
     """Hyper-parameters of NOPG (paper appendix defaults; the model's size settings are ``auto``).
@@ -80,7 +93,7 @@ class NOPGConfig:
         sum of the magnitudes of its terms and ``|J_hat - J_hat*|`` by 1e-3 ``osc(q)``
         (:func:`nopg.solvers.solve_bellman_auto`; the bounds are the solutions'
         ``info_q.error_bound`` and ``info_mu.error_bound``, logged at DEBUG level by
-        ``nopg.bellman``); the ILU preconditioner is rebuilt when the iterations it would save
+        ``nopg.bellman_solver``); the ILU preconditioner is rebuilt when the iterations it would save
         pay for the build. A float is the relative 2-norm residual of every solve, with the
         former rebuild rule (``1e-10``: the former default).
     solver_max_iter
@@ -215,15 +228,7 @@ class NOPGConfig:
             _fail("device", "'cpu', 'cuda', 'cuda:<index>' or 'auto'", self.device)
         if not _is_int(self.seed):
             _fail("seed", "an int", self.seed)
-        # Plain Python numbers, so that to_dict() is JSON-serialisable.
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if isinstance(value, np.bool_):
-                object.__setattr__(self, f.name, bool(value))
-            elif isinstance(value, np.integer):
-                object.__setattr__(self, f.name, int(value))
-            elif isinstance(value, np.floating):
-                object.__setattr__(self, f.name, float(value))
+        _plain_numbers(self)
 
     @property
     def torch_dtype(self) -> torch.dtype:
