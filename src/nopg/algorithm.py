@@ -192,16 +192,8 @@ class NOPG:
             logger.info("n = %d: top_k=%s, solver=%s (config: top_k=%r, solver=%r)", dataset.n,
                         c.top_k, c.solver, self.config.top_k, self.config.solver)
         previous = self.model_.solver_state() if self.model_ is not None else self._solver_state
-        self.model_ = NonparametricBellman(
-            dataset, bandwidths, c.gamma, top_k=c.top_k, n_mc_next=c.n_mc_next,
-            n_mc_policy=c.n_mc_policy, stochastic=self.stochastic, dtype=c.torch_dtype,
-            device=self.device, solver=c.solver, solver_tol=c.solver_tol,
-            solver_max_iter=c.solver_max_iter, dense_max_n=c.dense_max_n,
-            neighbors=c.neighbors, n_candidates=c.n_candidates, refine=c.refine,
-            neighbor_backend=c.neighbor_backend, preconditioner=c.preconditioner,
-            unsupported=c.unsupported, absorbing_value=c.absorbing_value,
-            support_radius=c.support_radius,
-        )
+        self.model_ = NonparametricBellman(dataset, bandwidths, c.gamma,
+                                           c.model_config(stochastic=self.stochastic))
         if previous:
             self.model_.load_solver_state(previous)
         self.initial_states_ = as_states(initial_states, dataset.state_dim, "initial_states")

@@ -28,28 +28,28 @@ renormalises them; the ``neighbors`` option says how they are found (:mod:`nopg.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
 from .bandwidth import Bandwidths
-from .bellman_solver import PRECONDITIONERS, SOLVERS, BellmanSolver
+from .bellman_solver import BellmanSolver
 from .candidates import CandidateSets, TopKSelector, candidate_action_scale, default_candidates
-from .data import TransitionDataset
-from .defaults import SPARSE_MIN_N, check_dense_max_n, check_top_k, resolve_neighbors, resolve_settings
+from .data import TransitionDataset, check_gamma
+from .defaults import resolve_neighbors
+from .model_config import NEIGHBOR_MODES, PRECONDITIONERS, SOLVERS, UNSUPPORTED, ModelConfig
 from .policies import is_stochastic
 from .responsibilities import KernelRows, QueryStates
 from .rows import Rows
-from .solvers import SolveInfo, check_solver_tol
+from .solvers import SolveInfo
 
-__all__ = ["NonparametricBellman", "BellmanSolution", "as_states", "pessimistic_value",
-           "candidate_action_scale", "default_candidates", "CandidateSets", "NEIGHBOR_MODES",
-           "UNSUPPORTED", "PRECONDITIONERS", "SOLVERS"]
+__all__ = ["NonparametricBellman", "BellmanSolution", "ModelConfig", "KEYWORD_DEFAULTS",
+           "as_states", "pessimistic_value", "candidate_action_scale", "default_candidates",
+           "CandidateSets", "NEIGHBOR_MODES", "UNSUPPORTED", "PRECONDITIONERS", "SOLVERS"]
 
-NEIGHBOR_MODES = ("auto", "dense", "candidates", "knn")
-UNSUPPORTED = ("extrapolate", "absorb")
 _DENSE_LIMIT = 20_000          # top_k=None beyond this many samples is refused (n x n memory)
 
 
@@ -148,11 +148,21 @@ class BellmanSolution:
         return out
 
 
-def _check_positive_int(name: str, value: int | None, allow_none: bool = True) -> None:
-    if value is None and allow_none:
-        return
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"The '{name}' parameter must be a positive int. Got {value!r} instead.")
+KEYWORD_DEFAULTS: dict[str, Any] = {"top_k": None, "n_mc_policy": 10, "solver_tol": 1e-10,
+                                    "dense_max_n": 2000}
+"""Defaults of :class:`NonparametricBellman`'s keyword settings that differ from
+:class:`~nopg.model_config.ModelConfig`'s (used when no ``config`` is given)."""
+
+
+def _model_config(config: ModelConfig | None, settings: dict[str, Any]) -> ModelConfig:
+    """``config`` with ``settings`` replaced, or the keyword defaults with them."""
+    if config is not None and not isinstance(config, ModelConfig):
+        raise ValueError(f"config must be a nopg.ModelConfig. Got {type(config).__name__} instead.")
+    if "n_mc_policy" in settings and settings["n_mc_policy"] is None:
+        settings = {**settings, "n_mc_policy": KEYWORD_DEFAULTS["n_mc_policy"]}
+    if config is None:
+        return ModelConfig(**{**KEYWORD_DEFAULTS, **settings})
+    return replace(config, **settings) if settings else config
 
 
 def _check_data(dataset: TransitionDataset, bandwidths: Bandwidths, gamma: float) -> None:
@@ -164,47 +174,7 @@ def _check_data(dataset: TransitionDataset, bandwidths: Bandwidths, gamma: float
         raise ValueError(
             f"bandwidths must be a nopg.Bandwidths. Got {type(bandwidths).__name__} instead."
         )
-    if isinstance(gamma, bool) or not (0.0 <= float(gamma) < 1.0):
-        raise ValueError(f"The 'gamma' parameter must be a float in [0, 1). Got {gamma!r} instead.")
-
-
-def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
-    if value not in choices:
-        raise ValueError(f"The '{name}' parameter must be one of {choices}. Got {value!r} instead.")
-
-
-def _check_options(*, top_k: int | str | None, dense_max_n: int | None, sparse_min_n: int,
-                   n_mc_next: int | None, n_mc_policy: int | None, solver_max_iter: int,
-                   solver: str, solver_tol: float | str, n_candidates: int | None,
-                   preconditioner: str, unsupported: str, support_radius: float,
-                   absorbing_value: float | None, neighbors: str) -> None:
-    """The settings of :class:`NonparametricBellman`, each on its own."""
-    if not check_top_k(top_k):
-        raise ValueError(f"The 'top_k' parameter must be a positive int, 'auto' or None. "
-                         f"Got {top_k!r} instead.")
-    if not check_dense_max_n(dense_max_n):
-        raise ValueError(f"The 'dense_max_n' parameter must be a positive int or None. "
-                         f"Got {dense_max_n!r} instead.")
-    _check_positive_int("sparse_min_n", sparse_min_n, allow_none=False)
-    _check_positive_int("n_mc_next", n_mc_next)
-    _check_positive_int("n_mc_policy", n_mc_policy)
-    _check_positive_int("solver_max_iter", solver_max_iter, allow_none=False)
-    _check_choice("solver", solver, SOLVERS)
-    if not check_solver_tol(solver_tol):
-        raise ValueError(f"The 'solver_tol' parameter must be a positive float or 'auto'. "
-                         f"Got {solver_tol!r} instead.")
-    _check_positive_int("n_candidates", n_candidates)
-    _check_choice("preconditioner", preconditioner, PRECONDITIONERS)
-    _check_choice("unsupported", unsupported, UNSUPPORTED)
-    if isinstance(support_radius, bool) or not (
-            isinstance(support_radius, (int, float)) and 0 < support_radius < float("inf")):
-        raise ValueError(f"The 'support_radius' parameter must be a positive float. "
-                         f"Got {support_radius!r} instead.")
-    if absorbing_value is not None and (isinstance(absorbing_value, bool) or not np.isfinite(
-            float(absorbing_value))):
-        raise ValueError(f"The 'absorbing_value' parameter must be a finite float or None. "
-                         f"Got {absorbing_value!r} instead.")
-    _check_choice("neighbors", neighbors, NEIGHBOR_MODES)
+    check_gamma(gamma)
 
 
 def _resolve_preconditioner(preconditioner: str, device: torch.device) -> str:
@@ -216,15 +186,12 @@ def _resolve_preconditioner(preconditioner: str, device: torch.device) -> str:
     return preconditioner
 
 
-def _check_resolved(n: int, top_k: int | None, n_candidates: int | None, neighbors: str) -> None:
-    """The settings against each other and the data set size, after the ``auto`` rules."""
+def _check_resolved(n: int, top_k: int | None, n_candidates: int | None) -> None:
+    """The settings against the data set size, after the ``auto`` rules."""
     if top_k is not None and top_k > n:
         raise ValueError(f"top_k must be at most the number of samples ({n}). Got {top_k} instead.")
     if n_candidates is not None and top_k is not None and n_candidates < top_k:
         raise ValueError(f"n_candidates ({n_candidates}) must be at least top_k ({top_k})")
-    if top_k is None and neighbors != "dense":
-        raise ValueError(f"neighbors={neighbors!r} needs top_k (the entries kept per row); "
-                         "without top_k every entry is kept and the matrix is dense")
     if top_k is None and n > _DENSE_LIMIT:
         raise ValueError(
             f"top_k=None keeps all {n} x {n} entries of P ({8 * n * n / 2**30:.0f} GiB in "
@@ -232,7 +199,7 @@ def _check_resolved(n: int, top_k: int | None, n_candidates: int | None, neighbo
 
 
 class NonparametricBellman:
-    """Nonparametric Bellman model over a fixed data set.
+    """Nonparametric Bellman model over a fixed data set (module docstring).
 
     Parameters
     ----------
@@ -240,123 +207,61 @@ class NonparametricBellman:
     bandwidths : Bandwidths
         Kernel standard deviations (per dimension) for states, actions and next states.
     gamma : float in [0, 1)
-    top_k : int, "auto" or None
-        Keep the ``k`` largest responsibilities per row (renormalised); ``None`` keeps all;
-        ``"auto"`` keeps all below ``sparse_min_n`` samples and 10 from there on
-        (:mod:`nopg.defaults`).
-    n_mc_next : int, optional
-        Monte-Carlo samples of the next-state kernel; ``None`` uses the kernel mean ``s'_i``.
-    n_mc_policy : int, optional
-        Monte-Carlo actions per state for a stochastic policy (default 10).
-    stochastic : bool
-        Integrate over the policy's Gaussian (NOPG-S) instead of using its mean (NOPG-D).
-    dtype : torch.dtype
-        Dtype of the kernel computations (the policy is evaluated in it). Solves are float64.
-    device : str or torch.device
-    solver : {"auto", "dense", "bicgstab"}
-        ``auto`` is dense LU up to ``dense_max_n`` samples, BiCGSTAB above.
-    solver_tol : float or "auto"
-        BiCGSTAB relative tolerance (2-norm residual). ``"auto"``: as accurate as the gradient
-        needs, with a proven error bound (:func:`nopg.solvers.solve_bellman_auto`: relative
-        error of ``q`` against its spread and of ``mu`` in l1 at most 1e-3, reported as
-        ``info.error_bound``), and the ILU rebuilt when the iterations it saves would pay for it.
-    solver_max_iter : int
-        BiCGSTAB iteration cap.
-    dense_max_n : int or None
-        ``solver="auto"`` uses the dense LU up to this many samples; ``None`` takes the measured
-        limit for the kind of ``P`` (:func:`nopg.defaults.resolve_dense_max_n`).
-    sparse_min_n : int
-        Number of samples from which ``top_k="auto"`` keeps 10 entries per row.
-    neighbors : {"auto", "dense", "candidates", "knn"}
-        How the top-k entries are found (:mod:`nopg.responsibilities`); ``auto`` is ``dense`` without
-        ``top_k``, ``candidates`` with it below 50 000 samples and ``knn`` from there on
-        (:func:`nopg.defaults.resolve_neighbors`).
-    n_candidates : int, optional
-        ``K'``, the candidate neighbours kept per query (default :func:`nopg.candidates.default_candidates`).
-    refine : bool
-        Candidate mode: re-centre the rows the certificate cannot vouch for (exact, default).
-        ``False`` keeps the first update's candidates, an approximation whose error
-        :mod:`nopg.tuning` measures.
-    neighbor_backend : {"auto", "kdtree", "torch"}
-        Back end of the neighbour searches (:class:`nopg.neighbors.NeighborIndex`).
-    preconditioner : {"auto", "ilu", "none"}
-        BiCGSTAB preconditioner. ``ilu`` (the ``auto`` choice on the CPU): an incomplete LU of
-        ``I - P`` reused across updates and rebuilt when a solve needs more than 15 iterations
-        (with ``solver_tol="auto"``: when the iterations beyond those of the first solve after
-        the build add up to 60, about the cost of a build). ``none`` on a GPU.
-    unsupported : {"extrapolate", "absorb"}
-        What the model does where the data are thin. ``extrapolate`` (the paper): the
-        responsibilities are renormalised, so the nearest data point takes all the weight however
-        far it is. ``absorb``: the rows of ``P`` and ``eps0`` keep the share ``w`` of their mass
-        that the data support (:func:`nopg.kernels.thinness`); the rest goes to an absorbing state
-        worth ``absorbing_value``, so the policy gains nothing by leaving the data.
-    absorbing_value : float, optional
-        Value of the absorbing state. Default: the pessimistic ``min(r) / (1 - gamma)``, capped
-        at 0 when the data hold terminal transitions (reaching a terminal is then possible).
-    support_radius : float
-        Distance, in bandwidths, at which a single data pair leaves the thinness at ``1/e``
-        (the diagnostic ``support_gap`` and the ``absorb`` model).
+    config : ModelConfig, optional
+        The model's settings (:class:`nopg.model_config.ModelConfig`: sparsification, neighbour
+        search, Monte-Carlo counts, solver, support model, dtype, device).
+    **settings
+        Fields of :class:`~nopg.model_config.ModelConfig` (e.g. ``top_k=10``,
+        ``stochastic=True``), replacing those of ``config``. Without ``config`` the fields not
+        given take :data:`KEYWORD_DEFAULTS` where it has them (the paper's dense model with tight
+        solves: ``top_k=None``, ``n_mc_policy=10``, ``solver_tol=1e-10``, ``dense_max_n=2000``)
+        and :class:`~nopg.model_config.ModelConfig`'s defaults otherwise; ``n_mc_policy=None``
+        means 10.
+
+    Attributes
+    ----------
+    config : ModelConfig
+        The settings as given; the attributes of the same names (``top_k``, ``neighbors``,
+        ``dense_max_n``, ...) hold them resolved for this data set's size.
+    selector : TopKSelector
+        The top-k search (:mod:`nopg.candidates`).
+    kernel_rows : KernelRows
+        Builds the rows of ``eps`` (:mod:`nopg.responsibilities`).
+    linear_solver : BellmanSolver
+        Solves for ``q`` and ``mu`` and keeps the preconditioner (:mod:`nopg.bellman_solver`).
     """
 
-    def __init__(
-        self,
-        dataset: TransitionDataset,
-        bandwidths: Bandwidths,
-        gamma: float,
-        *,
-        top_k: int | str | None = None,
-        n_mc_next: int | None = None,
-        n_mc_policy: int | None = None,
-        stochastic: bool = False,
-        dtype: torch.dtype = torch.float64,
-        device: str | torch.device = "cpu",
-        solver: str = "auto",
-        solver_tol: float | str = 1e-10,
-        solver_max_iter: int = 1000,
-        dense_max_n: int | None = 2000,
-        sparse_min_n: int = SPARSE_MIN_N,
-        neighbors: str = "auto",
-        n_candidates: int | None = None,
-        refine: bool = True,
-        neighbor_backend: str = "auto",
-        preconditioner: str = "auto",
-        unsupported: str = "extrapolate",
-        absorbing_value: float | None = None,
-        support_radius: float = 2.0,
-    ) -> None:
+    def __init__(self, dataset: TransitionDataset, bandwidths: Bandwidths, gamma: float,
+                 config: ModelConfig | None = None, **settings: Any) -> None:
         _check_data(dataset, bandwidths, gamma)
-        _check_options(top_k=top_k, dense_max_n=dense_max_n, sparse_min_n=sparse_min_n,
-                       n_mc_next=n_mc_next, n_mc_policy=n_mc_policy,
-                       solver_max_iter=solver_max_iter, solver=solver, solver_tol=solver_tol,
-                       n_candidates=n_candidates, preconditioner=preconditioner,
-                       unsupported=unsupported, support_radius=support_radius,
-                       absorbing_value=absorbing_value, neighbors=neighbors)
+        self.config = config = _model_config(config, settings)
         n = dataset.n
-        settings = resolve_settings(n, top_k, solver, dense_max_n, sparse_min_n, neighbors)
-        neighbors = resolve_neighbors(neighbors, settings.top_k, n)
-        _check_resolved(n, settings.top_k, n_candidates, neighbors)
+        resolved = config.resolved(n)
+        neighbors = resolve_neighbors(config.neighbors, resolved.top_k, n)
+        _check_resolved(n, resolved.top_k, config.n_candidates)
         self.dataset = dataset
         self.bandwidths = bandwidths.broadcast(dataset.state_dim, dataset.action_dim)
         self.gamma = float(gamma)
-        self.top_k = settings.top_k
-        self.n_mc_next = n_mc_next
-        self.stochastic = bool(stochastic)
-        self.n_mc_policy = (n_mc_policy or 10) if self.stochastic else 1
-        self.dtype = dtype
-        self.device = torch.device(device)
-        self.solver = solver
-        self.solver_tol: float | str = solver_tol if isinstance(solver_tol, str) else float(solver_tol)
-        self.solver_max_iter = int(solver_max_iter)
-        self.dense_max_n = settings.dense_max_n
+        self.top_k = resolved.top_k
+        self.n_mc_next = config.n_mc_next
+        self.stochastic = config.stochastic
+        self.n_mc_policy = config.n_mc_policy if self.stochastic else 1
+        self.dtype = config.torch_dtype
+        self.device = config.torch_device
+        self.solver = config.solver
+        tol = config.solver_tol
+        self.solver_tol: float | str = tol if isinstance(tol, str) else float(tol)
+        self.solver_max_iter = config.solver_max_iter
+        self.dense_max_n = resolved.dense_max_n
         self.neighbors = neighbors
-        self.n_candidates = min(n_candidates or default_candidates(self.top_k or 1), n)
-        self.refine = bool(refine)
-        self.neighbor_backend = neighbor_backend
-        self.preconditioner = _resolve_preconditioner(preconditioner, self.device)
-        self.unsupported = unsupported
-        self.support_radius = float(support_radius)
-        self.absorbing_value = (pessimistic_value(dataset, self.gamma) if absorbing_value is None
-                                else float(absorbing_value))
+        self.n_candidates = min(config.n_candidates or default_candidates(self.top_k or 1), n)
+        self.refine = config.refine
+        self.neighbor_backend = config.neighbor_backend
+        self.preconditioner = _resolve_preconditioner(config.preconditioner, self.device)
+        self.unsupported = config.unsupported
+        self.support_radius = float(config.support_radius)
+        self.absorbing_value = (pessimistic_value(dataset, self.gamma)
+                                if config.absorbing_value is None else float(config.absorbing_value))
         self._build()
 
     def _build(self) -> None:

@@ -27,8 +27,6 @@ from .solvers import AUTO_ERROR, SolveInfo, bicgstab, ilu_preconditioner, solve_
 
 logger = logging.getLogger(__name__)
 
-SOLVERS = ("auto", "dense", "bicgstab")
-PRECONDITIONERS = ("auto", "ilu", "none")
 REFRESH_RULES = ("iterations", "cost", "once", "always")
 _ILU_REFRESH_ITERS = 15        # "iterations": rebuild the ILU when a solve needs more iterations
 _ILU_BUILD_ITERATIONS = 60     # "cost": an ILU build costs about this many iterations
