@@ -10,8 +10,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
-import torch
-
 from .model_config import (
     DTYPES,
     MODEL_DEFAULTS,
@@ -19,9 +17,9 @@ from .model_config import (
     PRECONDITIONERS,
     SOLVERS,
     ModelConfig,
+    TorchPlacement,
     check_model_settings,
     plain_numbers,
-    torch_device,
 )
 from .neighbors import BACKENDS
 from .validation import check_positive_float, check_positive_int, fail, is_float, is_int
@@ -39,7 +37,7 @@ of the policy, :class:`nopg.NOPG`'s argument)."""
 
 
 @dataclass(frozen=True)
-class NOPGConfig:
+class NOPGConfig(TorchPlacement):
     """Hyper-parameters of NOPG (paper appendix defaults; the model's size settings are ``auto``).
 
     Attributes
@@ -187,14 +185,6 @@ class NOPGConfig:
                 fail("sigma_decay_to", "a float in (0, 1] or None", self.sigma_decay_to, _OWNER)
             if self.sigma_decay_updates is None:
                 fail("sigma_decay_updates", "set when sigma_decay_to is set", None, _OWNER)
-
-    @property
-    def torch_dtype(self) -> torch.dtype:
-        return DTYPES[self.dtype]
-
-    @property
-    def torch_device(self) -> torch.device:
-        return torch_device(self.device)
 
     def model_config(self, stochastic: bool = False) -> ModelConfig:
         """The model's settings (:class:`ModelConfig`) from this configuration's fields.

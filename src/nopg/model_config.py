@@ -37,8 +37,23 @@ UNSUPPORTED = ("extrapolate", "absorb")
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
 
 
+class TorchPlacement:
+    """``torch_dtype`` and ``torch_device`` of a configuration's ``dtype`` and ``device`` fields."""
+
+    dtype: str
+    device: str
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return DTYPES[self.dtype]
+
+    @property
+    def torch_device(self) -> torch.device:
+        return torch_device(self.device)
+
+
 @dataclass(frozen=True)
-class ModelConfig:
+class ModelConfig(TorchPlacement):
     """Settings of :class:`nopg.NonparametricBellman` (the ``auto`` size rules: :mod:`nopg.defaults`).
 
     Attributes
@@ -120,14 +135,6 @@ class ModelConfig:
             object.__setattr__(self, "device", str(self.device))
         check_model_settings({f.name: getattr(self, f.name) for f in fields(self)})
         plain_numbers(self)
-
-    @property
-    def torch_dtype(self) -> torch.dtype:
-        return DTYPES[self.dtype]
-
-    @property
-    def torch_device(self) -> torch.device:
-        return torch_device(self.device)
 
     def resolved(self, n: int) -> ModelConfig:
         """This configuration with ``top_k``, ``solver`` and ``dense_max_n`` made concrete for a
