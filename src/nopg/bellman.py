@@ -46,7 +46,7 @@ from .responsibilities import KernelRows, QueryStates
 from .rows import Rows
 from .solvers import SolveInfo
 
-__all__ = ["NonparametricBellman", "BellmanSolution", "ModelConfig", "KEYWORD_DEFAULTS",
+__all__ = ["NonparametricBellman", "BellmanSolution", "ModelConfig", "KEYWORD_DEFAULTS", "keyword_config",
            "as_states", "pessimistic_value", "candidate_action_scale", "default_candidates",
            "CandidateSets", "NEIGHBOR_MODES", "UNSUPPORTED", "PRECONDITIONERS", "SOLVERS"]
 
@@ -154,8 +154,9 @@ KEYWORD_DEFAULTS: dict[str, Any] = {"top_k": None, "n_mc_policy": 10, "solver_to
 :class:`~nopg.model_config.ModelConfig`'s (used when no ``config`` is given)."""
 
 
-def _model_config(config: ModelConfig | None, settings: dict[str, Any]) -> ModelConfig:
-    """``config`` with ``settings`` replaced, or the keyword defaults with them."""
+def keyword_config(config: ModelConfig | None = None, **settings: Any) -> ModelConfig:
+    """The configuration of ``NonparametricBellman(dataset, bandwidths, gamma, config, **settings)``:
+    ``config`` with ``settings`` replaced, or :data:`KEYWORD_DEFAULTS` with them."""
     if config is not None and not isinstance(config, ModelConfig):
         raise ValueError(f"config must be a nopg.ModelConfig. Got {type(config).__name__} instead.")
     if "n_mc_policy" in settings and settings["n_mc_policy"] is None:
@@ -213,10 +214,10 @@ class NonparametricBellman:
     **settings
         Fields of :class:`~nopg.model_config.ModelConfig` (e.g. ``top_k=10``,
         ``stochastic=True``), replacing those of ``config``. Without ``config`` the fields not
-        given take :data:`KEYWORD_DEFAULTS` where it has them (the paper's dense model with tight
-        solves: ``top_k=None``, ``n_mc_policy=10``, ``solver_tol=1e-10``, ``dense_max_n=2000``)
-        and :class:`~nopg.model_config.ModelConfig`'s defaults otherwise; ``n_mc_policy=None``
-        means 10.
+        given take :data:`KEYWORD_DEFAULTS` where it has them (the paper's dense model with
+        tight solves: ``top_k=None``, ``n_mc_policy=10``, ``solver_tol=1e-10``,
+        ``dense_max_n=2000``) and :class:`~nopg.model_config.ModelConfig`'s defaults otherwise;
+        ``n_mc_policy=None`` means 10 (:func:`keyword_config`).
 
     Attributes
     ----------
@@ -234,7 +235,7 @@ class NonparametricBellman:
     def __init__(self, dataset: TransitionDataset, bandwidths: Bandwidths, gamma: float,
                  config: ModelConfig | None = None, **settings: Any) -> None:
         _check_data(dataset, bandwidths, gamma)
-        self.config = config = _model_config(config, settings)
+        self.config = config = keyword_config(config, **settings)
         n = dataset.n
         resolved = config.resolved(n)
         neighbors = resolve_neighbors(config.neighbors, resolved.top_k, n)
