@@ -81,7 +81,7 @@ def time_path(data: TransitionDataset, neighbors: str, args: argparse.Namespace,
     ``mean_s`` is the mean over all of them, the first included (what a user pays for a fit of
     that many updates: the first update builds the candidate sets); ``steady_s`` the mean over
     the last ``min(20, updates // 2)``; ``neighbor_s`` the share of each spent selecting the top-k
-    entries (``NonparametricBellman._select``); ``refined`` the rows re-centred per update.
+    entries (``nopg.candidates.TopKSelector.select``); ``refined`` the rows re-centred per update.
     """
     bw = select_bandwidths(data, "silverman", action_factor=np.array([args.action_factor]))
     torch.manual_seed(0)
@@ -96,7 +96,7 @@ def time_path(data: TransitionDataset, neighbors: str, args: argparse.Namespace,
     _sync(args.device)
     setup = time.perf_counter() - t0
     select_log: list[float] = []
-    _timed(algo.model_, "_select", select_log)
+    _timed(algo.model_.selector, "select", select_log)
     times, its, refined, neighbor = [], [], [], []
     for _ in range(updates):
         select_log.clear()

@@ -48,6 +48,7 @@ import torch
 from bench_scale import pendulum_data
 
 import nopg.bellman as nb
+import nopg.bellman_solver as nbs
 from nopg import NOPG, NOPGConfig, TransitionDataset
 from nopg.bandwidth import select_bandwidths
 from nopg.policies import DeterministicMLPPolicy
@@ -57,10 +58,10 @@ S0 = np.array([[-1.0, 0.0, 0.0]])   # the hanging pendulum: the initial state of
 
 
 def _set(**attrs: Any) -> Callable[[Any], None]:
-    """A model tweak: set private solver attributes of the model after ``setup``."""
+    """A model tweak: set attributes of the model's linear solver after ``setup``."""
     def tweak(model: Any) -> None:
         for key, value in attrs.items():
-            setattr(model, key, value)
+            setattr(model.linear_solver, key, value)
     return tweak
 
 
@@ -92,13 +93,13 @@ VARIANTS: dict[str, tuple[dict[str, Any], Callable[[Any], None] | None, float | 
     "auto (default)": (dict(solver_tol="auto"), None, None),
     "auto, error 1e-2": (dict(solver_tol="auto"), None, 1e-2),
     "auto, error 1e-4": (dict(solver_tol="auto"), None, 1e-4),
-    "auto, ILU old rule (>15 its)": (dict(solver_tol="auto"), _set(_ilu_refresh="iterations"), None),
-    "auto, ILU built once": (dict(solver_tol="auto"), _set(_ilu_refresh="once"), None),
-    "auto, ILU every update": (dict(solver_tol="auto"), _set(_ilu_refresh="always"), None),
+    "auto, ILU old rule (>15 its)": (dict(solver_tol="auto"), _set(refresh="iterations"), None),
+    "auto, ILU built once": (dict(solver_tol="auto"), _set(refresh="once"), None),
+    "auto, ILU every update": (dict(solver_tol="auto"), _set(refresh="always"), None),
     "auto, ILU drop 1e-2 fill 3": (dict(solver_tol="auto"),
-                                   _set(_ilu_options=dict(drop_tol=1e-2, fill_factor=3.0)), None),
+                                   _set(ilu_options=dict(drop_tol=1e-2, fill_factor=3.0)), None),
     "auto, ILU(0) (no fill)": (dict(solver_tol="auto"),
-                               _set(_ilu_options=dict(drop_tol=0.0, fill_factor=1.0)), None),
+                               _set(ilu_options=dict(drop_tol=0.0, fill_factor=1.0)), None),
     "auto, no preconditioner": (dict(solver_tol="auto", preconditioner="none"), None, None),
     "tol 1e-6, no preconditioner": (dict(solver_tol=1e-6, preconditioner="none"), None, None),
     "Neumann 1 sweep/update": (dict(solver_tol=1e-10), _neumann(1), None),
@@ -142,9 +143,9 @@ def run_variant(name: str, data: TransitionDataset, bw: Any, updates: int, check
     model = algo.model_
     if tweak is not None:
         tweak(model)
-    saved_error = nb.AUTO_ERROR
+    saved_error = nbs.AUTO_ERROR
     if error is not None:
-        nb.AUTO_ERROR = error
+        nbs.AUTO_ERROR = error
     solve_log: list[float] = []
     check_log: list[float] = []
     accuracy: list[dict[str, float]] = []
@@ -158,7 +159,7 @@ def run_variant(name: str, data: TransitionDataset, bw: Any, updates: int, check
         finally:
             solve_log.append(time.perf_counter() - t)
     model.solve = timed_solve
-    inner_build = model._build_ilu
+    inner_build = model.linear_solver.build_ilu
 
     def timed_build(*a: Any, **kw: Any) -> Any:
         t = time.perf_counter()
@@ -166,7 +167,7 @@ def run_variant(name: str, data: TransitionDataset, bw: Any, updates: int, check
             return inner_build(*a, **kw)
         finally:
             build_log.append(time.perf_counter() - t)
-    model._build_ilu = timed_build
+    model.linear_solver.build_ilu = timed_build
     inner_evaluate = model.evaluate
     counter = {"update": 0}
 
@@ -191,7 +192,7 @@ def run_variant(name: str, data: TransitionDataset, bw: Any, updates: int, check
             its.append(m["solver_iters_q"] + m["solver_iters_mu"])
             Js.append(m["J_hat"])
     finally:
-        nb.AUTO_ERROR = saved_error
+        nbs.AUTO_ERROR = saved_error
     starts = np.random.default_rng(1).uniform([-np.pi, -1.0], [np.pi, 1.0], (50, 2))
     return {"variant": name, "updates": updates, "ms_per_update": 1e3 * float(np.mean(times)),
             "solve_ms": 1e3 * float(np.mean(solve_log)),
@@ -246,7 +247,8 @@ def default_accuracy(n: int, updates: int, lr: float) -> dict[str, Any]:
         sol = model.evaluate(algo.policy, algo.initial_states_, warm_start=warm)
         return sol.J, _flat(torch.autograd.grad(sol.surrogate(), params)), sol
 
-    J, g, sol = estimate(algo.model_, algo._warm)
+    state = algo.training_state()
+    J, g, sol = estimate(algo.model_, (state["warm_q"], state["warm_mu"]))
     exact = nb.NonparametricBellman(data, algo.model_.bandwidths, algo.config.gamma, top_k=10,
                                     neighbors="dense", solver="dense")
     J_x, g_x, _ = estimate(exact, None)

@@ -9,6 +9,7 @@ from torch import nn
 
 import nopg
 from nopg.bellman import NonparametricBellman
+from nopg.gradient import surrogate_gradient
 
 GAMMA = 0.9
 
@@ -342,3 +343,24 @@ def test_query_bad_shapes(dataset, bandwidths, initial_states, det_policy):
         m.value(det_policy, np.zeros((4, 5)), sol.q)
     with pytest.raises(ValueError, match="rows"):
         m.q_value(np.zeros((4, 2)), np.zeros((3, 1)), sol.q)
+
+
+def test_solution_exposes_the_queried_actions(dataset, bandwidths, initial_states, det_policy):
+    """``initial_actions``/``next_actions`` are the policy's outputs at the queries of ``eps0`` and
+    ``P``: chained with the policy's Jacobians, the surrogate's gradient through them is the full
+    gradient (the public hook for per-query gradient terms)."""
+    m = model(dataset, bandwidths)
+    sol = m.evaluate(det_policy, initial_states)
+    z = torch.as_tensor(initial_states, dtype=torch.float64)
+    assert sol.initial_actions.shape == (z.shape[0], 1, dataset.action_dim)
+    assert sol.next_actions.shape == (dataset.n, 1, dataset.action_dim)
+    torch.testing.assert_close(sol.next_actions[:, 0].detach(), det_policy(m.next_states).detach())
+    params = list(det_policy.parameters())
+    d_a0, d_next, *grads = surrogate_gradient(sol.surrogate(),
+                                              [sol.initial_actions, sol.next_actions, *params])
+    chained = [torch.zeros_like(p) for p in params]
+    for states, d_a in ((z, d_a0[:, 0]), (m.next_states, d_next[:, 0])):
+        terms = torch.autograd.grad(det_policy(states), params, grad_outputs=d_a)
+        chained = [c + t for c, t in zip(chained, terms)]
+    for g, c in zip(grads, chained):
+        torch.testing.assert_close(c, g, rtol=1e-10, atol=1e-12)

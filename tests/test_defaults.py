@@ -84,15 +84,15 @@ def test_explicit_solver_and_top_k_are_kept(solver, n):
 
 def test_bellman_shares_the_rule(dataset, bandwidths):
     old = NonparametricBellman(dataset, bandwidths, 0.9)       # low-level defaults: unchanged
-    assert old.top_k is None and old.dense_max_n == 2000 and old._use_dense()
+    assert old.top_k is None and old.dense_max_n == 2000 and old.linear_solver.dense
     auto = NonparametricBellman(dataset, bandwidths, 0.9, top_k="auto", dense_max_n=None,
                                 sparse_min_n=30)
     expected = resolve_settings(dataset.n, "auto", "auto", None, 30)
     assert auto.top_k == expected.top_k == AUTO_TOP_K and auto.neighbors == "candidates"
     assert auto.dense_max_n == expected.dense_max_n == SPARSE_P_SOLVE_MAX_N
-    assert auto._use_dense() and expected.solver == "dense"            # 40 samples: dense LU
+    assert auto.linear_solver.dense and expected.solver == "dense"            # 40 samples: dense LU
     small = NonparametricBellman(dataset, bandwidths, 0.9, top_k="auto", dense_max_n=None)
-    assert small.top_k is None and small.neighbors == "dense" and small._use_dense()
+    assert small.top_k is None and small.neighbors == "dense" and small.linear_solver.dense
 
 
 @pytest.mark.parametrize("config", [nopg.NOPGConfig(), nopg.NOPGConfig(top_k="auto", sparse_min_n=7),
@@ -163,7 +163,7 @@ def test_default_fit_matches_explicit_sparse_bicgstab():
         return algo.model_, [m["J_hat"] for m in algo.history_]
 
     model, J_auto = fit(nopg.NOPGConfig())
-    assert model.top_k == AUTO_TOP_K and not model._use_dense()
+    assert model.top_k == AUTO_TOP_K and not model.linear_solver.dense
     _, J_explicit = fit(nopg.NOPGConfig(top_k=10, solver="bicgstab"))
     _, J_resolved = fit(nopg.NOPGConfig().resolved(n))
     np.testing.assert_allclose(J_auto, J_explicit, rtol=1e-8)

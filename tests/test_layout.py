@@ -1,7 +1,12 @@
-"""The layout's boundaries: math modules import no gymnasium or matplotlib, generic modules no task."""
+"""The layout's boundaries: math modules import no gymnasium or matplotlib, generic modules no task,
+no module uses another's private names."""
 
+import ast
 import subprocess
 import sys
+from pathlib import Path
+
+import nopg
 
 
 def _imported(modules: str, prefixes: tuple[str, ...]) -> list[str]:
@@ -17,9 +22,11 @@ def _imported(modules: str, prefixes: tuple[str, ...]) -> list[str]:
 
 
 def test_math_modules_do_not_import_gymnasium_or_matplotlib():
-    bad = _imported("nopg, nopg.bellman, nopg.gradient, nopg.solvers, nopg.analysis.estimators, "
-                    "nopg.analysis.lqg_cases, nopg.analysis.statistics, nopg.analysis.parallel, "
-                    "nopg.bandwidth_report", ("gymnasium", "matplotlib"))
+    bad = _imported("nopg, nopg.bellman, nopg.kernels, nopg.candidates, nopg.responsibilities, "
+                    "nopg.bellman_solver, nopg.model_config, nopg.validation, nopg.gradient, "
+                    "nopg.solvers, nopg.analysis.estimators, nopg.analysis.lqg_cases, "
+                    "nopg.analysis.statistics, nopg.analysis.parallel, nopg.bandwidth_report",
+                    ("gymnasium", "matplotlib"))
     assert bad == [], f"importing the math modules pulled in: {bad}"
 
 
@@ -28,3 +35,86 @@ def test_generic_modules_import_no_task():
     bad = _imported("nopg.evaluation, nopg.plots, nopg.figures, nopg.policy_plots, "
                     "nopg.bandwidth_plots", ("nopg.envs", "nopg.experiments"))
     assert bad == [], f"generic modules pulled in task modules: {bad}"
+
+
+SRC = Path(nopg.__file__).resolve().parent
+
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _private_uses(tree: ast.AST) -> list[tuple[int, str]]:
+    """``from <nopg module> import _name``, ``obj._name`` with ``obj`` not ``self``/``cls``, and
+    ``getattr``/``setattr``/``hasattr`` of a private name given as a string."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level > 0 or (node.module or "").split(".")[0] == "nopg":
+                found += [(node.lineno, f"from {node.module or '.'} import {a.name}")
+                          for a in node.names if _is_private(a.name)]
+        elif isinstance(node, ast.Attribute) and _is_private(node.attr):
+            if not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+                found.append((node.lineno, ast.unparse(node)))
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+              and node.func.id in ("getattr", "setattr", "hasattr") and len(node.args) >= 2
+              and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)
+              and _is_private(node.args[1].value)):
+            found.append((node.lineno, ast.unparse(node)))
+    return sorted(found)
+
+
+def test_private_use_check_finds_every_form():
+    code = ("from nopg.bellman import _DENSE_LIMIT\nfrom .data import _first_present\n"
+            "import nopg.data as d\nd._first_present\nmodel._ilu\ngetattr(model, '_ilu')\n"
+            "self._ilu\ncls._registry\nobj.__class__\nfrom numpy import _private_ok\n")
+    lines = [line for line, _ in _private_uses(ast.parse(code))]
+    assert lines == [1, 2, 4, 5, 6]
+
+
+def test_no_module_uses_another_modules_private_names():
+    """Private names (``_name``) stay inside their module and class: other modules and objects
+    reach what they need through public functions, attributes and methods."""
+    bad = [f"{path.relative_to(SRC.parent)}:{line}: {text}"
+           for path in sorted(SRC.rglob("*.py"))
+           for line, text in _private_uses(ast.parse(path.read_text(), str(path)))]
+    assert bad == [], "private names used outside their owner:\n" + "\n".join(bad)
+
+
+MAX_FUNCTION_LINES = 60
+# Being restructured elsewhere (issue 11's experiment layer and CLI); checked once that lands.
+_LENGTH_UNCHECKED = ("cli.py", "experiments/")
+
+
+def _code_lines(lines: list[str], node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    """Lines of ``node`` that hold code: not its docstring, a comment or a blank line."""
+    first = node.body[0]
+    doc = set()
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) \
+            and isinstance(first.value.value, str):
+        doc = set(range(first.lineno, (first.end_lineno or first.lineno) + 1))
+    return sum(1 for i in range(node.lineno, (node.end_lineno or node.lineno) + 1)
+               if i not in doc and lines[i - 1].strip() and not lines[i - 1].strip().startswith("#"))
+
+
+def _long_functions(path: Path, limit: int) -> list[str]:
+    text = path.read_text()
+    lines = text.splitlines()
+    return [f"{path}:{node.lineno} {node.name}: {n} lines"
+            for node in ast.walk(ast.parse(text, str(path)))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and (n := _code_lines(lines, node)) > limit]
+
+
+def test_code_line_count_skips_docstrings_comments_and_blanks(tmp_path):
+    source = tmp_path / "m.py"
+    source.write_text('def f():\n    """Doc\n    string."""\n    # note\n\n    x = 1\n    return x\n')
+    assert _long_functions(source, 3) == []
+    assert len(_long_functions(source, 2)) == 1
+
+
+def test_no_function_is_longer_than_60_lines_of_code():
+    bad = [entry for path in sorted(SRC.rglob("*.py"))
+           if not path.relative_to(SRC).as_posix().startswith(_LENGTH_UNCHECKED)
+           for entry in _long_functions(path, MAX_FUNCTION_LINES)]
+    assert bad == [], "functions above 60 lines of code (split them):\n" + "\n".join(bad)

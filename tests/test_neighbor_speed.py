@@ -10,6 +10,7 @@ from conftest import perturbed
 
 import nopg
 from nopg.bellman import NonparametricBellman, candidate_action_scale
+from nopg.candidates import CandidateSets
 from nopg.neighbors import NeighborIndex
 
 N = 300
@@ -98,7 +99,7 @@ def test_tiny_scale_falls_back_to_joint_neighbours(data):
     policy = _policy()
     model = _model(data, "candidates", scale=0.01, n_candidates=8)
     model.transition_matrix(policy)
-    scale = model._next_queries.scale
+    scale = model._next_queries.candidates.scale
     assert bool((scale == 1.0).any())
     assert model.refined_rows_ == 0
     model.transition_matrix(policy)               # the same policy: every row certified
@@ -110,19 +111,20 @@ def test_certificate_is_a_lower_bound(data, scale):
     """Where the certificate vouches for a row at an action, no point outside its candidates is
     nearer than the k-th candidate (checked by brute force over many actions)."""
     model = _model(data, "candidates", scale=scale, n_candidates=12)
-    queries = model._prepare(model.next_states, cache=True)
+    selector = model.selector
+    queries = CandidateSets(model.next_states / model.h_s)
     rows = torch.arange(N)
     gen = torch.Generator().manual_seed(0)
     centre = torch.rand(N, 1, generator=gen, dtype=torch.float64) * 8 - 4
-    model._recentre(queries, rows, centre)
+    selector.recentre(queries, rows, centre)
     points = torch.cat([model.states_scaled, model.actions_scaled], 1)
-    outside = torch.ones(N, N, dtype=torch.bool).scatter(1, queries.cand, False)
+    outside = torch.ones(N, N, dtype=torch.bool).scatter(1, queries.index, False)
     certified_any = 0
     for shift in (0.0, 0.1, 0.5, 1.0, 2.0, 4.0):
         actions = centre + shift * (2 * torch.rand(N, 1, generator=gen, dtype=torch.float64) - 1)
-        _, kth = model._rerank(queries, rows, actions[:, None, :])
-        ok = model._certified(queries, rows, actions[:, None, :], kth)[:, 0]
-        q = torch.cat([queries.scaled, actions], 1)
+        _, kth = selector.rerank(queries, rows, actions[:, None, :])
+        ok = selector.certified(queries, rows, actions[:, None, :], kth)[:, 0]
+        q = torch.cat([queries.states, actions], 1)
         d2 = ((q[:, None, :] - points[None, :, :]) ** 2).sum(-1)
         nearest_outside = torch.where(outside, d2, torch.inf).min(1).values
         assert bool((nearest_outside[ok] >= kth[ok, 0] * (1 - 1e-12)).all())

@@ -92,7 +92,7 @@ def test_auto_is_the_config_default_and_reaches_the_model(data300, bandwidths, i
     assert nopg.NOPGConfig().solver_tol == "auto"
     algo = nopg.NOPG(_policy(), nopg.NOPGConfig(top_k=8, solver="bicgstab"))
     algo.setup(data300, bandwidths, initial_states)
-    assert algo.model_.solver_tol == "auto" and algo.model_._ilu_refresh == "cost"
+    assert algo.model_.solver_tol == "auto" and algo.model_.linear_solver.refresh == "cost"
     metrics = algo.step()
     assert np.isfinite(metrics["J_hat"]) and metrics["residual_q"] < 1.0
     # The low-level model keeps the former default.
@@ -105,11 +105,11 @@ def test_explicit_tolerances_unchanged(data300, bandwidths, initial_states):
     for tol in (1e-10, 1e-6):
         model = NonparametricBellman(data300, bandwidths, GAMMA, top_k=8, solver="bicgstab",
                                      solver_tol=tol)
-        assert model.solver_tol == tol and model._ilu_refresh == "iterations"
+        assert model.solver_tol == tol and model.linear_solver.refresh == "iterations"
         sol = model.evaluate(_policy(), initial_states)
         P64 = sol.P.detach().to(torch.float64)
         matvec, rmatvec = P64.operators()
-        pre_q, pre_mu = model._ilu
+        pre_q, pre_mu = model.linear_solver.ilu
         q, info_q = nopg.bicgstab(lambda v, f=matvec: v - f(v), model.rewards, tol=tol, precond=pre_q)
         mu, info_mu = nopg.bicgstab(lambda v, f=rmatvec: v - f(v), sol.eps0.detach().to(torch.float64),
                                     tol=tol, precond=pre_mu)
@@ -234,9 +234,10 @@ def test_auto_solver_state_round_trip(data300, bandwidths, initial_states):
     policy = _policy()
     sol = model.evaluate(policy, initial_states)
     model.evaluate(policy, initial_states, warm_start=(sol.q, sol.mu))
-    model._ilu_excess = 7
+    model.linear_solver.ilu_excess = 7
     state = model.solver_state()
     other = NonparametricBellman(data300, bandwidths, GAMMA, top_k=8, solver="bicgstab",
                                  solver_tol="auto")
     other.load_solver_state(state)
-    assert other._ilu_excess == 7 and other._ilu_base == model._ilu_base
+    restored, saved = other.linear_solver, model.linear_solver
+    assert restored.ilu_excess == 7 and restored.ilu_base == saved.ilu_base

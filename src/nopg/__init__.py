@@ -24,6 +24,7 @@ from .bellman import BellmanSolution, NonparametricBellman
 from .config import NOPGConfig
 from .data import TransitionDataset
 from .gradient import PolicyGradientResult, policy_gradient
+from .model_config import ModelConfig
 from .policies import (
     DeterministicMLPPolicy,
     DiagonalLinearPolicy,
@@ -34,7 +35,7 @@ from .policies import (
 from .solvers import SolveInfo, SolverWarning, bicgstab, solve_dense
 
 __all__ = [
-    "NOPG", "NOPGConfig", "CheckpointCallback", "EvalCallback", "SupportWarning",
+    "NOPG", "NOPGConfig", "ModelConfig", "CheckpointCallback", "EvalCallback", "SupportWarning",
     "TransitionDataset", "Bandwidths", "DuplicatedDataWarning", "select_bandwidths",
     "silverman_bandwidth", "scott_bandwidth", "cross_validated_bandwidth",
     "NonparametricBellman", "BellmanSolution", "policy_gradient", "PolicyGradientResult",

@@ -192,16 +192,8 @@ class NOPG:
             logger.info("n = %d: top_k=%s, solver=%s (config: top_k=%r, solver=%r)", dataset.n,
                         c.top_k, c.solver, self.config.top_k, self.config.solver)
         previous = self.model_.solver_state() if self.model_ is not None else self._solver_state
-        self.model_ = NonparametricBellman(
-            dataset, bandwidths, c.gamma, top_k=c.top_k, n_mc_next=c.n_mc_next,
-            n_mc_policy=c.n_mc_policy, stochastic=self.stochastic, dtype=c.torch_dtype,
-            device=self.device, solver=c.solver, solver_tol=c.solver_tol,
-            solver_max_iter=c.solver_max_iter, dense_max_n=c.dense_max_n,
-            neighbors=c.neighbors, n_candidates=c.n_candidates, refine=c.refine,
-            neighbor_backend=c.neighbor_backend, preconditioner=c.preconditioner,
-            unsupported=c.unsupported, absorbing_value=c.absorbing_value,
-            support_radius=c.support_radius,
-        )
+        self.model_ = NonparametricBellman(dataset, bandwidths, c.gamma,
+                                           c.model_config(stochastic=self.stochastic))
         if previous:
             self.model_.load_solver_state(previous)
         self.initial_states_ = as_states(initial_states, dataset.state_dim, "initial_states")
@@ -420,12 +412,7 @@ class NOPG:
         (path / "meta.json").write_text(json.dumps(meta, indent=2))
         torch.save(self.policy.state_dict(), path / "policy.pt")
         torch.save(self.optimizer.state_dict(), path / "optimizer.pt")
-        state = {"generator": self.generator.get_state()}
-        if self._warm is not None:
-            state["warm_q"], state["warm_mu"] = self._warm
-        if self.model_ is not None:
-            state.update({f"solver_{k}": v for k, v in self.model_.solver_state().items()})
-        torch.save(state, path / "state.pt")
+        torch.save(self.training_state(), path / "state.pt")
         with open(path / "history.csv", "w", newline="") as fh:
             writer = csv.DictWriter(fh, fieldnames=LOG_COLUMNS, extrasaction="ignore")
             writer.writeheader()
@@ -433,6 +420,24 @@ class NOPG:
         if include_data and self.model_ is not None:
             self.model_.dataset.save(path / "dataset.npz")
         return path
+
+    def training_state(self) -> dict[str, torch.Tensor]:
+        """The tensors besides the policy and optimiser that an exact resume needs: the noise
+        generator's state, the warm starts ``warm_q``/``warm_mu`` and the solver's state
+        (``solver_*``, :meth:`NonparametricBellman.solver_state`)."""
+        state = {"generator": self.generator.get_state()}
+        if self._warm is not None:
+            state["warm_q"], state["warm_mu"] = self._warm
+        if self.model_ is not None:
+            state.update({f"solver_{k}": v for k, v in self.model_.solver_state().items()})
+        return state
+
+    def load_training_state(self, state: dict[str, torch.Tensor]) -> None:
+        """Restore :meth:`training_state` (the solver's part when the next model is built)."""
+        self.generator.set_state(state["generator"])
+        if "warm_q" in state:
+            self._warm = (state["warm_q"].to(self.device), state["warm_mu"].to(self.device))
+        self._solver_state = {k[7:]: v for k, v in state.items() if k.startswith("solver_")}
 
     @staticmethod
     def read_checkpoint_meta(path: str | Path) -> dict[str, Any]:
@@ -504,11 +509,8 @@ class NOPG:
                                                weights_only=True))
         algo.optimizer.load_state_dict(torch.load(path / "optimizer.pt", map_location=algo.device,
                                                   weights_only=True))
-        state = torch.load(path / "state.pt", map_location="cpu", weights_only=True)
-        algo.generator.set_state(state["generator"])
-        if "warm_q" in state:
-            algo._warm = (state["warm_q"].to(algo.device), state["warm_mu"].to(algo.device))
-        algo._solver_state = {k[7:]: v for k, v in state.items() if k.startswith("solver_")}
+        algo.load_training_state(torch.load(path / "state.pt", map_location="cpu",
+                                            weights_only=True))
         algo.update_ = int(meta["update"])
         with open(path / "history.csv", newline="") as fh:
             algo.history_ = [{k: _parse(v) for k, v in row.items()} for row in csv.DictReader(fh)]

@@ -1,41 +1,43 @@
-"""NOPG's hyper-parameters in one frozen, validated dataclass."""
+"""NOPG's hyper-parameters in one frozen, validated dataclass.
+
+The model's settings (``top_k`` to ``support_radius``, ``dtype``, ``device``) are the fields of
+:class:`nopg.model_config.ModelConfig`, with its defaults and its checks;
+:meth:`NOPGConfig.model_config` hands them to the model. The rest configure the optimisation.
+"""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
-import numpy as np
-import torch
+from .model_config import (
+    DTYPES,
+    MODEL_DEFAULTS,
+    NEIGHBOR_MODES,
+    PRECONDITIONERS,
+    SOLVERS,
+    ModelConfig,
+    TorchPlacement,
+    check_model_settings,
+    plain_numbers,
+)
+from .neighbors import BACKENDS
+from .validation import check_positive_float, check_positive_int, fail, is_float, is_int
 
-from .bellman import UNSUPPORTED
-from .defaults import SPARSE_MIN_N, check_dense_max_n, check_top_k, resolve_settings
-from .solvers import check_solver_tol
+__all__ = ["NOPGConfig", "OPTIMIZERS", "SOLVERS", "NEIGHBORS", "NEIGHBOR_BACKENDS",
+           "PRECONDITIONERS", "DTYPES"]
 
 OPTIMIZERS = ("adam", "adamw", "sgd", "rmsprop")
-SOLVERS = ("auto", "dense", "bicgstab")
-NEIGHBORS = ("auto", "dense", "candidates", "knn")
-NEIGHBOR_BACKENDS = ("auto", "kdtree", "torch")
-PRECONDITIONERS = ("auto", "ilu", "none")
-DTYPES = {"float64": torch.float64, "float32": torch.float32}
-
-
-def _fail(name: str, requirement: str, value: Any) -> None:
-    raise ValueError(f"The '{name}' parameter of NOPGConfig must be {requirement}. "
-                     f"Got {value!r} instead.")
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
-
-
-def _is_float(value: Any) -> bool:
-    return isinstance(value, (int, float, np.integer, np.floating)) and \
-        not isinstance(value, (bool, np.bool_))
+NEIGHBORS = NEIGHBOR_MODES
+NEIGHBOR_BACKENDS = BACKENDS
+_OWNER = "NOPGConfig"
+MODEL_FIELDS = tuple(name for name in MODEL_DEFAULTS if name != "stochastic")
+"""The fields :class:`NOPGConfig` shares with :class:`ModelConfig` (``stochastic`` is a property
+of the policy, :class:`nopg.NOPG`'s argument)."""
 
 
 @dataclass(frozen=True)
-class NOPGConfig:
+class NOPGConfig(TorchPlacement):
     """Hyper-parameters of NOPG (paper appendix defaults; the model's size settings are ``auto``).
 
     Attributes
@@ -80,7 +82,7 @@ class NOPGConfig:
         sum of the magnitudes of its terms and ``|J_hat - J_hat*|`` by 1e-3 ``osc(q)``
         (:func:`nopg.solvers.solve_bellman_auto`; the bounds are the solutions'
         ``info_q.error_bound`` and ``info_mu.error_bound``, logged at DEBUG level by
-        ``nopg.bellman``); the ILU preconditioner is rebuilt when the iterations it would save
+        ``nopg.bellman_solver``); the ILU preconditioner is rebuilt when the iterations it would save
         pay for the build. A float is the relative 2-norm residual of every solve, with the
         former rebuild rule (``1e-10``: the former default).
     solver_max_iter
@@ -130,126 +132,78 @@ class NOPGConfig:
     gamma: float = 0.99
     learning_rate: float = 1e-2
     optimizer: str = "adam"
-    top_k: int | str | None = "auto"
-    sparse_min_n: int = SPARSE_MIN_N
-    neighbors: str = "auto"
-    n_candidates: int | None = None
-    refine: bool = True
-    neighbor_backend: str = "auto"
-    n_mc_policy: int = 15
-    n_mc_next: int | None = None
-    solver: str = "auto"
-    solver_tol: float | str = "auto"
-    solver_max_iter: int = 1000
-    dense_max_n: int | None = None
-    preconditioner: str = "auto"
-    unsupported: str = "extrapolate"
-    absorbing_value: float | None = None
-    support_radius: float = 2.0
+    top_k: int | str | None = MODEL_DEFAULTS["top_k"]
+    sparse_min_n: int = MODEL_DEFAULTS["sparse_min_n"]
+    neighbors: str = MODEL_DEFAULTS["neighbors"]
+    n_candidates: int | None = MODEL_DEFAULTS["n_candidates"]
+    refine: bool = MODEL_DEFAULTS["refine"]
+    neighbor_backend: str = MODEL_DEFAULTS["neighbor_backend"]
+    n_mc_policy: int = MODEL_DEFAULTS["n_mc_policy"]
+    n_mc_next: int | None = MODEL_DEFAULTS["n_mc_next"]
+    solver: str = MODEL_DEFAULTS["solver"]
+    solver_tol: float | str = MODEL_DEFAULTS["solver_tol"]
+    solver_max_iter: int = MODEL_DEFAULTS["solver_max_iter"]
+    dense_max_n: int | None = MODEL_DEFAULTS["dense_max_n"]
+    preconditioner: str = MODEL_DEFAULTS["preconditioner"]
+    unsupported: str = MODEL_DEFAULTS["unsupported"]
+    absorbing_value: float | None = MODEL_DEFAULTS["absorbing_value"]
+    support_radius: float = MODEL_DEFAULTS["support_radius"]
     support_warning: float = 0.25
     continuation: float | None = None
     continuation_updates: int | None = None
     continuation_stages: int = 4
     sigma_decay_to: float | None = None
     sigma_decay_updates: int | None = None
-    dtype: str = "float64"
-    device: str = "cpu"
+    dtype: str = MODEL_DEFAULTS["dtype"]
+    device: str = MODEL_DEFAULTS["device"]
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if not _is_float(self.gamma) or not 0.0 <= self.gamma < 1.0:
-            _fail("gamma", "a float in [0, 1)", self.gamma)
-        if not _is_float(self.learning_rate) or not self.learning_rate > 0:
-            _fail("learning_rate", "a positive float", self.learning_rate)
+        if not is_float(self.gamma) or not 0.0 <= self.gamma < 1.0:
+            fail("gamma", "a float in [0, 1)", self.gamma, _OWNER)
+        check_positive_float("learning_rate", self.learning_rate, _OWNER)
         if self.optimizer not in OPTIMIZERS:
-            _fail("optimizer", f"one of {OPTIMIZERS}", self.optimizer)
-        if self.neighbors not in NEIGHBORS:
-            _fail("neighbors", f"one of {NEIGHBORS}", self.neighbors)
-        if self.neighbor_backend not in NEIGHBOR_BACKENDS:
-            _fail("neighbor_backend", f"one of {NEIGHBOR_BACKENDS}", self.neighbor_backend)
-        if self.preconditioner not in PRECONDITIONERS:
-            _fail("preconditioner", f"one of {PRECONDITIONERS}", self.preconditioner)
-        if self.unsupported not in UNSUPPORTED:
-            _fail("unsupported", f"one of {UNSUPPORTED}", self.unsupported)
-        if self.absorbing_value is not None and (
-                not _is_float(self.absorbing_value) or not np.isfinite(self.absorbing_value)):
-            _fail("absorbing_value", "a finite float or None", self.absorbing_value)
-        if not _is_float(self.support_radius) or not 0 < self.support_radius < np.inf:
-            _fail("support_radius", "a positive float", self.support_radius)
-        if not _is_float(self.support_warning) or not 0 <= self.support_warning <= 1:
-            _fail("support_warning", "a float in [0, 1]", self.support_warning)
-        if self.continuation is not None and (
-                not _is_float(self.continuation) or not 0 < self.continuation < np.inf):
-            _fail("continuation", "a positive float or None", self.continuation)
-        if not _is_int(self.continuation_stages) or self.continuation_stages < 2:
-            _fail("continuation_stages", "an int >= 2", self.continuation_stages)
-        if not isinstance(self.refine, (bool, np.bool_)):
-            _fail("refine", "a bool", self.refine)
-        if self.top_k is None and self.neighbors in ("candidates", "knn"):
-            _fail("neighbors", "'auto' or 'dense' when top_k is None", self.neighbors)
-        if not check_top_k(self.top_k):
-            _fail("top_k", "a positive int, 'auto' or None", self.top_k)
-        if not check_dense_max_n(self.dense_max_n):
-            _fail("dense_max_n", "a positive int or None", self.dense_max_n)
-        for name in ("n_candidates", "n_mc_next", "sigma_decay_updates", "continuation_updates"):
-            value = getattr(self, name)
-            if value is not None and (not _is_int(value) or value < 1):
-                _fail(name, "a positive int or None", value)
-        for name in ("n_mc_policy", "solver_max_iter", "sparse_min_n"):
-            value = getattr(self, name)
-            if not _is_int(value) or value < 1:
-                _fail(name, "a positive int", value)
-        if self.solver not in SOLVERS:
-            _fail("solver", f"one of {SOLVERS}", self.solver)
-        if not check_solver_tol(self.solver_tol):
-            _fail("solver_tol", "a positive float or 'auto'", self.solver_tol)
+            fail("optimizer", f"one of {OPTIMIZERS}", self.optimizer, _OWNER)
+        check_model_settings({name: getattr(self, name) for name in MODEL_FIELDS}, _OWNER)
+        self._check_schedules()
+        if not is_int(self.seed):
+            fail("seed", "an int", self.seed, _OWNER)
+        plain_numbers(self)
+
+    def _check_schedules(self) -> None:
+        """The support warning, the bandwidth continuation and the sigma decay."""
+        if not is_float(self.support_warning) or not 0 <= self.support_warning <= 1:
+            fail("support_warning", "a float in [0, 1]", self.support_warning, _OWNER)
+        if self.continuation is not None:
+            check_positive_float("continuation", self.continuation, _OWNER)
+        if not is_int(self.continuation_stages) or self.continuation_stages < 2:
+            fail("continuation_stages", "an int >= 2", self.continuation_stages, _OWNER)
+        for name in ("sigma_decay_updates", "continuation_updates"):
+            check_positive_int(name, getattr(self, name), _OWNER, allow_none=True)
         if self.sigma_decay_to is not None:
-            if not _is_float(self.sigma_decay_to) or not 0 < self.sigma_decay_to <= 1:
-                _fail("sigma_decay_to", "a float in (0, 1] or None", self.sigma_decay_to)
+            if not is_float(self.sigma_decay_to) or not 0 < self.sigma_decay_to <= 1:
+                fail("sigma_decay_to", "a float in (0, 1] or None", self.sigma_decay_to, _OWNER)
             if self.sigma_decay_updates is None:
-                _fail("sigma_decay_updates", "set when sigma_decay_to is set", None)
-        if self.dtype not in DTYPES:
-            _fail("dtype", f"one of {tuple(DTYPES)}", self.dtype)
-        if not isinstance(self.device, str) or not (
-                self.device in ("cpu", "cuda", "auto") or self.device.startswith("cuda:")):
-            _fail("device", "'cpu', 'cuda', 'cuda:<index>' or 'auto'", self.device)
-        if not _is_int(self.seed):
-            _fail("seed", "an int", self.seed)
-        # Plain Python numbers, so that to_dict() is JSON-serialisable.
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if isinstance(value, np.bool_):
-                object.__setattr__(self, f.name, bool(value))
-            elif isinstance(value, np.integer):
-                object.__setattr__(self, f.name, int(value))
-            elif isinstance(value, np.floating):
-                object.__setattr__(self, f.name, float(value))
+                fail("sigma_decay_updates", "set when sigma_decay_to is set", None, _OWNER)
 
-    @property
-    def torch_dtype(self) -> torch.dtype:
-        return DTYPES[self.dtype]
+    def model_config(self, stochastic: bool = False) -> ModelConfig:
+        """The model's settings (:class:`ModelConfig`) from this configuration's fields.
 
-    @property
-    def torch_device(self) -> torch.device:
-        if self.device == "auto":
-            return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-        if self.device.startswith("cuda") and not torch.cuda.is_available():
-            raise ValueError(f"device {self.device!r} was requested but CUDA is not available")
-        return torch.device(self.device)
+        ``stochastic`` (NOPG-S) comes from the policy, not from the configuration.
+        """
+        return ModelConfig(**{name: getattr(self, name) for name in MODEL_FIELDS},
+                           stochastic=stochastic)
 
     def resolved(self, n: int) -> NOPGConfig:
         """This configuration with concrete model settings for a data set of ``n`` samples.
 
         ``top_k`` becomes an int or ``None``, ``solver`` ``"dense"`` or ``"bicgstab"`` and
-        ``dense_max_n`` the limit ``solver="auto"`` applies (rule: :mod:`nopg.defaults`);
-        explicit settings are kept. Fitting with the result gives the same numbers as fitting
-        with this configuration.
+        ``dense_max_n`` the limit ``solver="auto"`` applies (rule: :mod:`nopg.defaults`,
+        :meth:`ModelConfig.resolved`); explicit settings are kept. Fitting with the result gives
+        the same numbers as fitting with this configuration.
         """
-        if not _is_int(n) or n < 1:
-            raise ValueError(f"n must be a positive int. Got {n!r} instead.")
-        s = resolve_settings(int(n), self.top_k, self.solver, self.dense_max_n, self.sparse_min_n,
-                             self.neighbors)
-        return replace(self, top_k=s.top_k, solver=s.solver, dense_max_n=s.dense_max_n)
+        m = self.model_config().resolved(n)
+        return replace(self, top_k=m.top_k, solver=m.solver, dense_max_n=m.dense_max_n)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

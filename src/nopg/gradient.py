@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -11,6 +12,7 @@ from torch import nn
 from .bandwidth import Bandwidths
 from .bellman import NonparametricBellman
 from .data import TransitionDataset
+from .model_config import ModelConfig
 from .solvers import SolveInfo
 
 
@@ -44,7 +46,12 @@ class PolicyGradientResult:
 
 def surrogate_gradient(solution_surrogate: torch.Tensor, params: list[torch.Tensor]
                        ) -> list[torch.Tensor]:
-    """Gradient of the surrogate w.r.t. ``params`` (zeros where a parameter is unused)."""
+    """Gradient of a scalar (e.g. :meth:`nopg.BellmanSolution.surrogate`) w.r.t. ``params``.
+
+    ``params`` may be any tensors of the graph (parameters or intermediate values such as
+    :attr:`nopg.BellmanSolution.next_actions`); the gradient of one the scalar does not depend on is
+    zeros of its shape.
+    """
     grads = torch.autograd.grad(solution_surrogate, params, allow_unused=True)
     return [torch.zeros_like(p) if g is None else g for p, g in zip(params, grads)]
 
@@ -56,17 +63,9 @@ def policy_gradient(
     bandwidths: Bandwidths,
     gamma: float,
     initial_states: np.ndarray | torch.Tensor,
-    top_k: int | None = None,
-    stochastic: bool = False,
-    n_mc_policy: int | None = None,
-    n_mc_next: int | None = None,
-    solver: str = "auto",
+    config: ModelConfig | None = None,
     seed: int = 0,
-    neighbors: str = "auto",
-    n_candidates: int | None = None,
-    unsupported: str = "extrapolate",
-    absorbing_value: float | None = None,
-    support_radius: float = 2.0,
+    **settings: Any,
 ) -> PolicyGradientResult:
     """Estimate ``J_hat`` and its full gradient from a fixed data set.
 
@@ -81,22 +80,17 @@ def policy_gradient(
     gamma : float in [0, 1)
     initial_states : array of shape (m, d_s)
         ``J_hat`` is the mean of ``V`` over these states.
-    top_k : int, optional
-        ``None`` for the dense ``P``; ``k`` keeps the ``k`` largest entries of every row.
-    stochastic : bool
-        NOPG-S (Monte-Carlo over the Gaussian policy) instead of NOPG-D.
-    n_mc_policy, n_mc_next : int, optional
-        Monte-Carlo sample counts ``N_pi`` and ``N_phi`` (``None``: 10 and the kernel mean).
-    solver : {"auto", "dense", "bicgstab"}
+    config : ModelConfig, optional
+        The model's settings; the kernel computations always run in the dtype and on the device
+        of the policy's parameters.
     seed : int
         Seed of the Monte-Carlo noise; equal seeds give identical estimates.
-    neighbors : {"auto", "dense", "candidates", "knn"}
-        How the top-k entries are found (:class:`nopg.NonparametricBellman`); ``auto`` avoids
-        any (n, n) array when ``top_k`` is set.
-    n_candidates : int, optional
-        State-space candidates per row for ``neighbors="candidates"``.
-    unsupported, absorbing_value, support_radius
-        The support-aware model (:class:`nopg.NonparametricBellman`).
+    **settings
+        Model settings replacing those of ``config`` (:class:`nopg.NonparametricBellman`, whose
+        keyword defaults apply without ``config``), e.g. ``top_k=10`` (``None``, the default:
+        the dense ``P``), ``stochastic=True`` (NOPG-S), ``n_mc_policy``, ``n_mc_next``,
+        ``solver``, ``neighbors``, ``n_candidates``, ``unsupported``, ``absorbing_value``,
+        ``support_radius``.
 
     Returns
     -------
@@ -111,12 +105,8 @@ def policy_gradient(
     if not params:
         raise ValueError("the policy has no parameters to differentiate")
     dtype = params[0].dtype
-    model = NonparametricBellman(
-        data, bandwidths, gamma, top_k=top_k, n_mc_next=n_mc_next, n_mc_policy=n_mc_policy,
-        stochastic=stochastic, dtype=dtype, device=params[0].device, solver=solver,
-        neighbors=neighbors, n_candidates=n_candidates, unsupported=unsupported,
-        absorbing_value=absorbing_value, support_radius=support_radius,
-    )
+    model = NonparametricBellman(data, bandwidths, gamma, config,
+                                 **{**settings, "dtype": dtype, "device": params[0].device})
     generator = torch.Generator().manual_seed(int(seed))  # CPU noise, moved to the device
     sol = model.evaluate(policy, initial_states, generator)
     grads = surrogate_gradient(sol.surrogate(), params)

@@ -184,6 +184,26 @@ def _bicgstab_iterations(matvec: Callable[[Any], Any], b: Any, x: Any, threshold
     return x, it
 
 
+def _numpy_iterations(matvec: MatVec, b: torch.Tensor, x: torch.Tensor, threshold: float,
+                      max_iter: int, precond: MatVec | None, order: float) -> tuple[torch.Tensor, int]:
+    """:func:`_bicgstab_iterations` on NumPy views of CPU tensors (no copies): NumPy's
+    per-operation overhead is several times below torch's, which dominates at n <= 10^5."""
+    def np_matvec(v: np.ndarray) -> np.ndarray:
+        return matvec(torch.from_numpy(v)).numpy()
+
+    np_precond = None
+    if precond is not None:
+        def np_precond(v: np.ndarray) -> np.ndarray:
+            return precond(torch.from_numpy(v)).numpy()
+
+    np_stop = None if order == 2 else (
+        (lambda u: np.abs(u).max()) if order == float("inf") else (lambda u: np.abs(u).sum()))
+    x_np, it = _bicgstab_iterations(np_matvec, b.numpy(), x.numpy(), threshold, max_iter,
+                                    np.dot, np.linalg.norm, float(np.finfo(b.numpy().dtype).eps),
+                                    np_precond, np_stop)
+    return torch.from_numpy(x_np), it
+
+
 def bicgstab(
     matvec: MatVec,
     b: torch.Tensor,
@@ -252,22 +272,7 @@ def bicgstab(
         return torch.zeros_like(b), SolveInfo("bicgstab", 0, 0.0, True, norm, 0.0)
     b_stop = bnorm if order == 2 else torch.linalg.vector_norm(b, ord=order).item()
     if b.device.type == "cpu":
-        # The same recurrences on NumPy views of the tensors (no copies): NumPy's per-operation
-        # overhead is several times below torch's, which dominates at n <= 10^5 on a CPU.
-        def np_matvec(v: np.ndarray) -> np.ndarray:
-            return matvec(torch.from_numpy(v)).numpy()
-
-        np_precond = None
-        if precond is not None:
-            def np_precond(v: np.ndarray) -> np.ndarray:
-                return precond(torch.from_numpy(v)).numpy()
-
-        np_stop = None if order == 2 else (
-            (lambda u: np.abs(u).max()) if order == float("inf") else (lambda u: np.abs(u).sum()))
-        x_np, it = _bicgstab_iterations(np_matvec, b.numpy(), x.numpy(), tol * b_stop, max_iter,
-                                        np.dot, np.linalg.norm, float(np.finfo(b.numpy().dtype).eps),
-                                        np_precond, np_stop)
-        x = torch.from_numpy(x_np)
+        x, it = _numpy_iterations(matvec, b, x, tol * b_stop, max_iter, precond, order)
     else:
         torch_stop = None if order == 2 else (lambda u: torch.linalg.vector_norm(u, ord=order).item())
         x, it = _bicgstab_iterations(

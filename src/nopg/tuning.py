@@ -38,6 +38,8 @@ from torch import nn
 from .bandwidth import Bandwidths
 from .bellman import NonparametricBellman
 from .data import TransitionDataset
+from .gradient import surrogate_gradient
+from .kernels import log_weights
 
 J_REL_ERR_MAX = 0.01
 """Recommendation threshold: ``|J_hat(k) - J_hat(ref)| / |J_hat(ref)|`` at most 1 %."""
@@ -190,9 +192,8 @@ class NeighborReport:
 def _estimate(model: NonparametricBellman, policy: nn.Module, s0: np.ndarray
               ) -> tuple[float, np.ndarray]:
     sol = model.evaluate(policy, s0, torch.Generator().manual_seed(0))
-    grads = torch.autograd.grad(sol.surrogate(), list(policy.parameters()), allow_unused=True)
-    flat = torch.cat([(torch.zeros_like(p) if g is None else g).reshape(-1)
-                      for p, g in zip(policy.parameters(), grads)])
+    flat = torch.cat([g.reshape(-1) for g in surrogate_gradient(sol.surrogate(),
+                                                                list(policy.parameters()))])
     return sol.J, flat.detach().cpu().numpy().astype(np.float64)
 
 
@@ -220,9 +221,8 @@ def _kept_mass(model: NonparametricBellman, policy: nn.Module, rows: np.ndarray,
         idx = torch.as_tensor(rows[start:start + chunk], device=model.device)
         s = model.next_states[idx]
         actions = model.policy_actions(policy, s)[:, 0, :] / model.h_a
-        ds = s[:, None, :] / model.h_s - model.states_scaled[None, :, :]
-        da = actions[:, None, :] - model.actions_scaled[None, :, :]
-        logits = -0.5 * ((ds * ds).sum(-1) + (da * da).sum(-1))              # (c, n), c small
+        logits = log_weights(s[:, None, :] / model.h_s, actions[:, None, :],
+                             model.states_scaled[None, :, :], model.actions_scaled[None, :, :])
         total = torch.logsumexp(logits, dim=1)
         top = torch.topk(logits, kmax, dim=1).values
         for k in ks:

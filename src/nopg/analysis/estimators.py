@@ -26,7 +26,7 @@ of the data set, in time order). This module imports numpy and torch only.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import torch
@@ -34,8 +34,10 @@ from torch import nn
 from torch.func import functional_call, grad, vmap
 
 from ..bandwidth import Bandwidths
+from ..bellman import keyword_config
 from ..data import TransitionDataset, check_gamma
 from ..gradient import policy_gradient, surrogate_gradient
+from ..model_config import ModelConfig
 from ..policies import gaussian_log_prob, is_stochastic, normal_log_density
 
 __all__ = [
@@ -132,28 +134,29 @@ class NOPGEstimator:
     gamma : float in [0, 1)
     initial_states : array of shape (m, d_s)
         ``J_hat`` is the mean of ``V`` over these states.
-    stochastic : bool
-        NOPG-S (the policy must provide ``mean_std``) instead of NOPG-D.
-    top_k, n_mc_policy, n_mc_next, solver, neighbors :
-        As for :func:`nopg.policy_gradient`.
+    config : ModelConfig, optional
+        The model's settings (:class:`nopg.ModelConfig`).
     seed : int
         Seed of the Monte-Carlo noise (NOPG-S, ``n_mc_next``).
     name : str, optional
         Label in reports (default ``NOPG-D`` / ``NOPG-S``).
+    **settings
+        Model settings replacing those of ``config``, as for :func:`nopg.policy_gradient`:
+        ``stochastic=True`` (NOPG-S; the policy must provide ``mean_std``), ``top_k``,
+        ``n_mc_policy``, ``n_mc_next``, ``solver``, ``neighbors``, ...
     """
 
     def __init__(self, bandwidths: Bandwidths | Callable[[TransitionDataset], Bandwidths], gamma: float,
-                 initial_states: np.ndarray, *, stochastic: bool = False, top_k: int | None = None,
-                 n_mc_policy: int | None = None, n_mc_next: int | None = None, solver: str = "auto",
-                 neighbors: str = "auto", seed: int = 0, name: str | None = None) -> None:
+                 initial_states: np.ndarray, *, config: ModelConfig | None = None, seed: int = 0,
+                 name: str | None = None, **settings: Any) -> None:
         if not (isinstance(bandwidths, Bandwidths) or callable(bandwidths)):
             raise ValueError("bandwidths must be a nopg.Bandwidths or a function data -> Bandwidths")
         self.bandwidths = bandwidths
         self.gamma = check_gamma(gamma)
         self.initial_states = np.atleast_2d(np.asarray(initial_states, dtype=np.float64))
-        self.stochastic = bool(stochastic)
-        self.top_k, self.n_mc_policy, self.n_mc_next = top_k, n_mc_policy, n_mc_next
-        self.solver, self.neighbors, self.seed = solver, neighbors, int(seed)
+        self.config = keyword_config(config, **settings)
+        self.stochastic = self.config.stochastic
+        self.seed = int(seed)
         self.name = name or ("NOPG-S" if self.stochastic else "NOPG-D")
         self.last_J: float | None = None
 
@@ -162,10 +165,7 @@ class NOPGEstimator:
             raise ValueError(f"{self.name} needs a Gaussian policy (with mean_std)")
         bw = self.bandwidths if isinstance(self.bandwidths, Bandwidths) else self.bandwidths(data)
         res = policy_gradient(data, policy, bandwidths=bw, gamma=self.gamma,
-                              initial_states=self.initial_states, top_k=self.top_k,
-                              stochastic=self.stochastic, n_mc_policy=self.n_mc_policy,
-                              n_mc_next=self.n_mc_next, solver=self.solver, seed=self.seed,
-                              neighbors=self.neighbors)
+                              initial_states=self.initial_states, config=self.config, seed=self.seed)
         self.last_J = res.J
         return flat_gradient(res.grads)
 

@@ -315,6 +315,31 @@ def _check_positive_float(name: str, value: float) -> float:
     return float(value)
 
 
+def _random_agent_sizes(n_samples: int | None, n_trajectories: int | None,
+                        trajectory_length: int) -> tuple[int, int]:
+    """``(total transitions, trajectory length)`` of :func:`collect_pendulum_random`."""
+    if (n_samples is None) == (n_trajectories is None):
+        raise ValueError(
+            "Exactly one of 'n_samples' and 'n_trajectories' must be given. "
+            f"Got n_samples={n_samples!r}, n_trajectories={n_trajectories!r}."
+        )
+    length = _check_count("trajectory_length", trajectory_length)
+    if n_samples is not None:
+        return _check_count("n_samples", n_samples), length
+    return _check_count("n_trajectories", n_trajectories) * length, length  # type: ignore[arg-type]
+
+
+def _random_agent_mixture(component_means: tuple[float, ...], component_std: float
+                          ) -> tuple[np.ndarray, float]:
+    """The checked component means (k,) and standard deviation of the behaviour mixture."""
+    means = np.asarray(component_means, dtype=np.float64).reshape(-1)
+    if means.size == 0 or not np.all(np.isfinite(means)):
+        raise ValueError(
+            f"The 'component_means' parameter must be non-empty and finite. Got {component_means!r}."
+        )
+    return means, _check_positive_float("component_std", component_std)
+
+
 def collect_pendulum_random(
     n_samples: int | None = 5000,
     n_trajectories: int | None = None,
@@ -375,22 +400,8 @@ def collect_pendulum_random(
     """
     from nopg.data import TransitionDataset
 
-    if (n_samples is None) == (n_trajectories is None):
-        raise ValueError(
-            "Exactly one of 'n_samples' and 'n_trajectories' must be given. "
-            f"Got n_samples={n_samples!r}, n_trajectories={n_trajectories!r}."
-        )
-    length = _check_count("trajectory_length", trajectory_length)
-    if n_samples is not None:
-        total = _check_count("n_samples", n_samples)
-    else:
-        total = _check_count("n_trajectories", n_trajectories) * length  # type: ignore[arg-type]
-    means = np.asarray(component_means, dtype=np.float64).reshape(-1)
-    if means.size == 0 or not np.all(np.isfinite(means)):
-        raise ValueError(
-            f"The 'component_means' parameter must be non-empty and finite. Got {component_means!r}."
-        )
-    std = _check_positive_float("component_std", component_std)
+    total, length = _random_agent_sizes(n_samples, n_trajectories, trajectory_length)
+    means, std = _random_agent_mixture(component_means, component_std)
     th0, thd0 = float(initial_theta), float(initial_theta_dot)
     if not (math.isfinite(th0) and math.isfinite(thd0)):
         raise ValueError(f"The initial state must be finite. Got ({initial_theta}, {initial_theta_dot}).")

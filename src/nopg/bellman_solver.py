@@ -1,0 +1,169 @@
+"""The two linear solves of every update, ``(I - P) q = r`` and ``(I - P)^T mu = eps0``.
+
+:class:`BellmanSolver` picks the method (dense LU up to ``dense_max_n`` samples under
+``solver="auto"``, BiCGSTAB above; :mod:`nopg.solvers`) and keeps what carries over between
+updates: the incomplete-LU preconditioner of ``I - P``, which is reused while the policy (and so
+``P``) moves slowly. It is rebuilt
+
+- ``"iterations"`` (an explicit ``solver_tol``): when the last solve needed more than 15
+  iterations;
+- ``"cost"`` (``solver_tol="auto"``): when the iterations beyond those of the first solve after
+  the build add up to 60, about the cost of a build, which keeps the total within twice that of
+  the best rebuild schedule in hindsight;
+- ``"once"`` / ``"always"``: never again / before every solve (for benchmarks).
+
+:meth:`BellmanSolver.state` and :meth:`BellmanSolver.load_state` carry that state through
+checkpoints, so a resumed fit solves exactly as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+
+from .rows import Rows, SparseRows
+from .solvers import AUTO_ERROR, SolveInfo, bicgstab, ilu_preconditioner, solve_bellman_auto, solve_dense
+
+logger = logging.getLogger(__name__)
+
+REFRESH_RULES = ("iterations", "cost", "once", "always")
+_ILU_REFRESH_ITERS = 15        # "iterations": rebuild the ILU when a solve needs more iterations
+_ILU_BUILD_ITERATIONS = 60     # "cost": an ILU build costs about this many iterations
+
+
+class BellmanSolver:
+    """Solves the model's linear systems in float64, with the preconditioner kept across updates.
+
+    Parameters
+    ----------
+    n : int
+        Number of samples (the size of both systems).
+    solver : {"dense", "bicgstab", "auto"}
+        ``auto``: dense LU up to ``dense_max_n`` samples, BiCGSTAB above.
+    solver_tol : float or "auto"
+        BiCGSTAB relative tolerance, or ``"auto"`` (:func:`nopg.solvers.solve_bellman_auto`).
+    max_iter : int
+    dense_max_n : int
+    preconditioner : {"ilu", "none"}
+        The resolved preconditioner (``ilu`` only on the CPU).
+    gamma : float
+    extra_value : float, optional
+        Value of the absorbing state of the support-aware model (enters the ``"auto"`` bound).
+
+    Attributes
+    ----------
+    refresh : {"iterations", "cost", "once", "always"}
+        When the ILU is rebuilt (module docstring).
+    ilu : tuple of two operators or None
+        The preconditioner of ``(I - P)`` and of its transpose.
+    ilu_options : dict
+        Keyword arguments of :func:`nopg.solvers.ilu_preconditioner`.
+    builds : int
+        ILU builds so far.
+    """
+
+    def __init__(self, n: int, solver: str, solver_tol: float | str, max_iter: int,
+                 dense_max_n: int, preconditioner: str, gamma: float,
+                 extra_value: float | None = None) -> None:
+        self.n = int(n)
+        self.solver, self.solver_tol, self.max_iter = solver, solver_tol, int(max_iter)
+        self.dense_max_n, self.preconditioner = dense_max_n, preconditioner
+        self.gamma, self.extra_value = float(gamma), extra_value
+        self.refresh = "cost" if solver_tol == "auto" else "iterations"
+        self.ilu: tuple | None = None
+        self.ilu_source: SparseRows | None = None        # the P the ILU was built from
+        self.ilu_options: dict[str, float] = {}
+        self.ilu_excess = 0            # iterations above ilu_base since the build ("cost")
+        self.ilu_base: int | None = None   # iterations of the first solve after the build
+        self.last_iterations = 0
+        self.builds = 0
+
+    @property
+    def dense(self) -> bool:
+        """Whether the systems are solved by the dense LU."""
+        return self.solver == "dense" or (self.solver == "auto" and self.n <= self.dense_max_n)
+
+    def solve(self, P: Rows, eps0: torch.Tensor, rewards: torch.Tensor,
+              warm_start: tuple[torch.Tensor, torch.Tensor] | None = None
+              ) -> tuple[torch.Tensor, torch.Tensor, SolveInfo, SolveInfo]:
+        """``q``, ``mu`` and both solver reports (float64, detached)."""
+        P64 = P.detach().to(torch.float64)
+        e64 = eps0.detach().to(torch.float64)
+        r64 = rewards.detach().to(torch.float64)
+        if self.dense:
+            q, mu, info = solve_dense(P64.to_dense(), r64, e64)
+            return q, mu, info, info
+        matvec, rmatvec = P64.operators()
+        pre_q, pre_mu = self._preconditioner(P64)
+        if self.solver_tol == "auto":
+            q, mu, info_q, info_mu = solve_bellman_auto(
+                matvec, rmatvec, r64, e64, self.gamma, warm_start, error=AUTO_ERROR,
+                max_iter=self.max_iter, precond=pre_q, precond_transpose=pre_mu,
+                extra_value=self.extra_value)
+            logger.debug("solve: %d/%d iterations, error bound q %.1e mu %.1e (solver_tol='auto')",
+                         info_q.iterations, info_mu.iterations, info_q.error_bound, info_mu.error_bound)
+        else:
+            q0, mu0 = warm_start if warm_start is not None else (None, None)
+            tol = float(self.solver_tol)
+            q, info_q = bicgstab(lambda v: v - matvec(v), r64, q0,
+                                 tol=tol, max_iter=self.max_iter, precond=pre_q)
+            mu, info_mu = bicgstab(lambda v: v - rmatvec(v), e64, mu0,
+                                   tol=tol, max_iter=self.max_iter, precond=pre_mu)
+        self._count(info_q.iterations, info_mu.iterations)
+        return q, mu, info_q, info_mu
+
+    def _preconditioner(self, P: Rows) -> tuple:
+        """The ILU pair for this solve (rebuilt when stale), or ``(None, None)``."""
+        if self.preconditioner == "ilu" and isinstance(P, SparseRows):
+            if self.ilu is None or self.stale():
+                self.build_ilu(P)
+            if self.ilu is not None:
+                return self.ilu
+        return None, None
+
+    def _count(self, iterations_q: int, iterations_mu: int) -> None:
+        self.last_iterations = max(iterations_q, iterations_mu)
+        if self.ilu is not None:
+            its = iterations_q + iterations_mu
+            if self.ilu_base is None:
+                self.ilu_base = its
+            self.ilu_excess += max(its - self.ilu_base, 0)
+
+    def stale(self) -> bool:
+        """Whether to rebuild the ILU before this solve (the :attr:`refresh` rule)."""
+        if self.refresh == "cost":
+            return self.ilu_excess >= _ILU_BUILD_ITERATIONS
+        if self.refresh == "always":
+            return True
+        if self.refresh == "once":
+            return False
+        return self.last_iterations > _ILU_REFRESH_ITERS
+
+    def build_ilu(self, P: SparseRows) -> None:
+        """Build the ILU preconditioner of ``I - P`` (and reset the rebuild counters)."""
+        self.ilu_source = P
+        self.ilu = ilu_preconditioner(P.to_scipy(), **self.ilu_options)
+        self.ilu_excess, self.ilu_base = 0, None
+        self.builds += 1
+
+    def state(self) -> dict[str, torch.Tensor]:
+        """What the solver carries across updates besides warm starts: the matrix its ILU
+        preconditioner was built from and the iteration counts (for exact checkpoints)."""
+        if self.ilu_source is None:
+            return {}
+        return {"ilu_index": self.ilu_source.index.cpu(), "ilu_values": self.ilu_source.values.cpu(),
+                "last_iterations": torch.tensor(self.last_iterations),
+                "ilu_excess": torch.tensor(self.ilu_excess),
+                "ilu_base": torch.tensor(-1 if self.ilu_base is None else self.ilu_base)}
+
+    def load_state(self, state: dict[str, torch.Tensor]) -> None:
+        """Restore :meth:`state` (ignored when it belongs to another data set size)."""
+        n = self.n
+        if "ilu_index" in state and state["ilu_index"].shape[0] == n and self.preconditioner == "ilu":
+            self.build_ilu(SparseRows(state["ilu_index"], state["ilu_values"].to(torch.float64), n))
+            self.last_iterations = int(state["last_iterations"])
+            if "ilu_excess" in state:
+                self.ilu_excess = int(state["ilu_excess"])
+                base = int(state["ilu_base"])
+                self.ilu_base = None if base < 0 else base

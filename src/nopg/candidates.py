@@ -1,0 +1,289 @@
+"""Exact top-k selection of the kernel log-weights, with cached and certified candidates.
+
+Sparsification (``top_k=k``) keeps the ``k`` largest responsibilities of every row. With Gaussian
+kernels the ``k`` largest log-weights at a query ``(s, a)`` are the ``k`` nearest neighbours of
+``(s/h_s, a/h_a)`` among the scaled data pairs ``(s_j/h_s, a_j/h_a)`` (:mod:`nopg.kernels`), so
+:class:`TopKSelector` finds them with the k-NN search of :mod:`nopg.neighbors`:
+
+- one-off queries (values, thinness, ``neighbors="knn"``): an exact k-NN query per pair;
+- the rows of ``P`` and ``eps0``, whose query states are fixed (``neighbors="candidates"``): the
+  ``K'`` nearest neighbours of the pair at a *centre* action are kept as candidates
+  (:class:`CandidateSets`), with the distance ``R`` of the nearest point left out. Every update
+  re-ranks only the candidates at the policy's new action ``a`` (a gather, ``O(n K')``). A row
+  whose ``k``-th candidate is nearer than every point left out can be (:meth:`certified`) is
+  exact; the others are re-centred at their current action by a k-NN query, so the result always
+  equals the dense top-k (up to ties). The policy moves slowly, so few rows need it per update,
+  and their number is counted in :attr:`TopKSelector.refined_rows`.
+
+With ``K'`` above ``4 k`` the candidates are found with the action axes shrunk by ``lambda``
+(:func:`candidate_action_scale`): they reach ``1 / lambda`` times further along the actions, where
+the policy moves, and :meth:`TopKSelector.certified` gives the bound that still holds.
+``refine=False`` skips the certificate (candidates from the first update only): an approximation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .neighbors import NeighborIndex
+
+_BLOCK = 1 << 22               # elements per block of candidate scores (bounds peak memory)
+_SCALE_MARGIN = 4.0            # candidate_action_scale rule: lambda^d_a = margin * k / K'
+
+
+def candidate_action_scale(top_k: int, n_candidates: int, action_dim: int) -> float:
+    """Default ``lambda`` of the candidate index: ``min(1, 4 k / K') ** (1 / d_a)``.
+
+    Shrinking the action axes by ``lambda`` puts about ``lambda^d_a`` times fewer points in a
+    ball, so ``K'`` candidates found that way span about as much of the state space as ``4 k``
+    would unshrunk (a margin over the ``k`` kept), while they reach ``1 / lambda`` times further
+    along the actions, where the policy moves.
+    """
+    return min(1.0, _SCALE_MARGIN * top_k / max(n_candidates, 1)) ** (1.0 / max(action_dim, 1))
+
+
+def default_candidates(top_k: int) -> int:
+    """Default candidate count ``K'`` for ``k`` kept entries per row: ``max(4 k, 32)``."""
+    return max(4 * top_k, 32)
+
+
+@dataclass
+class CandidateSets:
+    """Cached candidates of a fixed batch of query states (filled by :meth:`TopKSelector.recentre`).
+
+    Attributes
+    ----------
+    states : tensor of shape (m, d_s)
+        The query states divided by ``h_s``.
+    index : long tensor of shape (m, K'), or None before the first selection
+        The ``K'`` nearest data points of ``(s, lambda centre)`` with the action axes shrunk by
+        ``scale``.
+    sq_state : tensor of shape (m, K')
+        Their squared scaled state distances.
+    centre : tensor of shape (m, d_a)
+        The scaled action each set was found at.
+    radius : tensor of shape (m,)
+        Distance in the shrunk space from the centre to the nearest point left out (``inf`` if
+        none is).
+    scale : tensor of shape (m,)
+        ``lambda`` of each set (1 for rows that fell back to the joint neighbours).
+    """
+
+    states: torch.Tensor
+    index: torch.Tensor | None = None
+    sq_state: torch.Tensor | None = None
+    centre: torch.Tensor | None = None
+    radius: torch.Tensor | None = None
+    scale: torch.Tensor | None = None
+
+    def allocate(self, n_candidates: int, action_dim: int) -> None:
+        """Empty buffers for every row (called before the first :meth:`TopKSelector.recentre`)."""
+        m, like = self.states.shape[0], self.states
+        self.index = torch.zeros(m, n_candidates, dtype=torch.long, device=like.device)
+        self.sq_state = like.new_zeros(m, n_candidates)
+        self.centre = like.new_zeros(m, action_dim)
+        self.radius = like.new_zeros(m)
+        self.scale = like.new_ones(m)
+
+
+class TopKSelector:
+    """Indices of the ``k`` largest log-weights of query pairs (module docstring).
+
+    Parameters
+    ----------
+    states, actions : tensors of shape (n, d_s) and (n, d_a)
+        The data's states and actions divided by their bandwidths.
+    top_k : int or None
+        ``k`` (``None``: the model keeps every entry and never selects).
+    n_candidates : int
+        ``K'``, the candidates kept per query (at most ``n``).
+    refine : bool
+        Re-centre the rows the certificate cannot vouch for (exact). ``False`` approximates.
+    backend : {"auto", "kdtree", "torch"}
+        Back end of the k-NN searches (:class:`nopg.neighbors.NeighborIndex`).
+    """
+
+    def __init__(self, states: torch.Tensor, actions: torch.Tensor, top_k: int | None,
+                 n_candidates: int, refine: bool = True, backend: str = "auto") -> None:
+        self.states, self.actions = states, actions
+        self.top_k, self.n_candidates = top_k, int(n_candidates)
+        self.refine, self.backend = bool(refine), backend
+        self.action_scale = candidate_action_scale(top_k or 1, self.n_candidates, actions.shape[1])
+        """``lambda`` in (0, 1] of the candidate index (exact for any; the speed depends on it)."""
+        self.refined_rows = 0
+        """Rows re-centred since the counter was last reset (by the model's ``evaluate``)."""
+        self._joint: NeighborIndex | None = None
+        self._shrunk: NeighborIndex | None = None
+        self._shrunk_scale = 1.0
+
+    @property
+    def n(self) -> int:
+        return self.states.shape[0]
+
+    def _k(self) -> int:
+        if self.top_k is None:
+            raise ValueError("top-k selection needs top_k (the entries kept per row)")
+        return self.top_k
+
+    def joint_index(self) -> NeighborIndex:
+        """k-NN index over scaled (state, action) pairs (built on first use)."""
+        if self._joint is None:
+            self._joint = NeighborIndex(torch.cat([self.states, self.actions], dim=1), self.backend)
+        return self._joint
+
+    def candidate_index(self) -> NeighborIndex:
+        """k-NN index over ``(s_j/h_s, lambda a_j/h_a)`` (``lambda = action_scale``), in which
+        candidate sets are found: shrinking the action axes makes a candidate set reach
+        ``1/lambda`` times further along the actions than across the states, so it stays
+        certified while the policy's action moves (see :meth:`certified`)."""
+        lam = float(self.action_scale)
+        if not 0.0 < lam <= 1.0:
+            raise ValueError(f"candidate_action_scale must be in (0, 1]. Got {lam!r} instead.")
+        if lam == 1.0:
+            return self.joint_index()
+        if self._shrunk is None or self._shrunk_scale != lam:
+            self._shrunk = NeighborIndex(torch.cat([self.states, lam * self.actions], dim=1),
+                                         self.backend)
+            self._shrunk_scale = lam
+        return self._shrunk
+
+    def exact_knn(self, states: torch.Tensor, actions: torch.Tensor, k: int
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Exact k-NN of the scaled pairs ``(states[i], actions[i])``: (sqdist, index)."""
+        return self.joint_index().query(torch.cat([states, actions], dim=-1), k)
+
+    def _sq_state(self, states: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+        """Squared scaled state distances (r, K) from ``states`` (r, d_s) to the points ``idx``."""
+        diff = states[:, None, :] - self.states[idx]
+        return (diff * diff).sum(-1)
+
+    def _shrunk_sets(self, states: torch.Tensor, centre: torch.Tensor
+                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(index, radius, sq_state, lambda)`` of new candidate sets in the shrunk space; rows
+        whose shrunk set cannot certify its own centre take the joint neighbours (``lambda = 1``)."""
+        kc = self.n_candidates
+        lam = torch.full((states.shape[0],), float(self.action_scale), dtype=states.dtype,
+                         device=states.device)
+        d2, idx = self.candidate_index().query(torch.cat([states, lam[:, None] * centre], dim=-1),
+                                               kc + 1)
+        radius, idx = d2[:, kc].sqrt(), idx[:, :kc]
+        sq_state = self._sq_state(states, idx)
+        if float(self.action_scale) < 1.0:
+            da = centre[:, None, :] - self.actions[idx]
+            kth = torch.kthvalue(sq_state + (da * da).sum(-1), self._k(), dim=1).values
+            bad = torch.nonzero(kth > radius * radius).reshape(-1)
+            if bad.numel():  # rare: fall back to the joint neighbours of these rows
+                d2b, idxb = self.exact_knn(states[bad], centre[bad], kc + 1)
+                idx[bad], radius[bad], lam[bad] = idxb[:, :kc], d2b[:, kc].sqrt(), 1.0
+                sq_state[bad] = self._sq_state(states[bad], idx[bad])
+        return idx, radius, sq_state, lam
+
+    def recentre(self, sets: CandidateSets, rows: torch.Tensor, centre: torch.Tensor) -> None:
+        """New candidate sets for ``rows``: the ``K'`` neighbours of ``(s, lambda centre)`` in the
+        space of :meth:`candidate_index`, and ``radius``, the distance there to the next one.
+
+        A row whose shrunk set cannot certify its own centre (its ``k``-th candidate lies beyond
+        ``radius``) takes the ``K'`` joint neighbours instead (``lambda = 1``), which always can.
+        """
+        if sets.index is None:
+            sets.allocate(self.n_candidates, centre.shape[1])
+        assert sets.index is not None and sets.sq_state is not None and sets.centre is not None
+        assert sets.radius is not None and sets.scale is not None
+        states = sets.states[rows]
+        if self.n_candidates >= self.n:  # every point is a candidate: nothing is left out
+            idx = torch.arange(self.n, device=states.device).expand(rows.numel(), self.n)
+            radius = torch.full((rows.numel(),), torch.inf, dtype=states.dtype, device=states.device)
+            sq_state = self._sq_state(states, idx)
+            lam = torch.ones(rows.numel(), dtype=states.dtype, device=states.device)
+        else:
+            idx, radius, sq_state, lam = self._shrunk_sets(states, centre)
+        sets.index[rows] = idx
+        sets.sq_state[rows] = sq_state
+        sets.centre[rows] = centre
+        sets.radius[rows] = radius
+        sets.scale[rows] = lam
+
+    def rerank(self, sets: CandidateSets, rows: torch.Tensor, actions: torch.Tensor
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Top-k of the candidates of ``rows`` at ``actions`` (r, G, d_a): (index, k-th sqdist)."""
+        assert sets.index is not None and sets.sq_state is not None
+        k = self._k()
+        G, d_a = actions.shape[1:]
+        kc = sets.index.shape[1]
+        block = max(1, _BLOCK // (G * kc * d_a))
+        idx_parts, kth_parts = [], []
+        for s0 in range(0, rows.numel(), block):
+            r = rows[s0:s0 + block]
+            c = sets.index[r]                                                    # (b, K')
+            da = actions[s0:s0 + block, :, None, :] - self.actions[c][:, None, :, :]
+            d2 = sets.sq_state[r][:, None, :] + (da * da).sum(-1)                  # (b, G, K')
+            vals, pos = torch.topk(d2, k, dim=-1, largest=False)
+            idx_parts.append(c[:, None, :].expand(-1, G, -1).gather(2, pos))
+            kth_parts.append(vals[..., -1])
+        return torch.cat(idx_parts), torch.cat(kth_parts)
+
+    def certified(self, sets: CandidateSets, rows: torch.Tensor, actions: torch.Tensor,
+                  kth_sq: torch.Tensor) -> torch.Tensor:
+        """(r, G) mask: the candidates provably hold the exact top-k.
+
+        Every data point ``j`` outside a candidate set has ``|ds_j|^2 + lambda^2 u_j^2 >= R^2``
+        (``ds_j`` its scaled state offset, ``u_j = |a_j - centre|``, ``R = radius``). At an action
+        ``a`` with ``t = |a - centre|`` its distance satisfies ``D_j^2 >= |ds_j|^2 + (u_j - t)_+^2
+        >= (R^2 - lambda^2 u_j^2)_+ + (u_j - t)_+^2``, whose minimum over ``u_j >= 0`` is
+
+            R^2 - lambda^2 t^2 / (1 - lambda^2)   for lambda t <= R (1 - lambda^2),
+            (R / lambda - t)_+^2                  otherwise
+
+        (for ``lambda = 1``: ``(R - t)_+^2``, the triangle inequality). The row is exact when its
+        ``k``-th candidate lies no further than that bound.
+        """
+        assert sets.centre is not None and sets.radius is not None and sets.scale is not None
+        t = torch.linalg.vector_norm(actions - sets.centre[rows][:, None, :], dim=-1)
+        radius, lam = sets.radius[rows][:, None], sets.scale[rows][:, None]
+        far = (radius / lam - t).clamp_min(0.0) ** 2
+        shrunk = lam < 1.0
+        if not bool(shrunk.any()):
+            return kth_sq <= far
+        one_minus = torch.where(shrunk, 1.0 - lam * lam, torch.ones_like(lam))
+        near = radius * radius - (lam * lam / one_minus) * t * t
+        bound = torch.where(shrunk & (lam * t <= radius * one_minus), near, far)
+        return kth_sq <= bound
+
+    @torch.no_grad()
+    def select(self, states: torch.Tensor, actions: torch.Tensor,
+               sets: CandidateSets | None = None) -> torch.Tensor:
+        """Indices (M, G, k) of the ``k`` largest log-weights for query states and actions.
+
+        ``states`` (M, d_s) and ``actions`` (M, G, d_a) are scaled by their bandwidths. Without
+        ``sets`` every pair gets an exact k-NN query; with them (cached candidates of ``states``),
+        rows the certificate cannot vouch for are re-centred at their current action (counted in
+        :attr:`refined_rows`) and pairs still uncertified get an exact k-NN query.
+        """
+        M, G, _ = actions.shape
+        k = self._k()
+        if sets is None:
+            points = states[:, None, :].expand(M, G, -1).reshape(M * G, -1)
+            joint = torch.cat([points, actions.reshape(M * G, -1)], dim=-1)
+            return self.joint_index().query_index(joint, k).reshape(M, G, k)
+        centre = actions.mean(1)                                               # (M, d_a)
+        all_rows = torch.arange(M, device=actions.device)
+        if sets.index is None:
+            self.recentre(sets, all_rows, centre)
+        idx, kth = self.rerank(sets, all_rows, actions)
+        if not self.refine:
+            return idx
+        rows = torch.nonzero(~self.certified(sets, all_rows, actions, kth).all(1)).reshape(-1)
+        if rows.numel():
+            self.refined_rows += int(rows.numel())
+            self.recentre(sets, rows, centre[rows])
+            sub_idx, sub_kth = self.rerank(sets, rows, actions[rows])
+            ok = self.certified(sets, rows, actions[rows], sub_kth)
+            idx[rows] = sub_idx
+            r_bad, g_bad = torch.nonzero(~ok, as_tuple=True)                  # stochastic outliers
+            if r_bad.numel():
+                r = rows[r_bad]
+                _, exact = self.exact_knn(sets.states[r], actions[r, g_bad], k)
+                idx[r, g_bad] = exact
+        return idx

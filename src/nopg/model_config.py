@@ -1,0 +1,214 @@
+"""The settings of the nonparametric Bellman model in one frozen, validated dataclass.
+
+:class:`ModelConfig` holds everything that shapes :class:`nopg.NonparametricBellman` besides the
+data, the bandwidths and ``gamma``: the sparsification and its neighbour search, the
+Monte-Carlo counts, the linear solver, the support model, dtype and device. Its checks
+(:func:`check_model_settings`) are the only ones: :class:`nopg.NOPGConfig`, whose fields of the
+same names take their defaults from here, runs them on its own fields, and
+:meth:`nopg.NOPGConfig.model_config` builds the model's configuration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+import numpy as np
+import torch
+
+from .defaults import SPARSE_MIN_N, check_dense_max_n, check_top_k, resolve_settings
+from .neighbors import BACKENDS
+from .solvers import check_solver_tol
+from .validation import (
+    check_bool,
+    check_choice,
+    check_positive_float,
+    check_positive_int,
+    fail,
+    is_float,
+    is_int,
+)
+
+NEIGHBOR_MODES = ("auto", "dense", "candidates", "knn")
+SOLVERS = ("auto", "dense", "bicgstab")
+PRECONDITIONERS = ("auto", "ilu", "none")
+UNSUPPORTED = ("extrapolate", "absorb")
+DTYPES = {"float64": torch.float64, "float32": torch.float32}
+
+
+class TorchPlacement:
+    """``torch_dtype`` and ``torch_device`` of a configuration's ``dtype`` and ``device`` fields."""
+
+    dtype: str
+    device: str
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return DTYPES[self.dtype]
+
+    @property
+    def torch_device(self) -> torch.device:
+        return torch_device(self.device)
+
+
+@dataclass(frozen=True)
+class ModelConfig(TorchPlacement):
+    """Settings of :class:`nopg.NonparametricBellman` (the ``auto`` size rules: :mod:`nopg.defaults`).
+
+    Attributes
+    ----------
+    top_k : int, "auto" or None
+        Entries kept per row of ``P`` (renormalised); ``None`` keeps the dense matrix (refused
+        above 20 000 samples; the paper's model). ``"auto"``: ``None`` below ``sparse_min_n``
+        samples and ``10`` from there on.
+    sparse_min_n : int
+        Number of samples from which ``top_k="auto"`` keeps 10 entries per row.
+    neighbors : {"auto", "dense", "candidates", "knn"}
+        How the top-k entries are found (:mod:`nopg.responsibilities`); ``auto`` is ``dense``
+        without ``top_k``, ``candidates`` with it below 50 000 samples and ``knn`` from there on.
+    n_candidates : int or None
+        ``K'``, candidate neighbours kept per query (``None``: ``max(4 top_k, 32)``).
+    refine : bool
+        Re-centre the rows the candidates cannot certify (exact top-k). ``False`` approximates.
+    neighbor_backend : {"auto", "kdtree", "torch"}
+        Neighbour search: SciPy KD-tree (CPU) or tiled torch top-k (any device).
+    n_mc_policy : int
+        ``N_pi``: Monte-Carlo actions per state for a stochastic policy.
+    n_mc_next : int or None
+        ``N_phi``: Monte-Carlo next states per transition; ``None`` uses the kernel mean.
+    stochastic : bool
+        Integrate over the policy's Gaussian (NOPG-S) instead of using its mean (NOPG-D).
+    solver : {"auto", "dense", "bicgstab"}
+        Linear solver for ``q`` and ``mu``; ``auto`` is the dense LU up to ``dense_max_n``
+        samples and BiCGSTAB above.
+    solver_tol : float or "auto"
+        BiCGSTAB relative tolerance (2-norm residual), or ``"auto"``: as accurate as the gradient
+        needs, with a proven error bound (:func:`nopg.solvers.solve_bellman_auto`).
+    solver_max_iter : int
+        Iteration cap of every solve.
+    dense_max_n : int or None
+        Largest ``n`` solved by the dense LU under ``solver="auto"``; ``None``: the measured
+        crossover for the kind of ``P`` (:func:`nopg.defaults.resolve_dense_max_n`).
+    preconditioner : {"auto", "ilu", "none"}
+        BiCGSTAB preconditioner: ``auto`` is an incomplete LU of ``I - P`` on the CPU (reused
+        across updates, :mod:`nopg.bellman_solver`) and none on a GPU.
+    unsupported : {"extrapolate", "absorb"}
+        Where the data are thin, ``extrapolate`` renormalises the kernel weights (the paper's
+        model); ``absorb`` sends the unsupported mass to a pessimistic absorbing state.
+    absorbing_value : float or None
+        Value of that absorbing state (``None``: ``min(r) / (1 - gamma)``, capped at 0 when the
+        data have terminals).
+    support_radius : float
+        Distance, in bandwidths, at which one data pair leaves the thinness at ``1/e``.
+    dtype : {"float64", "float32"}
+        Dtype of the kernel computations (a ``torch.dtype`` is accepted); solves are float64.
+    device : str
+        ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ... or ``"auto"`` (CUDA when available); a
+        ``torch.device`` is accepted.
+    """
+
+    top_k: int | str | None = "auto"
+    sparse_min_n: int = SPARSE_MIN_N
+    neighbors: str = "auto"
+    n_candidates: int | None = None
+    refine: bool = True
+    neighbor_backend: str = "auto"
+    n_mc_policy: int = 15
+    n_mc_next: int | None = None
+    stochastic: bool = False
+    solver: str = "auto"
+    solver_tol: float | str = "auto"
+    solver_max_iter: int = 1000
+    dense_max_n: int | None = None
+    preconditioner: str = "auto"
+    unsupported: str = "extrapolate"
+    absorbing_value: float | None = None
+    support_radius: float = 2.0
+    dtype: str = "float64"
+    device: str = "cpu"
+
+    def __post_init__(self) -> None:
+        if isinstance(self.dtype, torch.dtype):
+            object.__setattr__(self, "dtype", str(self.dtype).removeprefix("torch."))
+        if isinstance(self.device, torch.device):
+            object.__setattr__(self, "device", str(self.device))
+        check_model_settings({f.name: getattr(self, f.name) for f in fields(self)})
+        plain_numbers(self)
+
+    def resolved(self, n: int) -> ModelConfig:
+        """This configuration with ``top_k``, ``solver`` and ``dense_max_n`` made concrete for a
+        data set of ``n`` samples (the rules of :mod:`nopg.defaults`; explicit settings kept)."""
+        if not is_int(n) or n < 1:
+            raise ValueError(f"n must be a positive int. Got {n!r} instead.")
+        s = resolve_settings(int(n), self.top_k, self.solver, self.dense_max_n, self.sparse_min_n,
+                             self.neighbors)
+        return replace(self, top_k=s.top_k, solver=s.solver, dense_max_n=s.dense_max_n)
+
+
+MODEL_DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(ModelConfig)}
+"""The defaults of :class:`ModelConfig` by field name (also those of :class:`nopg.NOPGConfig`)."""
+
+
+def check_model_settings(values: Mapping[str, Any], owner: str | None = None) -> None:
+    """Validate the model settings in ``values`` (any subset of :class:`ModelConfig`'s fields).
+
+    ``owner`` names the configuration in the messages (:mod:`nopg.validation`).
+    """
+    v = {**MODEL_DEFAULTS, **values}
+    _check_sparsity(v, owner)
+    for name in ("n_mc_policy", "solver_max_iter", "sparse_min_n"):
+        check_positive_int(name, v[name], owner)
+    check_positive_int("n_mc_next", v["n_mc_next"], owner, allow_none=True)
+    check_bool("stochastic", v["stochastic"], owner)
+    check_choice("solver", v["solver"], SOLVERS, owner)
+    if not check_solver_tol(v["solver_tol"]):
+        fail("solver_tol", "a positive float or 'auto'", v["solver_tol"], owner)
+    if not check_dense_max_n(v["dense_max_n"]):
+        fail("dense_max_n", "a positive int or None", v["dense_max_n"], owner)
+    check_choice("preconditioner", v["preconditioner"], PRECONDITIONERS, owner)
+    check_choice("unsupported", v["unsupported"], UNSUPPORTED, owner)
+    value = v["absorbing_value"]
+    if value is not None and (not is_float(value) or not np.isfinite(value)):
+        fail("absorbing_value", "a finite float or None", value, owner)
+    check_positive_float("support_radius", v["support_radius"], owner)
+    check_choice("dtype", v["dtype"], tuple(DTYPES), owner)
+    device = v["device"]
+    if not isinstance(device, str) or not (device in ("cpu", "cuda", "auto")
+                                           or device.startswith("cuda:")):
+        fail("device", "'cpu', 'cuda', 'cuda:<index>' or 'auto'", device, owner)
+
+
+def _check_sparsity(v: Mapping[str, Any], owner: str | None) -> None:
+    """``top_k`` and the neighbour search."""
+    if not check_top_k(v["top_k"]):
+        fail("top_k", "a positive int, 'auto' or None", v["top_k"], owner)
+    check_choice("neighbors", v["neighbors"], NEIGHBOR_MODES, owner)
+    if v["top_k"] is None and v["neighbors"] in ("candidates", "knn"):
+        fail("neighbors", f"'auto' or 'dense' when top_k is None (neighbors={v['neighbors']!r} "
+             "needs top_k, the entries kept per row)", v["neighbors"], owner)
+    check_positive_int("n_candidates", v["n_candidates"], owner, allow_none=True)
+    check_bool("refine", v["refine"], owner)
+    check_choice("neighbor_backend", v["neighbor_backend"], BACKENDS, owner)
+
+
+def torch_device(device: str) -> torch.device:
+    """The torch device of a configured ``device`` (``"auto"``: CUDA when available)."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"device {device!r} was requested but CUDA is not available")
+    return torch.device(device)
+
+
+def plain_numbers(config: Any) -> None:
+    """Replace NumPy scalars in the fields of a frozen dataclass by plain Python numbers, so
+    that its ``asdict`` is JSON-serialisable."""
+    for f in fields(config):
+        value = getattr(config, f.name)
+        if isinstance(value, np.bool_):
+            object.__setattr__(config, f.name, bool(value))
+        elif isinstance(value, np.integer):
+            object.__setattr__(config, f.name, int(value))
+        elif isinstance(value, np.floating):
+            object.__setattr__(config, f.name, float(value))

@@ -1,0 +1,80 @@
+"""ModelConfig: one home for the model's settings, defaults and checks."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+import nopg
+from nopg.bellman import KEYWORD_DEFAULTS, NonparametricBellman
+from nopg.config import MODEL_FIELDS
+from nopg.model_config import MODEL_DEFAULTS, ModelConfig
+
+GAMMA = 0.9
+
+
+def test_nopg_config_takes_the_model_defaults_and_builds_the_model_config():
+    config = nopg.NOPGConfig()
+    assert {name: getattr(config, name) for name in MODEL_FIELDS} == \
+        {name: MODEL_DEFAULTS[name] for name in MODEL_FIELDS}
+    custom = nopg.NOPGConfig(top_k=7, n_mc_policy=3, solver_tol=1e-9, dtype="float32")
+    model_config = custom.model_config(stochastic=True)
+    assert model_config == ModelConfig(top_k=7, n_mc_policy=3, solver_tol=1e-9, dtype="float32",
+                                       stochastic=True)
+    assert custom.resolved(1000).top_k == model_config.resolved(1000).top_k == 7
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(top_k=0), "'top_k' parameter must be a positive int, 'auto' or None"),
+    (dict(neighbors="faiss"), "'neighbors' parameter must be one of"),
+    (dict(top_k=None, neighbors="knn"), "needs top_k"),
+    (dict(n_mc_policy=None), "'n_mc_policy' parameter must be a positive int"),
+    (dict(stochastic="yes"), "'stochastic' parameter must be a bool"),
+    (dict(solver_tol=-1.0), "'solver_tol' parameter must be a positive float or 'auto'"),
+    (dict(dtype="float16"), "'dtype' parameter must be one of"),
+    (dict(device="tpu"), "'device' parameter must be"),
+    (dict(neighbor_backend="ball"), "'neighbor_backend' parameter must be one of"),
+])
+def test_model_config_rejects_bad_settings(kw, match):
+    with pytest.raises(ValueError, match=match):
+        ModelConfig(**kw)
+    if "stochastic" not in kw:      # NOPGConfig runs the same checks and names itself
+        with pytest.raises(ValueError, match=match.replace(" parameter", " parameter of NOPGConfig")):
+            nopg.NOPGConfig(**kw)
+
+
+def test_model_config_is_frozen_and_takes_torch_types():
+    config = ModelConfig(dtype=torch.float32, device=torch.device("cpu"))
+    assert config.dtype == "float32" and config.device == "cpu"
+    assert config.torch_dtype == torch.float32 and config.torch_device == torch.device("cpu")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.top_k = 3  # type: ignore[misc]
+
+
+def test_model_keywords_keep_their_defaults(dataset, bandwidths):
+    model = NonparametricBellman(dataset, bandwidths, GAMMA, stochastic=True)
+    assert model.config == ModelConfig(**KEYWORD_DEFAULTS, stochastic=True)
+    assert model.top_k is None and model.solver_tol == 1e-10 and model.dense_max_n == 2000
+    assert model.n_mc_policy == 10
+    assert NonparametricBellman(dataset, bandwidths, GAMMA, stochastic=True,
+                                n_mc_policy=None).n_mc_policy == 10
+    with pytest.raises(TypeError, match="n_mc_polcy"):
+        NonparametricBellman(dataset, bandwidths, GAMMA, n_mc_polcy=3)
+    with pytest.raises(ValueError, match="ModelConfig"):
+        NonparametricBellman(dataset, bandwidths, GAMMA, {"top_k": 3})
+
+
+def test_model_from_a_config_equals_the_model_from_keywords(dataset, bandwidths, initial_states,
+                                                            det_policy):
+    config = ModelConfig(top_k=8, solver="bicgstab", solver_tol=1e-9)
+    from_config = NonparametricBellman(dataset, bandwidths, GAMMA, config)
+    from_keywords = NonparametricBellman(dataset, bandwidths, GAMMA, top_k=8, solver="bicgstab",
+                                         solver_tol=1e-9, n_mc_policy=15, dense_max_n=None)
+    assert from_config.config == from_keywords.config
+    a = from_config.evaluate(det_policy, initial_states)
+    b = from_keywords.evaluate(det_policy, initial_states)
+    assert a.J == b.J
+    # keywords replace the fields of a given config
+    assert NonparametricBellman(dataset, bandwidths, GAMMA, config, top_k=5).top_k == 5
