@@ -198,30 +198,3 @@ def test_input_scaling_standardises_the_mlp_input(cls, tmp_path):
 def test_input_scaling_bad_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):
         nopg.DeterministicMLPPolicy(2, 1, **kwargs)
-
-
-@pytest.mark.parametrize("cls", [nopg.DeterministicMLPPolicy, nopg.GaussianMLPPolicy])
-def test_state_box_clips_the_input(cls):
-    torch.manual_seed(0)
-    box = cls(2, 1, hidden=(8,), state_low=[-1.0, -2.0], state_high=[1.0, 2.0]).double()
-    free = cls(2, 1, hidden=(8,)).double()
-    free.load_state_dict(box.state_dict())
-    inside = torch.tensor([[0.3, -1.5], [-0.9, 1.9]], dtype=torch.float64)
-    torch.testing.assert_close(box(inside), free(inside))          # no effect inside the box
-    outside = torch.tensor([[5.0, -7.0], [-3.0, 0.5]], dtype=torch.float64)
-    edge = torch.tensor([[1.0, -2.0], [-1.0, 0.5]], dtype=torch.float64)
-    torch.testing.assert_close(box(outside), free(edge))           # the edge's action outside
-    assert not torch.allclose(free(outside), free(edge))           # (not vacuous)
-    rebuilt = policy_from_spec(json.loads(json.dumps(box.spec()))).double()
-    rebuilt.load_state_dict(box.state_dict())
-    torch.testing.assert_close(rebuilt(outside), box(outside))
-
-
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(state_low=[0.0]), "state_low must hold 2"),
-    (dict(state_high=[1.0, float("nan")]), "state_high must hold 2"),
-    (dict(state_low=[1.0, 0.0], state_high=[0.0, 1.0]), "must not exceed"),
-])
-def test_state_box_bad_arguments(kwargs, match):
-    with pytest.raises(ValueError, match=match):
-        nopg.DeterministicMLPPolicy(2, 1, **kwargs)

@@ -37,28 +37,12 @@ def _mlp(in_dim: int, out_dim: int, hidden: Sequence[int], activation: str) -> n
 
 
 def _input_scaling(module: nn.Module, state_dim: int, shift: Sequence[float] | None,
-                   scale: Sequence[float] | None, low: Sequence[float] | None = None,
-                   high: Sequence[float] | None = None) -> dict[str, Any]:
-    """Register ``state_shift``/``state_scale`` buffers (policy input ``(s - shift) / scale``)
-    and the optional input box ``state_low``/``state_high`` (states are clipped to it first).
+                   scale: Sequence[float] | None) -> dict[str, Any]:
+    """Register ``state_shift``/``state_scale`` buffers (policy input ``(s - shift) / scale``).
 
     They are non-persistent: the spec carries them, so checkpoints without them still load.
     """
     out: dict[str, Any] = {}
-    bounds = []
-    for name, value in (("state_low", low), ("state_high", high)):
-        arr = None if value is None else np.asarray(value, dtype=float).reshape(-1)
-        if arr is not None and (arr.shape[0] != state_dim or np.isnan(arr).any()):
-            raise ValueError(f"{name} must hold {state_dim} values (not NaN). Got {value!r} instead.")
-        bounds.append(arr)
-        if arr is not None:
-            out[name] = arr.tolist()
-    lo = np.full(state_dim, -np.inf) if bounds[0] is None else bounds[0]
-    hi = np.full(state_dim, np.inf) if bounds[1] is None else bounds[1]
-    if np.any(lo > hi):
-        raise ValueError(f"state_low must not exceed state_high. Got {lo.tolist()} and {hi.tolist()}.")
-    module.register_buffer("state_low", torch.tensor(lo), persistent=False)
-    module.register_buffer("state_high", torch.tensor(hi), persistent=False)
     for name, value, default in (("state_shift", shift, 0.0), ("state_scale", scale, 1.0)):
         if value is None:
             arr = np.full(state_dim, default)
@@ -74,7 +58,6 @@ def _input_scaling(module: nn.Module, state_dim: int, shift: Sequence[float] | N
 
 
 def _scaled_input(module: nn.Module, states: torch.Tensor) -> torch.Tensor:
-    states = torch.clamp(states, module.state_low.to(states.dtype), module.state_high.to(states.dtype))
     return (states - module.state_shift.to(states.dtype)) / module.state_scale.to(states.dtype)
 
 
@@ -118,9 +101,6 @@ class DeterministicMLPPolicy(nn.Module):
     state_shift, state_scale : sequence of float, optional
         The MLP sees ``(s - state_shift) / state_scale`` (default: ``s``);
         :func:`input_scaling_from_data` standardises by the data.
-    state_low, state_high : sequence of float, optional
-        States are clipped to this box before the MLP sees them (default: no clipping), so
-        outside the data's range the policy acts as at its edge instead of extrapolating.
     """
 
     def __init__(
@@ -132,8 +112,6 @@ class DeterministicMLPPolicy(nn.Module):
         activation: str = "relu",
         state_shift: Sequence[float] | None = None,
         state_scale: Sequence[float] | None = None,
-        state_low: Sequence[float] | None = None,
-        state_high: Sequence[float] | None = None,
     ) -> None:
         super().__init__()
         _check_dims(state_dim, action_dim)
@@ -141,8 +119,7 @@ class DeterministicMLPPolicy(nn.Module):
         self._spec = dict(state_dim=int(state_dim), action_dim=int(action_dim),
                           action_max=a_max.tolist(), hidden=[int(h) for h in hidden],
                           activation=activation)
-        self._spec.update(_input_scaling(self, int(state_dim), state_shift, state_scale,
-                                         state_low, state_high))
+        self._spec.update(_input_scaling(self, int(state_dim), state_shift, state_scale))
         self.net = _mlp(state_dim, action_dim, hidden, activation)
         self.register_buffer("action_max", torch.tensor(a_max))
 
@@ -162,8 +139,7 @@ class GaussianMLPPolicy(nn.Module):
     ``sigma = sigma_max * sigmoid(g) * sigma_scale``. ``sigma_scale`` (a buffer, 1 by default) is
     what the fit loop decays linearly when ``NOPGConfig.sigma_decay_to`` is set.
     ``forward`` returns the mean, so the policy can be evaluated deterministically.
-    ``state_shift``/``state_scale``/``state_low``/``state_high`` treat the input as in
-    :class:`DeterministicMLPPolicy`.
+    ``state_shift``/``state_scale`` scale the input as in :class:`DeterministicMLPPolicy`.
     """
 
     def __init__(
@@ -176,8 +152,6 @@ class GaussianMLPPolicy(nn.Module):
         activation: str = "relu",
         state_shift: Sequence[float] | None = None,
         state_scale: Sequence[float] | None = None,
-        state_low: Sequence[float] | None = None,
-        state_high: Sequence[float] | None = None,
     ) -> None:
         super().__init__()
         _check_dims(state_dim, action_dim)
@@ -186,8 +160,7 @@ class GaussianMLPPolicy(nn.Module):
         self._spec = dict(state_dim=int(state_dim), action_dim=int(action_dim),
                           action_max=a_max.tolist(), sigma_max=s_max.tolist(),
                           hidden=[int(h) for h in hidden], activation=activation)
-        self._spec.update(_input_scaling(self, int(state_dim), state_shift, state_scale,
-                                         state_low, state_high))
+        self._spec.update(_input_scaling(self, int(state_dim), state_shift, state_scale))
         self.action_dim = int(action_dim)
         self.net = _mlp(state_dim, 2 * action_dim, hidden, activation)
         self.register_buffer("action_max", torch.tensor(a_max))

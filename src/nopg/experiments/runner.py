@@ -60,7 +60,6 @@ class ExperimentConfig:
     hidden: tuple[int, ...] = (50,)           # policy MLP hidden widths (ReLU)
     sigma_max: float = 1.0                    # NOPG-S: sigma = sigma_max * sigmoid(g)
     normalize_states: bool = False            # the policy sees states standardised by the data
-    clip_states: bool = False                 # the policy sees states clipped to the data's box
     restarts: int = 1                         # fits per seed from other initialisations; best J_hat
     restart_updates: int | None = None        # updates per restart before choosing (None: all)
     eval_every: int = 100                     # evaluate in the environment every N updates
@@ -187,13 +186,10 @@ def make_policy(task: Task, config: ExperimentConfig, data: TransitionDataset | 
                 ) -> nn.Module:
     """The paper's policy: MLP with ``a_max * tanh`` output (Gaussian for NOPG-S).
 
-    With ``config.normalize_states`` (and ``data``) its input is standardised by the data; with
-    ``config.clip_states`` it is clipped to the box of the data's states.
+    With ``config.normalize_states`` (and ``data``) its input is standardised by the data.
     """
     scaling = input_scaling_from_data(data.states) if config.normalize_states and data is not None \
         else {}
-    if config.clip_states and data is not None:
-        scaling.update(state_low=data.states.min(0).tolist(), state_high=data.states.max(0).tolist())
     if config.stochastic:
         return GaussianMLPPolicy(task.state_dim, task.action_dim, action_max=task.action_max,
                                  sigma_max=config.sigma_max, hidden=config.hidden, **scaling)
