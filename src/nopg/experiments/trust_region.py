@@ -26,10 +26,11 @@ Per-sample contributions: with ``S = eps0(theta) . stop(q) + stop(mu)^T P(theta)
 
     grad J_hat = sum_m  dS/da0_m  J_pi(z_m)  +  sum_i  dS/da'_i  J_pi(s'_i),
 
-with ``dS/da'_i = mu_i d(P q)_i / da'_i`` from autograd on the captured actions and the policy
-Jacobians ``J_pi`` from ``torch.func.vmap(jacrev)``. The heat map places ``||g_i||`` at
-``s'_i`` (where the policy acts) and shows the mean per ``(w, w_dot)`` bin (``heatmap_stat``;
-the sum per bin is also written).
+with ``dS/da'_i = mu_i d(P q)_i / da'_i`` from autograd on the queried actions the solution
+exposes (``BellmanSolution.initial_actions``, ``next_actions``) and the policy Jacobians ``J_pi``
+from ``torch.func.vmap(jacrev)``. The heat map places ``||g_i||`` at ``s'_i`` (where the policy
+acts) and shows the mean per ``(w, w_dot)`` bin (``heatmap_stat``; the sum per bin is also
+written).
 
 Defaults: 10 episodes x 100 steps = 1000 samples, Silverman bandwidths unscaled, dense ``P``,
 float64. How they were chosen, and the measured results: ``docs/experiments.md``.
@@ -54,9 +55,10 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from ..bandwidth import METHODS, Bandwidths, select_bandwidths
-from ..bellman import NonparametricBellman
+from ..bellman import NonparametricBellman, as_states
 from ..data import TransitionDataset
 from ..envs.pendulum import BOTTOM_STATE, angle_to_obs, make_pendulum_env, obs_to_angle
+from ..gradient import surrogate_gradient
 from ..policies import LinearPolicy
 from .common import checked_replace
 from .runner import run_log
@@ -229,20 +231,6 @@ def log_likelihood(policy: nn.Module, data: TransitionDataset, variance: float =
 
 
 # -------------------------------------------------------------------- gradient splitting
-class _ActionRecorder(nn.Module):
-    """Wraps a policy and keeps every batch of states it sees and the actions it returns."""
-
-    def __init__(self, policy: nn.Module) -> None:
-        super().__init__()
-        self.policy = policy
-        self.calls: list[tuple[torch.Tensor, torch.Tensor]] = []
-
-    def forward(self, states: torch.Tensor) -> torch.Tensor:
-        actions = self.policy(states)
-        self.calls.append((states.detach(), actions))
-        return actions
-
-
 @dataclass
 class GradientSplit:
     """``J_hat``, its gradient and the gradient's exact split into per-sample terms.
@@ -291,23 +279,21 @@ def gradient_contributions(model: NonparametricBellman, policy: nn.Module,
     """
     if model.stochastic or model.n_mc_next is not None:
         raise ValueError("gradient_contributions needs a deterministic model with n_mc_next=None")
-    recorder = _ActionRecorder(policy)
-    sol = model.evaluate(recorder, initial_states)
-    if len(recorder.calls) != 2:
-        raise RuntimeError(f"expected two policy calls (eps0, P), got {len(recorder.calls)}")
-    (z, a0), (s_next, a_next) = recorder.calls
+    sol = model.evaluate(policy, initial_states)
     params = list(policy.parameters())
-    surrogate = sol.surrogate()
-    outs = torch.autograd.grad(surrogate, [a0, a_next, *params], allow_unused=True, retain_graph=False)
-    d_a0, d_next = (torch.zeros_like(a) if g is None else g for g, a in zip(outs[:2], (a0, a_next)))
-    grad = torch.cat([(torch.zeros_like(p) if g is None else g).reshape(-1)
-                      for p, g in zip(params, outs[2:])])
-    per_sample = torch.einsum("na,nap->np", d_next, policy_jacobians(policy, s_next))
-    initial = torch.einsum("ma,map->mp", d_a0, policy_jacobians(policy, z))
+    d_a0, d_next, *grads = surrogate_gradient(sol.surrogate(),
+                                              [sol.initial_actions, sol.next_actions, *params])
+    grad = torch.cat([g.reshape(-1) for g in grads])
+    dtype = params[0].dtype                  # the states the policy saw, as the model passes them
+    z = torch.as_tensor(as_states(initial_states, model.dataset.state_dim, "initial_states"),
+                        dtype=dtype, device=model.next_states.device)
+    per_sample = torch.einsum("na,nap->np", d_next[:, 0],
+                              policy_jacobians(policy, model.next_states.to(dtype)))
+    initial = torch.einsum("ma,map->mp", d_a0[:, 0], policy_jacobians(policy, z))
     return GradientSplit(J=sol.J, grad=grad.double().cpu().numpy(),
                          per_sample=per_sample.double().cpu().numpy(),
                          initial=initial.double().cpu().numpy(),
-                         next_actions=a_next.detach().double().cpu().numpy())
+                         next_actions=sol.next_actions[:, 0].detach().double().cpu().numpy())
 
 
 # ---------------------------------------------------------------------------- heat map
@@ -407,15 +393,9 @@ def run_trust_region(config: TrustRegionConfig | None = None, out: str | Path = 
         return _run(config, run_dir, progress)
 
 
-def _run(config: TrustRegionConfig, run_dir: Path, progress: bool) -> dict[str, Any]:
-    from ..pendulum_plots import plot_trust_region
-
-    (run_dir / "config.json").write_text(json.dumps(
-        {"experiment": "trust-region", **config.to_dict()}, indent=2))
-    start = time.perf_counter()
-    data = collect_gaussian_pendulum(config.n_episodes, config.steps_per_episode, config.action_variance,
-                                     config.seed, config.clip_actions)
-    t_data = time.perf_counter() - start
+def _model(data: TransitionDataset, config: TrustRegionConfig
+           ) -> tuple[Bandwidths, NonparametricBellman, np.ndarray]:
+    """The data's bandwidths, the dense (or top-k) model and the ``eps0`` states."""
     bw: Bandwidths = select_bandwidths(data, method=config.bandwidth_method,
                                        state_factor=config.state_factor,
                                        action_factor=config.action_factor, rng=config.seed)
@@ -423,15 +403,14 @@ def _run(config: TrustRegionConfig, run_dir: Path, progress: bool) -> dict[str, 
                 data, data.actions.mean(), data.actions.var(), np.round(bw.state, 4).tolist(),
                 np.round(bw.action, 4).tolist())
     model = NonparametricBellman(data, bw, config.gamma, top_k=config.top_k, dtype=torch.float64)
-    s0 = initial_states_for(data, config.initial_states)
+    return bw, model, initial_states_for(data, config.initial_states)
 
-    t0 = time.perf_counter()
-    table = _sweep(model, data, s0, config, progress)
-    t_sweep = time.perf_counter() - t0
-    _write_csv(run_dir / "policies.csv", ["theta3", "log_likelihood", "grad_norm", "log_grad_norm", "J_hat",
-                                          *[f"grad_{p}" for p in PARAM_NAMES]], table[:, :-1])
 
-    t0 = time.perf_counter()
+def _contributions(model: NonparametricBellman, data: TransitionDataset, bw: Bandwidths,
+                   s0: np.ndarray, config: TrustRegionConfig, run_dir: Path
+                   ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """Split the gradient at ``heatmap_theta3`` into per-sample terms; write
+    ``contributions.csv`` and ``heatmap.csv``; return the bins and the heat map's summary."""
     split = gradient_contributions(model, constant_policy(config.heatmap_theta3), s0)
     g = split.per_sample[:, _PAPER_ORDER]
     g_norm = np.linalg.norm(g, axis=1)
@@ -465,6 +444,28 @@ def _run(config: TrustRegionConfig, run_dir: Path, progress: bool) -> dict[str, 
         "spearman_bin_mean_vs_count": _side_spearman(bins["count"][filled], bins["mean"][filled]),
         "spearman_bin_sum_vs_count": _side_spearman(bins["count"][filled], bins["sum"][filled]),
     }
+    return bins, heat
+
+
+def _run(config: TrustRegionConfig, run_dir: Path, progress: bool) -> dict[str, Any]:
+    from ..pendulum_plots import plot_trust_region
+
+    (run_dir / "config.json").write_text(json.dumps(
+        {"experiment": "trust-region", **config.to_dict()}, indent=2))
+    start = time.perf_counter()
+    data = collect_gaussian_pendulum(config.n_episodes, config.steps_per_episode, config.action_variance,
+                                     config.seed, config.clip_actions)
+    t_data = time.perf_counter() - start
+    bw, model, s0 = _model(data, config)
+
+    t0 = time.perf_counter()
+    table = _sweep(model, data, s0, config, progress)
+    t_sweep = time.perf_counter() - t0
+    _write_csv(run_dir / "policies.csv", ["theta3", "log_likelihood", "grad_norm", "log_grad_norm", "J_hat",
+                                          *[f"grad_{p}" for p in PARAM_NAMES]], table[:, :-1])
+
+    t0 = time.perf_counter()
+    bins, heat = _contributions(model, data, bw, s0, config, run_dir)
     t_contrib = time.perf_counter() - t0
 
     t0 = time.perf_counter()
