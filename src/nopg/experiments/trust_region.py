@@ -44,9 +44,9 @@ import json
 import logging
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -55,12 +55,13 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from ..bandwidth import METHODS, Bandwidths, select_bandwidths
-from ..bellman import NonparametricBellman, as_states
+from ..bellman import NonparametricBellman, as_states, keyword_config
 from ..data import TransitionDataset
 from ..envs.pendulum import BOTTOM_STATE, angle_to_obs, make_pendulum_env, obs_to_angle
 from ..gradient import surrogate_gradient
+from ..model_config import ModelConfig
 from ..policies import LinearPolicy
-from .common import checked_replace
+from .common import checked_replace, nests_model
 from .runner import run_log
 
 logger = logging.getLogger(__name__)
@@ -72,9 +73,15 @@ PARAM_NAMES = ("th0", "th1", "th2", "th3")
 _PAPER_ORDER = [1, 0, 2, 3]  # flat [w_cos, w_sin, w_wdot, bias] -> [th0, th1, th2, th3]
 
 
+@nests_model
 @dataclass(frozen=True)
 class TrustRegionConfig:
-    """Settings of the trust-region experiment (defaults: see the module docstring)."""
+    """Settings of the trust-region experiment (defaults: see the module docstring).
+
+    ``model`` holds the Bellman model's settings (default :data:`nopg.bellman.KEYWORD_DEFAULTS`:
+    the dense ``P``, float64); it may be given as a dict of changes, and ``top_k`` under its
+    former name.
+    """
 
     n_episodes: int = 10                  # behaviour episodes
     steps_per_episode: int = 100          # transitions per episode
@@ -88,7 +95,7 @@ class TrustRegionConfig:
     state_factor: float = 1.0             # multiplier of the state (and next-state) bandwidths
     action_factor: float = 1.0            # multiplier of the action bandwidth
     gamma: float = 0.99
-    top_k: int | None = None              # None: dense P (exact)
+    model: ModelConfig = field(default_factory=keyword_config)   # the Bellman model: dense P
     initial_states: str = "episode_starts"   # episode_starts | bottom
     heatmap_theta3: float = 0.0           # policy whose per-sample contributions are mapped
     heatmap_bins_w: int = 24
@@ -96,13 +103,17 @@ class TrustRegionConfig:
     heatmap_stat: str = "mean"            # mean | sum of ||g_i|| per bin
     dense_fraction: float = 0.25          # share of densest samples in the concentration figure
 
+    MODEL_ALIASES: ClassVar[tuple[str, ...]] = ("top_k",)
+
     def __post_init__(self) -> None:
         for name in ("n_episodes", "steps_per_episode", "n_theta3", "heatmap_bins_w",
                      "heatmap_bins_w_dot"):
             _check_int(name, getattr(self, name), 1)
         _check_int("seed", self.seed, 0)
-        if self.top_k is not None:
-            _check_int("top_k", self.top_k, 1)
+        if self.model.stochastic or self.model.n_mc_next is not None:
+            raise ValueError("The trust-region experiment splits NOPG-D's gradient: its model "
+                             "must have stochastic=False and n_mc_next=None. Got "
+                             f"{self.model.stochastic} and {self.model.n_mc_next} instead.")
         for name in ("action_variance", "state_factor", "action_factor"):
             value = getattr(self, name)
             if not _is_real(value) or not math.isfinite(value) or value <= 0:
@@ -287,9 +298,9 @@ def gradient_contributions(model: NonparametricBellman, policy: nn.Module,
     dtype = params[0].dtype                  # the states the policy saw, as the model passes them
     z = torch.as_tensor(as_states(initial_states, model.dataset.state_dim, "initial_states"),
                         dtype=dtype, device=model.next_states.device)
-    per_sample = torch.einsum("na,nap->np", d_next[:, 0],
+    per_sample = torch.einsum("na,nap->np", d_next[:, 0].to(dtype),
                               policy_jacobians(policy, model.next_states.to(dtype)))
-    initial = torch.einsum("ma,map->mp", d_a0[:, 0], policy_jacobians(policy, z))
+    initial = torch.einsum("ma,map->mp", d_a0[:, 0].to(dtype), policy_jacobians(policy, z))
     return GradientSplit(J=sol.J, grad=grad.double().cpu().numpy(),
                          per_sample=per_sample.double().cpu().numpy(),
                          initial=initial.double().cpu().numpy(),
@@ -402,7 +413,7 @@ def _model(data: TransitionDataset, config: TrustRegionConfig
     logger.info("trust region: %r, action mean %.4f variance %.4f; bandwidths state=%s action=%s",
                 data, data.actions.mean(), data.actions.var(), np.round(bw.state, 4).tolist(),
                 np.round(bw.action, 4).tolist())
-    model = NonparametricBellman(data, bw, config.gamma, top_k=config.top_k, dtype=torch.float64)
+    model = NonparametricBellman(data, bw, config.gamma, config.model)
     return bw, model, initial_states_for(data, config.initial_states)
 
 
