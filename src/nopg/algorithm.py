@@ -262,11 +262,8 @@ class NOPG:
 
         Parameters
         ----------
-        dataset : TransitionDataset
-        bandwidths : Bandwidths
-        initial_states : array of shape (m, d_s)
-            States whose mean value is ``J_hat``.
-        n_updates : int
+        dataset, bandwidths, initial_states, n_updates
+            As for :meth:`updates`.
         callbacks : iterable of Callback
             Called as ``callback(algo, metrics)``; returning ``False`` stops the fit.
         log_path : path, optional
