@@ -61,6 +61,14 @@ from ..envs.pendulum import BOTTOM_STATE, angle_to_obs, make_pendulum_env, obs_t
 from ..gradient import surrogate_gradient
 from ..model_config import ModelConfig
 from ..policies import LinearPolicy
+from ..validation import (
+    check_choice,
+    check_positive_float,
+    check_positive_int,
+    fail,
+    is_float,
+    is_int,
+)
 from .common import checked_replace, nests_model
 from .runner import run_log
 
@@ -106,38 +114,33 @@ class TrustRegionConfig:
     MODEL_ALIASES: ClassVar[tuple[str, ...]] = ("top_k",)
 
     def __post_init__(self) -> None:
+        owner = "TrustRegionConfig"
         for name in ("n_episodes", "steps_per_episode", "n_theta3", "heatmap_bins_w",
                      "heatmap_bins_w_dot"):
-            _check_int(name, getattr(self, name), 1)
-        _check_int("seed", self.seed, 0)
+            check_positive_int(name, getattr(self, name), owner)
+        _check_seed(self.seed, owner)
         if self.model.stochastic or self.model.n_mc_next is not None:
             raise ValueError("The trust-region experiment splits NOPG-D's gradient: its model "
                              "must have stochastic=False and n_mc_next=None. Got "
                              f"{self.model.stochastic} and {self.model.n_mc_next} instead.")
         for name in ("action_variance", "state_factor", "action_factor"):
-            value = getattr(self, name)
-            if not _is_real(value) or not math.isfinite(value) or value <= 0:
-                raise ValueError(f"The '{name}' parameter must be a positive finite float. "
-                                 f"Got {value!r} instead.")
+            check_positive_float(name, getattr(self, name), owner)
         for name in ("theta3_min", "theta3_max", "heatmap_theta3"):
             value = getattr(self, name)
-            if not _is_real(value) or not math.isfinite(value):
-                raise ValueError(f"The '{name}' parameter must be a finite float. Got {value!r} instead.")
+            if not is_float(value) or not math.isfinite(value):
+                fail(name, "a finite float", value, owner)
         if self.theta3_min > self.theta3_max or (self.n_theta3 > 1 and self.theta3_min == self.theta3_max):
             raise ValueError(f"theta3_min must be below theta3_max. Got {self.theta3_min} and "
                              f"{self.theta3_max} instead.")
-        if not _is_real(self.gamma) or not 0.0 <= self.gamma < 1.0:
-            raise ValueError(f"The 'gamma' parameter must be a float in [0, 1). Got {self.gamma!r} instead.")
-        if not _is_real(self.dense_fraction) or not 0.0 < self.dense_fraction <= 1.0:
-            raise ValueError(f"The 'dense_fraction' parameter must be in (0, 1]. "
-                             f"Got {self.dense_fraction!r} instead.")
+        if not is_float(self.gamma) or not 0.0 <= self.gamma < 1.0:
+            fail("gamma", "a float in [0, 1)", self.gamma, owner)
+        if not is_float(self.dense_fraction) or not 0.0 < self.dense_fraction <= 1.0:
+            fail("dense_fraction", "a float in (0, 1]", self.dense_fraction, owner)
         for name, allowed in (("bandwidth_method", METHODS), ("initial_states", INITIAL_STATES),
                               ("heatmap_stat", HEATMAP_STATS)):
-            if getattr(self, name) not in allowed:
-                raise ValueError(f"The '{name}' parameter must be one of {', '.join(allowed)}. "
-                                 f"Got {getattr(self, name)!r} instead.")
+            check_choice(name, getattr(self, name), allowed, owner)
         if not isinstance(self.clip_actions, bool):
-            raise ValueError(f"The 'clip_actions' parameter must be a bool. Got {self.clip_actions!r}.")
+            fail("clip_actions", "a bool", self.clip_actions, owner)
 
     def replace(self, **changes: Any) -> TrustRegionConfig:
         """A validated copy with the named fields replaced (ValueError on unknown names)."""
@@ -151,13 +154,9 @@ class TrustRegionConfig:
         return np.linspace(self.theta3_min, self.theta3_max, self.n_theta3)
 
 
-def _is_real(value: Any) -> bool:
-    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
-
-
-def _check_int(name: str, value: Any, low: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        raise ValueError(f"The '{name}' parameter must be an int >= {low}. Got {value!r} instead.")
+def _check_seed(seed: Any, owner: str | None = None) -> None:
+    if not is_int(seed) or seed < 0:
+        fail("seed", "a non-negative int", seed, owner)
 
 
 # ---------------------------------------------------------------------------------- data
@@ -178,12 +177,10 @@ def collect_gaussian_pendulum(n_episodes: int = 10, steps_per_episode: int = 100
         ``n_episodes * steps_per_episode`` transitions, ``truncations`` at each episode's end,
         ``episode_ids``, no terminals.
     """
-    _check_int("n_episodes", n_episodes, 1)
-    _check_int("steps_per_episode", steps_per_episode, 1)
-    _check_int("seed", seed, 0)
-    if not _is_real(action_variance) or not math.isfinite(action_variance) or action_variance <= 0:
-        raise ValueError(f"The 'action_variance' parameter must be a positive finite float. "
-                         f"Got {action_variance!r} instead.")
+    check_positive_int("n_episodes", n_episodes)
+    check_positive_int("steps_per_episode", steps_per_episode)
+    _check_seed(seed)
+    check_positive_float("action_variance", action_variance)
     n = n_episodes * steps_per_episode
     rng = np.random.default_rng(seed)
     sampled = math.sqrt(action_variance) * rng.standard_normal(n)
@@ -228,8 +225,7 @@ def constant_policy(theta3: float) -> LinearPolicy:
 
 def log_likelihood(policy: nn.Module, data: TransitionDataset, variance: float = 0.2) -> float:
     """``mean_i log N(a_i; pi(s_i), variance)``: the data's actions under the widened policy."""
-    if not _is_real(variance) or not math.isfinite(variance) or variance <= 0:
-        raise ValueError(f"The 'variance' parameter must be a positive finite float. Got {variance!r}.")
+    check_positive_float("variance", variance)
     param = next(iter(policy.parameters()))
     with torch.no_grad():
         mean = policy(torch.tensor(data.states, dtype=param.dtype)).double().cpu().numpy()
