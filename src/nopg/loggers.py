@@ -9,7 +9,8 @@ dictionary to every :class:`MetricsLogger`:
 - :class:`LogLineLogger`: a ``logging`` record every ``every`` updates;
 - :class:`nopg.tensorboard.TensorBoardCallback`: scalars for TensorBoard.
 
-A logger is any object with ``on_update(metrics)`` and ``close()``.
+A logger is any object with ``on_update(metrics)`` and ``close()``; pass more of them as
+``NOPG.fit(..., loggers=[...])``.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LOG_COLUMNS", "CSVLogger", "LogLineLogger", "MetricsLogger", "ProgressBarLogger"]
+__all__ = ["LOG_COLUMNS", "CSVLogger", "LogLineLogger", "MetricsLogger", "ProgressBarLogger",
+           "show_progress"]
 
 LOG_COLUMNS = ("update", "J_hat", "support_gap", "grad_norm", "solver_iters_q", "solver_iters_mu",
                "residual_q", "residual_mu", "refined_rows", "update_time_s", "sigma_scale",
@@ -36,7 +38,11 @@ LOG_COLUMNS = ("update", "J_hat", "support_gap", "grad_norm", "solver_iters_q", 
 
 @runtime_checkable
 class MetricsLogger(Protocol):
-    """Receives every update's metrics (after the callbacks) and is closed when the fit ends."""
+    """Receives every update's metrics (after the callbacks); ``close`` ends it.
+
+    ``NOPG.fit`` closes the loggers it builds (CSV, progress bar, log records) when it returns;
+    those passed to it as ``loggers=`` belong to the caller, who may use them for several fits.
+    """
 
     def on_update(self, metrics: dict[str, Any]) -> None: ...
 
