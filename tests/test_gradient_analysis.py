@@ -97,3 +97,25 @@ def test_cli_runs_the_analysis_and_refuses_training_flags(tmp_path, capsys):
     assert main(["list"]) == 0
     listed = capsys.readouterr().out
     assert "gradient-analysis" in listed and "trust-region" in listed
+
+
+def test_the_model_settings_are_nested_and_keep_their_former_names():
+    """``model`` holds NOPG's model settings; ``n_mc_policy``/``top_k`` (as in config files written
+    before) and ``model.<name>`` keys (``--set``) reach it."""
+    from nopg import ModelConfig
+    from nopg.bellman import keyword_config
+
+    config = GradientAnalysisConfig(**TINY)
+    assert config.model == keyword_config(n_mc_policy=3)
+    assert config.n_mc_policy == 3 and config.top_k is None
+    assert config.replace(**{"model.top_k": 10}).model.top_k == 10
+    assert config.replace(top_k=10) == config.replace(model={"top_k": 10})
+    assert config.replace(model={"top_k": 10}).model.n_mc_policy == 3    # changes to this model
+    saved = json.loads(json.dumps(config.to_dict()))
+    assert GradientAnalysisConfig(**saved) == config
+    assert saved["model"]["n_mc_policy"] == 3 and "n_mc_policy" not in saved
+    assert GradientAnalysisConfig(model=ModelConfig(n_mc_policy=3)).model.top_k == "auto"
+    with pytest.raises(ValueError, match="'model.topk'; did you mean 'model.top_k'"):
+        config.replace(**{"model.topk": 5})
+    with pytest.raises(ValueError, match="n_mc_policy"):
+        GradientAnalysisConfig(n_mc_policy=0)

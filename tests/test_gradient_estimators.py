@@ -248,3 +248,19 @@ def test_diagonal_linear_policy_spec_round_trip_and_stochastic_flag():
     torch.testing.assert_close(again.mean_std(s)[1], torch.tensor([[0.5, 2.0]] * 2, dtype=torch.float64))
     with pytest.raises(ValueError, match="finite vector"):
         DiagonalLinearPolicy([np.nan, 1.0])
+
+
+def test_lqg_cases_take_a_model_config_or_its_settings():
+    """``config=`` and keyword settings build the same NOPG models; ``stochastic`` is per estimator."""
+    from nopg import ModelConfig
+
+    lqg = paper_lqg()
+    data = collect_lqg(THETA, n_episodes=2, horizon=50, seed=3, alpha=0.5)
+    by_keywords = lqg_cases(lqg, THETA, THETA, names=["NOPG-D", "NOPG-S"], n_mc_policy=4, seed=2)
+    config = ModelConfig(top_k=None, n_mc_policy=4, solver_tol=1e-10, dense_max_n=2000,
+                         stochastic=True)
+    by_config = lqg_cases(lqg, THETA, THETA, names=["NOPG-D", "NOPG-S"], config=config, seed=2)
+    for name in by_keywords:
+        assert by_config[name].estimator.config == by_keywords[name].estimator.config
+        np.testing.assert_array_equal(by_config[name].estimate(data), by_keywords[name].estimate(data))
+    assert not by_config["NOPG-D"].estimator.stochastic and by_config["NOPG-S"].estimator.stochastic

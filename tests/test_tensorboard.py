@@ -39,6 +39,21 @@ def test_scalars_equal_the_logged_metrics(tmp_path, dataset, bandwidths, initial
     assert "nopg/update" not in scalars
 
 
+def test_as_a_metrics_logger(tmp_path, dataset, bandwidths, initial_states, det_policy):
+    """Passed as ``fit(loggers=[tb])`` it sees every callback's metrics and stays open."""
+    algo = NOPG(det_policy, NOPGConfig(gamma=0.9))
+    evaluator = EvalCallback(lambda policy: 2.5, every=3)
+    with TensorBoardCallback(tmp_path / "tb") as tb:
+        algo.fit(dataset, bandwidths, initial_states, 3, callbacks=[evaluator], loggers=[tb],
+                 progress=False)
+        algo.fit(dataset, bandwidths, initial_states, 1, loggers=[tb], progress=False)
+    scalars = _scalars(tmp_path / "tb")
+    steps, values = zip(*scalars["nopg/J_hat"])
+    assert steps == (1, 2, 3, 4)
+    np.testing.assert_allclose(values, [m["J_hat"] for m in algo.history_], rtol=1e-6)
+    assert scalars["nopg/eval_return"] == [(3, 2.5)]
+
+
 def test_every_and_bad_arguments(tmp_path, dataset, bandwidths, initial_states, det_policy):
     tb = TensorBoardCallback(tmp_path / "tb", prefix="", every=2)
     NOPG(det_policy, NOPGConfig(gamma=0.9)).fit(dataset, bandwidths, initial_states, 3,

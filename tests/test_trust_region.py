@@ -141,6 +141,22 @@ def test_config_validation():
         run_trust_region({"n_theta3": 3})  # type: ignore[arg-type]
 
 
+def test_the_model_settings_are_nested_and_keep_their_former_names():
+    """``model`` holds the Bellman model's settings; ``top_k`` (config files written before) and
+    ``model.<name>`` keys reach it; the gradient split needs NOPG-D's model."""
+    cfg = TrustRegionConfig()
+    assert cfg.model == nopg.bellman.keyword_config() and cfg.top_k is None
+    assert cfg.model.dtype == "float64" and cfg.model.top_k is None
+    assert cfg.replace(top_k=10) == cfg.replace(**{"model.top_k": 10}) == TrustRegionConfig(top_k=10)
+    assert cfg.replace(top_k=10).model.top_k == 10
+    saved = json.loads(json.dumps(cfg.replace(top_k=10).to_dict()))
+    assert saved["model"]["top_k"] == 10 and "top_k" not in saved
+    assert TrustRegionConfig(**saved) == cfg.replace(top_k=10)
+    for bad in ({"model.stochastic": True}, {"model.n_mc_next": 2}):
+        with pytest.raises(ValueError, match="NOPG-D"):
+            cfg.replace(**bad)
+
+
 def test_run_writes_all_files(tmp_path):
     cfg = TrustRegionConfig(n_episodes=3, steps_per_episode=50, n_theta3=5, heatmap_bins_w=6,
                             heatmap_bins_w_dot=5, gamma=0.9)

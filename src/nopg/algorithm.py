@@ -1,15 +1,15 @@
-"""NOPG as an estimator: gradient ascent on ``J_hat`` with callbacks, logs and checkpoints."""
+"""NOPG as an estimator: gradient ascent on ``J_hat`` (paper Algorithm 1).
+
+:meth:`NOPG.updates` is the fit loop, a generator of per-update metrics; :meth:`NOPG.fit` drains
+it, calling the callbacks (which may add metrics or stop the fit) and the metrics loggers of
+:mod:`nopg.loggers`. Checkpoints (:meth:`NOPG.save`, :meth:`NOPG.load`) are written and read by
+:mod:`nopg.checkpoint`.
+"""
 
 from __future__ import annotations
 
-import contextlib
-import csv
-import dataclasses
-import json
 import logging
 import math
-import platform
-import sys
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator
@@ -19,16 +19,27 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 from torch import nn
-from tqdm.auto import tqdm
-from tqdm.contrib.logging import logging_redirect_tqdm
 
-from . import __version__
 from .bandwidth import Bandwidths
 from .bellman import BellmanSolution, NonparametricBellman, as_states
+from .checkpoint import (
+    CHECKPOINT_FORMAT_VERSION,
+    load_checkpoint,
+    read_checkpoint_meta,
+    save_checkpoint,
+)
 from .config import NOPGConfig
 from .data import TransitionDataset
 from .gradient import surrogate_gradient
-from .policies import is_stochastic, policy_from_spec
+from .loggers import (
+    LOG_COLUMNS,
+    CSVLogger,
+    LogLineLogger,
+    MetricsLogger,
+    ProgressBarLogger,
+    show_progress,
+)
+from .policies import is_stochastic
 
 logger = logging.getLogger(__name__)
 
@@ -37,12 +48,8 @@ class SupportWarning(UserWarning):
     """Much of the policy's visitation lies where the data are thin: ``J_hat`` is unreliable."""
 
 
-CHECKPOINT_FORMAT_VERSION = 1
-"""``format_version`` that :meth:`NOPG.save` writes and the only one :meth:`NOPG.load` reads."""
-
-LOG_COLUMNS = ("update", "J_hat", "support_gap", "grad_norm", "solver_iters_q", "solver_iters_mu",
-               "residual_q", "residual_mu", "refined_rows", "update_time_s", "sigma_scale",
-               "eval_return")
+__all__ = ["CHECKPOINT_FORMAT_VERSION", "LOG_COLUMNS", "NOPG", "Callback", "CheckpointCallback",
+           "EvalCallback", "SupportWarning"]
 
 
 class Callback(Protocol):
@@ -86,53 +93,6 @@ class CheckpointCallback:
     def __call__(self, algo: NOPG, metrics: dict[str, Any]) -> None:
         if metrics["update"] % self.every == 0:
             algo.save(self.path)
-
-
-def _is_console_handler(handler: logging.Handler) -> bool:
-    return (isinstance(handler, logging.StreamHandler) and not isinstance(handler, logging.FileHandler)
-            and handler.stream in (sys.stdout, sys.stderr))
-
-
-def _show_progress(progress: bool) -> bool:
-    """Whether ``fit`` shows its bar: only on a terminal or in a notebook.
-
-    When stderr is redirected (a file, a pipe, a batch job's log) the bar is off: tqdm would write
-    a redraw per refresh (hundreds of KB per run) and the log lines every 100 updates already
-    carry the progress.
-    """
-    if not progress:
-        return False
-    if any(cls.__module__.startswith("tqdm.notebook") for cls in tqdm.__mro__):
-        return True
-    try:
-        return bool(sys.stderr.isatty())
-    except (AttributeError, ValueError, OSError):   # no stderr, or a closed one
-        return False
-
-
-@contextlib.contextmanager
-def _progress_bar(total: int, show: bool) -> Iterator[Any]:
-    """A tqdm bar; while it is shown, console log records go through ``tqdm.write``.
-
-    ``logging_redirect_tqdm`` swaps the console handlers (stream handlers on stdout/stderr) of
-    the root logger and of the ``nopg`` logger for one that clears the bar, writes the record on
-    its own line and redraws the bar, so log lines never land inside a half-drawn bar. Other
-    handlers (e.g. a run's log file) are untouched.
-    """
-    with contextlib.ExitStack() as stack:
-        if show:
-            levels = {}
-            for lg in (logging.getLogger(), logging.getLogger("nopg")):
-                console = [h.level for h in lg.handlers if _is_console_handler(h)]
-                if console:
-                    levels[lg] = min(console)
-            if levels:
-                stack.enter_context(logging_redirect_tqdm(loggers=list(levels), tqdm_class=tqdm))
-                for lg, level in levels.items():
-                    lg.handlers[-1].setLevel(level)     # the tqdm handler keeps the level
-        bar = tqdm(total=total, disable=not show, desc="NOPG", dynamic_ncols=True)
-        stack.callback(bar.close)
-        yield bar
 
 
 def _make_optimizer(config: NOPGConfig, params: Iterable[torch.Tensor]) -> torch.optim.Optimizer:
@@ -245,11 +205,16 @@ class NOPG:
                      "residual %(residual_q).1e/%(residual_mu).1e time %(update_time_s).4fs", metrics)
         return metrics
 
-    def fit(self, dataset: TransitionDataset, bandwidths: Bandwidths,
-            initial_states: np.ndarray | torch.Tensor, n_updates: int, *,
-            callbacks: Iterable[Callback] = (), log_path: str | Path | None = None,
-            progress: bool = True) -> NOPG:
-        """Run ``n_updates`` policy updates (continuing the update count after a resume).
+    def updates(self, dataset: TransitionDataset, bandwidths: Bandwidths,
+                initial_states: np.ndarray | torch.Tensor,
+                n_updates: int) -> Iterator[dict[str, Any]]:
+        """The fit loop: run up to ``n_updates`` policy updates, yielding each one's metrics.
+
+        The model is built (:meth:`setup`) when this is called; the updates run as the iterator
+        is consumed, so the caller decides what happens between them (callbacks, loggers) and
+        may stop at any time. Each metrics dictionary is appended to :attr:`history_` before it
+        is yielded; entries the caller adds to it (e.g. ``eval_return``) are kept there. With
+        ``config.continuation`` the bandwidths shrink in stages along the way.
 
         Parameters
         ----------
@@ -258,18 +223,12 @@ class NOPG:
         initial_states : array of shape (m, d_s)
             States whose mean value is ``J_hat``.
         n_updates : int
-        callbacks : iterable of Callback
-        log_path : path, optional
-            CSV file receiving one row per update (appended to when it exists).
-        progress : bool
-            Show a tqdm progress bar with ``J_hat`` when stderr is a terminal (or in a notebook);
-            console log records are routed through ``tqdm.write`` meanwhile. With stderr
-            redirected to a file or pipe no bar is drawn (no redraws in the file): the log
-            records (``update N: J_hat ...`` every 100 updates) report the progress.
 
         Returns
         -------
-        self
+        iterator of dict
+            One metrics dictionary per update (:data:`~nopg.loggers.LOG_COLUMNS` but
+            ``eval_return``).
         """
         if isinstance(n_updates, bool) or not isinstance(n_updates, int) or n_updates < 0:
             raise ValueError(f"The 'n_updates' parameter must be a non-negative int. "
@@ -277,48 +236,71 @@ class NOPG:
         schedule = self._continuation(n_updates)
         self.setup(dataset, bandwidths.scaled(schedule[0][1], schedule[0][1])
                    if schedule else bandwidths, initial_states)
-        later_stages = dict(schedule[1:])
-        callbacks = list(callbacks)
-        writer = None
-        handle = None
-        if log_path is not None:
-            log_path = Path(log_path)
-            log_path.parent.mkdir(parents=True, exist_ok=True)
-            new = not log_path.exists() or log_path.stat().st_size == 0
-            handle = open(log_path, "a", newline="")
-            writer = csv.DictWriter(handle, fieldnames=LOG_COLUMNS, extrasaction="ignore")
-            if new:
-                writer.writeheader()
+        return self._update_loop(dataset, bandwidths, initial_states, n_updates,
+                                 dict(schedule[1:]))
+
+    def _update_loop(self, dataset: TransitionDataset, bandwidths: Bandwidths,
+                     initial_states: np.ndarray | torch.Tensor, n_updates: int,
+                     later_stages: dict[int, float]) -> Iterator[dict[str, Any]]:
+        for i in range(n_updates):
+            if i in later_stages:
+                factor = later_stages[i]
+                logger.info("update %d: bandwidths x %.3g (continuation)", self.update_, factor)
+                self.setup(dataset, bandwidths.scaled(factor, factor), initial_states)
+            metrics = self.step()
+            self.history_.append(metrics)
+            yield metrics
+
+    def fit(self, dataset: TransitionDataset, bandwidths: Bandwidths,
+            initial_states: np.ndarray | torch.Tensor, n_updates: int, *,
+            callbacks: Iterable[Callback] = (), log_path: str | Path | None = None,
+            progress: bool = True, loggers: Iterable[MetricsLogger] = ()) -> NOPG:
+        """Run ``n_updates`` policy updates (continuing the update count after a resume).
+
+        Drains :meth:`updates`: after each update the callbacks run in order, then every
+        logger's ``on_update`` receives the metrics (with what the callbacks added).
+
+        Parameters
+        ----------
+        dataset, bandwidths, initial_states, n_updates
+            As for :meth:`updates`.
+        callbacks : iterable of Callback
+            Called as ``callback(algo, metrics)``; returning ``False`` stops the fit.
+        log_path : path, optional
+            CSV file receiving one row per update (appended to when it exists;
+            :class:`~nopg.loggers.CSVLogger`).
+        progress : bool
+            Show a tqdm progress bar with ``J_hat`` when stderr is a terminal (or in a notebook);
+            console log records are routed through ``tqdm.write`` meanwhile. With stderr
+            redirected to a file or pipe no bar is drawn (no redraws in the file): the log
+            records (``update N: J_hat ...`` every 100 updates) report the progress.
+        loggers : iterable of MetricsLogger
+            Further metrics back ends (e.g. :class:`~nopg.tensorboard.TensorBoardCallback`),
+            after the built-in ones. The caller owns them: ``fit`` does not close them.
+
+        Returns
+        -------
+        self
+        """
+        run = self.updates(dataset, bandwidths, initial_states, n_updates)
+        callbacks, loggers = list(callbacks), list(loggers)
+        own: list[MetricsLogger] = []     # the loggers fit builds, and closes
         try:
-            with _progress_bar(n_updates, _show_progress(progress)) as bar:
-                for i in range(n_updates):
-                    if i in later_stages:
-                        factor = later_stages[i]
-                        logger.info("update %d: bandwidths x %.3g (continuation)", self.update_,
-                                    factor)
-                        self.setup(dataset, bandwidths.scaled(factor, factor), initial_states)
-                    metrics = self.step()
-                    stop = False
-                    for cb in callbacks:
-                        stop |= cb(self, metrics) is False
-                    self.history_.append(metrics)
-                    if writer is not None:
-                        writer.writerow({k: metrics.get(k, "") for k in LOG_COLUMNS})
-                        handle.flush()
-                    if self.update_ % 100 == 0 or self.update_ == 1:
-                        logger.info("update %d: J_hat %.5f (support gap %.3f), residual %.1e, "
-                                    "%.4f s/update", self.update_, metrics["J_hat"],
-                                    metrics["support_gap"], metrics["residual_q"],
-                                    metrics["update_time_s"])
-                    bar.update(1)
-                    bar.set_postfix(J_hat=f"{metrics['J_hat']:.4f}",
-                                    gap=f"{metrics['support_gap']:.2f}")
-                    if stop:
-                        logger.info("a callback stopped fit at update %d", self.update_)
-                        break
+            own += [] if log_path is None else [CSVLogger(log_path)]
+            own += [LogLineLogger(every=100, log=logger),
+                    ProgressBarLogger(n_updates, show_progress(progress))]
+            for metrics in run:
+                stop = False
+                for cb in callbacks:
+                    stop |= cb(self, metrics) is False
+                for sink in [*own, *loggers]:
+                    sink.on_update(metrics)
+                if stop:
+                    logger.info("a callback stopped fit at update %d", self.update_)
+                    break
         finally:
-            if handle is not None:
-                handle.close()
+            for sink in reversed(own):
+                sink.close()
         if self.history_:
             self._warn_support(self.solution().support_gap)
         return self
@@ -395,31 +377,9 @@ class NOPG:
         """Write a checkpoint folder: config, policy, optimiser, RNG and warm-start state.
 
         No pickle: JSON files, tensor-only torch files (loaded with ``weights_only=True``) and,
-        with ``include_data``, the data set as ``.npz``.
+        with ``include_data``, the data set as ``.npz`` (the layout: :mod:`nopg.checkpoint`).
         """
-        path = Path(path)
-        path.mkdir(parents=True, exist_ok=True)
-        spec = self.policy.spec() if callable(getattr(self.policy, "spec", None)) else None
-        meta = {
-            "format_version": CHECKPOINT_FORMAT_VERSION, "nopg_version": __version__,
-            "torch_version": torch.__version__, "python_version": platform.python_version(),
-            "update": self.update_,
-            "stochastic": self.stochastic, "policy_spec": spec,
-            "bandwidths": self.model_.bandwidths.to_dict() if self.model_ else None,
-            "initial_states": None if self.initial_states_ is None else self.initial_states_.tolist(),
-        }
-        (path / "config.json").write_text(json.dumps(self.config.to_dict(), indent=2))
-        (path / "meta.json").write_text(json.dumps(meta, indent=2))
-        torch.save(self.policy.state_dict(), path / "policy.pt")
-        torch.save(self.optimizer.state_dict(), path / "optimizer.pt")
-        torch.save(self.training_state(), path / "state.pt")
-        with open(path / "history.csv", "w", newline="") as fh:
-            writer = csv.DictWriter(fh, fieldnames=LOG_COLUMNS, extrasaction="ignore")
-            writer.writeheader()
-            writer.writerows(self.history_)
-        if include_data and self.model_ is not None:
-            self.model_.dataset.save(path / "dataset.npz")
-        return path
+        return save_checkpoint(self, path, include_data=include_data)
 
     def training_state(self) -> dict[str, torch.Tensor]:
         """The tensors besides the policy and optimiser that an exact resume needs: the noise
@@ -449,21 +409,7 @@ class NOPG:
             If the folder is not a checkpoint or its ``format_version`` is not one this version
             of nopg reads (:data:`CHECKPOINT_FORMAT_VERSION`).
         """
-        path = Path(path)
-        for name in ("config.json", "meta.json", "policy.pt", "optimizer.pt", "state.pt"):
-            if not (path / name).exists():
-                raise ValueError(f"{path} is not a NOPG checkpoint: {name} is missing")
-        meta = json.loads((path / "meta.json").read_text())
-        version = meta.get("format_version")
-        if version != CHECKPOINT_FORMAT_VERSION or isinstance(version, bool):
-            reads = f"this nopg {__version__} reads format_version {CHECKPOINT_FORMAT_VERSION}"
-            if isinstance(version, int) and not isinstance(version, bool) \
-                    and version > CHECKPOINT_FORMAT_VERSION:
-                raise ValueError(f"{path}: checkpoint format_version {version!r} is newer than "
-                                 f"{reads} (it was written by nopg {meta.get('nopg_version')}); "
-                                 "upgrade nopg to load it")
-            raise ValueError(f"{path}: unknown checkpoint format_version {version!r}; {reads}")
-        return meta
+        return read_checkpoint_meta(path)
 
     @classmethod
     def load(cls, path: str | Path, policy: nn.Module | None = None, *,
@@ -489,44 +435,4 @@ class NOPG:
             If the folder is not a checkpoint, its ``format_version`` is unknown or newer than
             :data:`CHECKPOINT_FORMAT_VERSION`, or its device is not available.
         """
-        path = Path(path)
-        meta = cls.read_checkpoint_meta(path)
-        config = NOPGConfig.from_dict(json.loads((path / "config.json").read_text()))
-        saved_device = config.device
-        if device is not None:
-            config = dataclasses.replace(config, device=device)
-        try:
-            _ = config.torch_device
-        except ValueError as err:
-            raise ValueError(f"{err} (the checkpoint {path} was saved for device "
-                             f"{saved_device!r}); pass device='cpu' to load it on the CPU") from None
-        if policy is None:
-            if meta.get("policy_spec") is None:
-                raise ValueError("this checkpoint holds a custom policy: pass `policy=` to load it")
-            policy = policy_from_spec(meta["policy_spec"])
-        algo = cls(policy.to(config.torch_dtype), config, stochastic=meta["stochastic"])
-        algo.policy.load_state_dict(torch.load(path / "policy.pt", map_location=algo.device,
-                                               weights_only=True))
-        algo.optimizer.load_state_dict(torch.load(path / "optimizer.pt", map_location=algo.device,
-                                                  weights_only=True))
-        algo.load_training_state(torch.load(path / "state.pt", map_location="cpu",
-                                            weights_only=True))
-        algo.update_ = int(meta["update"])
-        with open(path / "history.csv", newline="") as fh:
-            algo.history_ = [{k: _parse(v) for k, v in row.items()} for row in csv.DictReader(fh)]
-        if dataset is None and (path / "dataset.npz").exists():
-            dataset = TransitionDataset.load(path / "dataset.npz")
-        if dataset is not None and meta.get("bandwidths") and meta.get("initial_states"):
-            algo.setup(dataset, Bandwidths.from_dict(meta["bandwidths"]),
-                       np.asarray(meta["initial_states"], dtype=np.float64))
-        return algo
-
-
-def _parse(value: str) -> Any:
-    if value == "":
-        return None
-    try:
-        number = float(value)
-    except ValueError:
-        return value
-    return int(number) if number.is_integer() and "." not in value and "e" not in value else number
+        return load_checkpoint(cls, path, policy, dataset=dataset, device=device)

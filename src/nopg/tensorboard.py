@@ -1,17 +1,18 @@
 """Log NOPG's per-update metrics to TensorBoard.
 
-:class:`TensorBoardCallback` is a callback for :meth:`nopg.NOPG.fit`: after every update it writes
-each numeric entry of the update's metrics (``J_hat``, ``support_gap``, ``grad_norm``, solver
-iterations and residuals, ``update_time_s``, ``sigma_scale``, and ``eval_return`` when an
-:class:`~nopg.EvalCallback` earlier in the list added it) as a scalar at step ``update``::
+:class:`TensorBoardCallback` is a callback for :meth:`nopg.NOPG.fit` and a metrics logger of
+:mod:`nopg.loggers` (``fit(loggers=[tb])``): after every update it writes each numeric entry of the
+update's metrics (``J_hat``, ``support_gap``, ``grad_norm``, solver iterations and residuals,
+``update_time_s``, ``sigma_scale``, and ``eval_return`` when an :class:`~nopg.EvalCallback`
+added it) as a scalar at step ``update``::
 
     with TensorBoardCallback("runs/pendulum") as tb:
         algo.fit(data, bw, s0, 1500, callbacks=[EvalCallback(evaluate, 100), tb])
 
     tensorboard --logdir runs
 
-Callbacks run in list order, so put this one last to see what the others add. It needs the
-optional ``tensorboard`` package (``pip install 'nopg[tensorboard]'``).
+Callbacks run in list order, so put this one last to see what the others add (as a logger it runs
+after all the callbacks). It needs the optional ``tensorboard`` package (``pip install 'nopg[tensorboard]'``).
 """
 
 from __future__ import annotations
@@ -64,6 +65,10 @@ class TensorBoardCallback:
         self._writer = _summary_writer(self.log_dir)
 
     def __call__(self, algo: NOPG, metrics: dict[str, Any]) -> None:
+        self.on_update(metrics)
+
+    def on_update(self, metrics: dict[str, Any]) -> None:
+        """Write ``metrics`` (a :class:`nopg.loggers.MetricsLogger`: ``fit(loggers=[tb])``)."""
         step = int(metrics["update"])
         if step % self.every and "eval_return" not in metrics:
             return

@@ -12,14 +12,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 from torch import nn
 
 from ..bandwidth import Bandwidths
+from ..bellman import keyword_config
 from ..data import TransitionDataset
 from ..envs.lqg import LQG
+from ..model_config import ModelConfig
 from ..policies import DiagonalLinearPolicy
 from .estimators import DPGEstimator, GPOMDPEstimator, GradientEstimator, NOPGEstimator, QGradient
 
@@ -60,8 +63,9 @@ def lqg_q_gradient(problem: LQG, theta: ArrayLike, horizon: int | None) -> QGrad
 
 def lqg_cases(problem: LQG, theta: ArrayLike, behaviour_theta: ArrayLike, *, sigma: float = 1.0,
               horizon: int | None = 50, bandwidth: float | Bandwidths = 0.3,
-              names: Sequence[str] = ESTIMATOR_NAMES, n_mc_policy: int = 10, top_k: int | None = None,
-              dpg_discounting: str = "improper", seed: int = 0) -> dict[str, EstimatorCase]:
+              names: Sequence[str] = ESTIMATOR_NAMES, config: ModelConfig | None = None,
+              dpg_discounting: str = "improper", seed: int = 0,
+              **settings: Any) -> dict[str, EstimatorCase]:
     """Estimators of ``dJ/dtheta`` for data collected by ``behaviour_theta``, with their truths.
 
     Parameters
@@ -81,13 +85,14 @@ def lqg_cases(problem: LQG, theta: ArrayLike, behaviour_theta: ArrayLike, *, sig
         that value, as in the paper's bandwidth analysis).
     names : sequence of str
         Which of :data:`ESTIMATOR_NAMES` to set up.
-    n_mc_policy : int
-        NOPG-S Monte-Carlo actions per state.
-    top_k : int, optional
-        NOPG's sparse rows (``None``: dense).
+    config : ModelConfig, optional
+        NOPG's model settings (default: :data:`nopg.bellman.KEYWORD_DEFAULTS`, the dense model
+        with ``n_mc_policy=10``); ``stochastic`` is set per estimator (NOPG-D, NOPG-S).
     dpg_discounting : {"improper", "proper"}
     seed : int
         Seed of NOPG-S's Monte-Carlo noise.
+    **settings
+        Model settings replacing those of ``config`` (``n_mc_policy``, ``top_k``, ...).
     """
     unknown = sorted(set(names) - set(ESTIMATOR_NAMES))
     if unknown:
@@ -95,6 +100,7 @@ def lqg_cases(problem: LQG, theta: ArrayLike, behaviour_theta: ArrayLike, *, sig
     theta = np.asarray(theta, dtype=np.float64)
     if not float(sigma) > 0:
         raise ValueError(f"sigma must be positive (the behaviour policy is Gaussian). Got {sigma!r}.")
+    model = keyword_config(config, **settings)
     bw = bandwidth if isinstance(bandwidth, Bandwidths) else Bandwidths(
         state=float(bandwidth), action=float(bandwidth), next_state=float(bandwidth))
     truth_det = problem.return_gradient(theta, 0.0, horizon)
@@ -109,11 +115,12 @@ def lqg_cases(problem: LQG, theta: ArrayLike, behaviour_theta: ArrayLike, *, sig
         return DiagonalLinearPolicy(theta, sigma=sigma)
 
     makers = {
-        "NOPG-D": lambda: EstimatorCase(NOPGEstimator(bw, problem.gamma, s0, top_k=top_k),
-                                        deterministic(), truth_det),
+        "NOPG-D": lambda: EstimatorCase(
+            NOPGEstimator(bw, problem.gamma, s0, config=model, stochastic=False),
+            deterministic(), truth_det),
         "NOPG-S": lambda: EstimatorCase(
-            NOPGEstimator(bw, problem.gamma, s0, stochastic=True, n_mc_policy=n_mc_policy,
-                          top_k=top_k, seed=seed), stochastic(), truth_sto),
+            NOPGEstimator(bw, problem.gamma, s0, config=model, stochastic=True, seed=seed),
+            stochastic(), truth_sto),
         "G(PO)MDP+N": lambda: EstimatorCase(GPOMDPEstimator(behaviour, problem.gamma), stochastic(),
                                             truth_sto),
         "G(PO)MDP+BN": lambda: EstimatorCase(GPOMDPEstimator(behaviour, problem.gamma, baseline=True),

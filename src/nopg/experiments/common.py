@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
+import operator
 import os
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypeVar
 
 import numpy as np
 
 from ..data import TransitionDataset
 from ..formats import load_dataset, resolve_location
+from ..model_config import ModelConfig
+
+T = TypeVar("T")
 
 
 def suggestion(name: str, known: list[str]) -> str:
@@ -22,15 +28,84 @@ def suggestion(name: str, known: list[str]) -> str:
 
 
 def checked_replace(config: Any, changes: dict[str, Any], what: str) -> Any:
-    """``dataclasses.replace(config, **changes)``; a ValueError names unknown ``what`` settings."""
+    """``dataclasses.replace(config, **changes)``; a ValueError names unknown ``what`` settings.
+
+    For a configuration that nests the model (:func:`nests_model`), ``model.<setting>`` keys, a
+    ``model`` dict of changes to its model and the former flat names of model settings are
+    known too.
+    """
     known = [f.name for f in dataclasses.fields(config)]
+    aliases = getattr(type(config), "MODEL_ALIASES", None)
+    if aliases is not None:
+        known += [*aliases, *(f"model.{name}" for name in MODEL_SETTINGS)]
+        if isinstance(changes.get("model"), Mapping):     # changes to this model, not the default
+            changes = {**{k: v for k, v in changes.items() if k != "model"},
+                       **{f"model.{k}": v for k, v in changes["model"].items()}}
     for name in changes:
         if name not in known:
             raise ValueError(f"unknown {what} setting {name!r}{suggestion(name, known)}")
     return dataclasses.replace(config, **changes)
 
-__all__ = ["checked_replace", "load_external_dataset", "sample_reset_states", "subsample",
-           "suggestion"]
+
+MODEL_SETTINGS = tuple(f.name for f in dataclasses.fields(ModelConfig))
+"""The names of :class:`nopg.ModelConfig`'s settings."""
+
+
+def fold_model_settings(settings: dict[str, Any], model: ModelConfig, aliases: tuple[str, ...],
+                        what: str) -> dict[str, Any]:
+    """``settings`` with their model settings folded into one ``model``: a :class:`ModelConfig`.
+
+    ``settings["model"]`` may be a ModelConfig (the base, else ``model``) or a dict of changes
+    to the base; ``model.<name>`` keys and the names in ``aliases`` change it too.
+    """
+    out, changes = {}, {}
+    for key, value in settings.items():
+        if key.startswith("model."):
+            changes[key[len("model."):]] = value
+        elif key in aliases:
+            changes[key] = value
+        elif key == "model" and isinstance(value, Mapping):
+            changes.update(value)
+        elif key == "model":
+            if not isinstance(value, ModelConfig):
+                raise ValueError(f"The 'model' setting of {what} must be a nopg.ModelConfig or a "
+                                 f"dict of its settings. Got {type(value).__name__} instead.")
+            model = value
+        else:
+            out[key] = value
+    unknown = [name for name in changes if name not in MODEL_SETTINGS]
+    if unknown:
+        raise ValueError(f"unknown {what} model setting {unknown[0]!r}"
+                         f"{suggestion(unknown[0], list(MODEL_SETTINGS))}")
+    out["model"] = dataclasses.replace(model, **changes) if changes else model
+    return out
+
+
+def nests_model(cls: type[T]) -> type[T]:
+    """Class decorator for a frozen dataclass holding the model's settings as
+    ``model: ModelConfig`` and naming its former flat copies in ``MODEL_ALIASES``.
+
+    The constructor then also takes ``model`` as a dict of changes to the default model,
+    ``model.<setting>=`` keywords (``**{"model.top_k": 10}``) and the former names (``top_k=10``),
+    so configurations, ``--set`` keys and ``config.json`` files written before the model was
+    nested keep working; the former names read back as properties of ``model``.
+    """
+    init = cls.__init__
+    default = {f.name: f for f in dataclasses.fields(cls)}["model"].default_factory
+    aliases: tuple[str, ...] = cls.MODEL_ALIASES
+
+    @functools.wraps(init)
+    def __init__(self: Any, *args: Any, **settings: Any) -> None:
+        init(self, *args, **fold_model_settings(settings, default(), aliases, cls.__name__))
+
+    cls.__init__ = __init__
+    for name in aliases:
+        setattr(cls, name, property(operator.attrgetter(f"model.{name}"),
+                                    doc=f"``model.{name}``, under its former name."))
+    return cls
+
+__all__ = ["MODEL_SETTINGS", "checked_replace", "fold_model_settings", "load_external_dataset",
+           "nests_model", "sample_reset_states", "subsample", "suggestion"]
 
 
 def load_external_dataset(spec: str | os.PathLike[str], minari_obs_keys: str | None = None

@@ -33,16 +33,18 @@ import dataclasses
 import json
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from ..analysis.lqg_cases import ESTIMATOR_NAMES, lqg_cases
 from ..analysis.parallel import parallel_map
+from ..bellman import keyword_config
 from ..envs.lqg import LQG, PAPER_BEHAVIOUR_THETA, PAPER_THETA, collect_lqg, paper_lqg
-from .common import checked_replace
+from ..model_config import ModelConfig
+from .common import checked_replace, nests_model
 from .runner import run_log
 
 __all__ = ["GradientAnalysisConfig", "SWEEPS", "run_gradient_analysis"]
@@ -55,6 +57,7 @@ _TUPLE_FIELDS = ("theta", "behaviour_theta", "estimators", "sweeps", "sample_siz
                  "bandwidths")
 
 
+@nests_model
 @dataclass(frozen=True)
 class GradientAnalysisConfig:
     """Settings of the gradient analysis (defaults: the paper's LQG, a reduced seed count).
@@ -92,10 +95,10 @@ class GradientAnalysisConfig:
         Independent data sets per point.
     seed : int
         Base seed; every data set's seed derives from it, the sweep and the point.
-    n_mc_policy : int
-        NOPG-S Monte-Carlo actions per state.
-    top_k : int, optional
-        NOPG's sparse rows (``None``: dense ``P``).
+    model : ModelConfig
+        NOPG's model settings (default :data:`nopg.bellman.KEYWORD_DEFAULTS`: the dense ``P``,
+        ``n_mc_policy=10`` Monte-Carlo actions per state for NOPG-S); ``stochastic`` is set per
+        estimator. The former names ``n_mc_policy`` and ``top_k`` are accepted as settings.
     dpg_discounting : {"improper", "proper"}
     n_boot : int
         Bootstrap resamples of the confidence intervals.
@@ -119,11 +122,12 @@ class GradientAnalysisConfig:
     bandwidth: float = 0.2
     n_seeds: int = 50
     seed: int = 0
-    n_mc_policy: int = 10
-    top_k: int | None = None
+    model: ModelConfig = field(default_factory=keyword_config)
     dpg_discounting: str = "improper"
     n_boot: int = 10_000
     confidence: float = 0.95
+
+    MODEL_ALIASES: ClassVar[tuple[str, ...]] = ("n_mc_policy", "top_k")
 
     def __post_init__(self) -> None:
         for name in _TUPLE_FIELDS:
@@ -138,9 +142,9 @@ class GradientAnalysisConfig:
         bad = sorted(set(self.sweeps) - set(SWEEPS))
         if bad or not self.sweeps:
             raise ValueError(f"sweeps must be a non-empty subset of {list(SWEEPS)}; unknown: {bad}")
-        if self.horizon < 1 or self.n_seeds < 2 or self.n_mc_policy < 1 or self.n_boot < 1:
-            raise ValueError("horizon, n_mc_policy and n_boot must be >= 1 and n_seeds >= 2; got "
-                             f"{self.horizon}, {self.n_mc_policy}, {self.n_boot}, {self.n_seeds}")
+        if self.horizon < 1 or self.n_seeds < 2 or self.n_boot < 1:
+            raise ValueError("horizon and n_boot must be >= 1 and n_seeds >= 2; got "
+                             f"{self.horizon}, {self.n_boot}, {self.n_seeds}")
         for size in (*self.sample_sizes, self.sample_size):
             if int(size) < self.horizon or int(size) % self.horizon:
                 raise ValueError(f"sample sizes must be positive multiples of the horizon "
@@ -169,7 +173,8 @@ class GradientAnalysisConfig:
         return checked_replace(self, changes, "gradient-analysis")
 
     def to_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return {**out, "model": dataclasses.asdict(self.model)}
 
     def problem(self) -> LQG:
         """The LQG of this configuration (checks that both gains are stabilising)."""
@@ -214,8 +219,8 @@ def _job(job: dict[str, Any]) -> dict[str, Any]:
                        seed=job["data_seed"], alpha=job["alpha"],
                        behaviour_theta=np.asarray(config.behaviour_theta), problem=problem)
     cases = lqg_cases(problem, config.theta, behaviour, sigma=config.sigma, horizon=config.horizon,
-                      bandwidth=job["kappa"], names=job["names"], n_mc_policy=config.n_mc_policy,
-                      top_k=config.top_k, dpg_discounting=config.dpg_discounting,
+                      bandwidth=job["kappa"], names=job["names"], config=config.model,
+                      dpg_discounting=config.dpg_discounting,
                       seed=job["data_seed"])
     out: dict[str, Any] = {"estimates": {}, "seconds": {}}
     for name, case in cases.items():

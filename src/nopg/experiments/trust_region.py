@@ -26,10 +26,11 @@ Per-sample contributions: with ``S = eps0(theta) . stop(q) + stop(mu)^T P(theta)
 
     grad J_hat = sum_m  dS/da0_m  J_pi(z_m)  +  sum_i  dS/da'_i  J_pi(s'_i),
 
-with ``dS/da'_i = mu_i d(P q)_i / da'_i`` from autograd on the captured actions and the policy
-Jacobians ``J_pi`` from ``torch.func.vmap(jacrev)``. The heat map places ``||g_i||`` at
-``s'_i`` (where the policy acts) and shows the mean per ``(w, w_dot)`` bin (``heatmap_stat``;
-the sum per bin is also written).
+with ``dS/da'_i = mu_i d(P q)_i / da'_i`` from autograd on the queried actions the solution
+exposes (``BellmanSolution.initial_actions``, ``next_actions``) and the policy Jacobians ``J_pi``
+from ``torch.func.vmap(jacrev)``. The heat map places ``||g_i||`` at ``s'_i`` (where the policy
+acts) and shows the mean per ``(w, w_dot)`` bin (``heatmap_stat``; the sum per bin is also
+written).
 
 Defaults: 10 episodes x 100 steps = 1000 samples, Silverman bandwidths unscaled, dense ``P``,
 float64. How they were chosen, and the measured results: ``docs/experiments.md``.
@@ -43,9 +44,9 @@ import json
 import logging
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -54,11 +55,21 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from ..bandwidth import METHODS, Bandwidths, select_bandwidths
-from ..bellman import NonparametricBellman
+from ..bellman import NonparametricBellman, as_states, keyword_config
 from ..data import TransitionDataset
 from ..envs.pendulum import BOTTOM_STATE, angle_to_obs, make_pendulum_env, obs_to_angle
+from ..gradient import surrogate_gradient
+from ..model_config import ModelConfig
 from ..policies import LinearPolicy
-from .common import checked_replace
+from ..validation import (
+    check_choice,
+    check_positive_float,
+    check_positive_int,
+    fail,
+    is_float,
+    is_int,
+)
+from .common import checked_replace, nests_model
 from .runner import run_log
 
 logger = logging.getLogger(__name__)
@@ -70,9 +81,15 @@ PARAM_NAMES = ("th0", "th1", "th2", "th3")
 _PAPER_ORDER = [1, 0, 2, 3]  # flat [w_cos, w_sin, w_wdot, bias] -> [th0, th1, th2, th3]
 
 
+@nests_model
 @dataclass(frozen=True)
 class TrustRegionConfig:
-    """Settings of the trust-region experiment (defaults: see the module docstring)."""
+    """Settings of the trust-region experiment (defaults: see the module docstring).
+
+    ``model`` holds the Bellman model's settings (default :data:`nopg.bellman.KEYWORD_DEFAULTS`:
+    the dense ``P``, float64); it may be given as a dict of changes, and ``top_k`` under its
+    former name.
+    """
 
     n_episodes: int = 10                  # behaviour episodes
     steps_per_episode: int = 100          # transitions per episode
@@ -86,7 +103,7 @@ class TrustRegionConfig:
     state_factor: float = 1.0             # multiplier of the state (and next-state) bandwidths
     action_factor: float = 1.0            # multiplier of the action bandwidth
     gamma: float = 0.99
-    top_k: int | None = None              # None: dense P (exact)
+    model: ModelConfig = field(default_factory=keyword_config)   # the Bellman model: dense P
     initial_states: str = "episode_starts"   # episode_starts | bottom
     heatmap_theta3: float = 0.0           # policy whose per-sample contributions are mapped
     heatmap_bins_w: int = 24
@@ -94,37 +111,36 @@ class TrustRegionConfig:
     heatmap_stat: str = "mean"            # mean | sum of ||g_i|| per bin
     dense_fraction: float = 0.25          # share of densest samples in the concentration figure
 
+    MODEL_ALIASES: ClassVar[tuple[str, ...]] = ("top_k",)
+
     def __post_init__(self) -> None:
+        owner = "TrustRegionConfig"
         for name in ("n_episodes", "steps_per_episode", "n_theta3", "heatmap_bins_w",
                      "heatmap_bins_w_dot"):
-            _check_int(name, getattr(self, name), 1)
-        _check_int("seed", self.seed, 0)
-        if self.top_k is not None:
-            _check_int("top_k", self.top_k, 1)
+            check_positive_int(name, getattr(self, name), owner)
+        _check_seed(self.seed, owner)
+        if self.model.stochastic or self.model.n_mc_next is not None:
+            raise ValueError("The trust-region experiment splits NOPG-D's gradient: its model "
+                             "must have stochastic=False and n_mc_next=None. Got "
+                             f"{self.model.stochastic} and {self.model.n_mc_next} instead.")
         for name in ("action_variance", "state_factor", "action_factor"):
-            value = getattr(self, name)
-            if not _is_real(value) or not math.isfinite(value) or value <= 0:
-                raise ValueError(f"The '{name}' parameter must be a positive finite float. "
-                                 f"Got {value!r} instead.")
+            check_positive_float(name, getattr(self, name), owner)
         for name in ("theta3_min", "theta3_max", "heatmap_theta3"):
             value = getattr(self, name)
-            if not _is_real(value) or not math.isfinite(value):
-                raise ValueError(f"The '{name}' parameter must be a finite float. Got {value!r} instead.")
+            if not is_float(value) or not math.isfinite(value):
+                fail(name, "a finite float", value, owner)
         if self.theta3_min > self.theta3_max or (self.n_theta3 > 1 and self.theta3_min == self.theta3_max):
             raise ValueError(f"theta3_min must be below theta3_max. Got {self.theta3_min} and "
                              f"{self.theta3_max} instead.")
-        if not _is_real(self.gamma) or not 0.0 <= self.gamma < 1.0:
-            raise ValueError(f"The 'gamma' parameter must be a float in [0, 1). Got {self.gamma!r} instead.")
-        if not _is_real(self.dense_fraction) or not 0.0 < self.dense_fraction <= 1.0:
-            raise ValueError(f"The 'dense_fraction' parameter must be in (0, 1]. "
-                             f"Got {self.dense_fraction!r} instead.")
+        if not is_float(self.gamma) or not 0.0 <= self.gamma < 1.0:
+            fail("gamma", "a float in [0, 1)", self.gamma, owner)
+        if not is_float(self.dense_fraction) or not 0.0 < self.dense_fraction <= 1.0:
+            fail("dense_fraction", "a float in (0, 1]", self.dense_fraction, owner)
         for name, allowed in (("bandwidth_method", METHODS), ("initial_states", INITIAL_STATES),
                               ("heatmap_stat", HEATMAP_STATS)):
-            if getattr(self, name) not in allowed:
-                raise ValueError(f"The '{name}' parameter must be one of {', '.join(allowed)}. "
-                                 f"Got {getattr(self, name)!r} instead.")
+            check_choice(name, getattr(self, name), allowed, owner)
         if not isinstance(self.clip_actions, bool):
-            raise ValueError(f"The 'clip_actions' parameter must be a bool. Got {self.clip_actions!r}.")
+            fail("clip_actions", "a bool", self.clip_actions, owner)
 
     def replace(self, **changes: Any) -> TrustRegionConfig:
         """A validated copy with the named fields replaced (ValueError on unknown names)."""
@@ -138,13 +154,9 @@ class TrustRegionConfig:
         return np.linspace(self.theta3_min, self.theta3_max, self.n_theta3)
 
 
-def _is_real(value: Any) -> bool:
-    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
-
-
-def _check_int(name: str, value: Any, low: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        raise ValueError(f"The '{name}' parameter must be an int >= {low}. Got {value!r} instead.")
+def _check_seed(seed: Any, owner: str | None = None) -> None:
+    if not is_int(seed) or seed < 0:
+        fail("seed", "a non-negative int", seed, owner)
 
 
 # ---------------------------------------------------------------------------------- data
@@ -165,12 +177,10 @@ def collect_gaussian_pendulum(n_episodes: int = 10, steps_per_episode: int = 100
         ``n_episodes * steps_per_episode`` transitions, ``truncations`` at each episode's end,
         ``episode_ids``, no terminals.
     """
-    _check_int("n_episodes", n_episodes, 1)
-    _check_int("steps_per_episode", steps_per_episode, 1)
-    _check_int("seed", seed, 0)
-    if not _is_real(action_variance) or not math.isfinite(action_variance) or action_variance <= 0:
-        raise ValueError(f"The 'action_variance' parameter must be a positive finite float. "
-                         f"Got {action_variance!r} instead.")
+    check_positive_int("n_episodes", n_episodes)
+    check_positive_int("steps_per_episode", steps_per_episode)
+    _check_seed(seed)
+    check_positive_float("action_variance", action_variance)
     n = n_episodes * steps_per_episode
     rng = np.random.default_rng(seed)
     sampled = math.sqrt(action_variance) * rng.standard_normal(n)
@@ -215,8 +225,7 @@ def constant_policy(theta3: float) -> LinearPolicy:
 
 def log_likelihood(policy: nn.Module, data: TransitionDataset, variance: float = 0.2) -> float:
     """``mean_i log N(a_i; pi(s_i), variance)``: the data's actions under the widened policy."""
-    if not _is_real(variance) or not math.isfinite(variance) or variance <= 0:
-        raise ValueError(f"The 'variance' parameter must be a positive finite float. Got {variance!r}.")
+    check_positive_float("variance", variance)
     param = next(iter(policy.parameters()))
     with torch.no_grad():
         mean = policy(torch.tensor(data.states, dtype=param.dtype)).double().cpu().numpy()
@@ -229,20 +238,6 @@ def log_likelihood(policy: nn.Module, data: TransitionDataset, variance: float =
 
 
 # -------------------------------------------------------------------- gradient splitting
-class _ActionRecorder(nn.Module):
-    """Wraps a policy and keeps every batch of states it sees and the actions it returns."""
-
-    def __init__(self, policy: nn.Module) -> None:
-        super().__init__()
-        self.policy = policy
-        self.calls: list[tuple[torch.Tensor, torch.Tensor]] = []
-
-    def forward(self, states: torch.Tensor) -> torch.Tensor:
-        actions = self.policy(states)
-        self.calls.append((states.detach(), actions))
-        return actions
-
-
 @dataclass
 class GradientSplit:
     """``J_hat``, its gradient and the gradient's exact split into per-sample terms.
@@ -291,23 +286,21 @@ def gradient_contributions(model: NonparametricBellman, policy: nn.Module,
     """
     if model.stochastic or model.n_mc_next is not None:
         raise ValueError("gradient_contributions needs a deterministic model with n_mc_next=None")
-    recorder = _ActionRecorder(policy)
-    sol = model.evaluate(recorder, initial_states)
-    if len(recorder.calls) != 2:
-        raise RuntimeError(f"expected two policy calls (eps0, P), got {len(recorder.calls)}")
-    (z, a0), (s_next, a_next) = recorder.calls
+    sol = model.evaluate(policy, initial_states)
     params = list(policy.parameters())
-    surrogate = sol.surrogate()
-    outs = torch.autograd.grad(surrogate, [a0, a_next, *params], allow_unused=True, retain_graph=False)
-    d_a0, d_next = (torch.zeros_like(a) if g is None else g for g, a in zip(outs[:2], (a0, a_next)))
-    grad = torch.cat([(torch.zeros_like(p) if g is None else g).reshape(-1)
-                      for p, g in zip(params, outs[2:])])
-    per_sample = torch.einsum("na,nap->np", d_next, policy_jacobians(policy, s_next))
-    initial = torch.einsum("ma,map->mp", d_a0, policy_jacobians(policy, z))
+    d_a0, d_next, *grads = surrogate_gradient(sol.surrogate(),
+                                              [sol.initial_actions, sol.next_actions, *params])
+    grad = torch.cat([g.reshape(-1) for g in grads])
+    dtype = params[0].dtype                  # the states the policy saw, as the model passes them
+    z = torch.as_tensor(as_states(initial_states, model.dataset.state_dim, "initial_states"),
+                        dtype=dtype, device=model.next_states.device)
+    per_sample = torch.einsum("na,nap->np", d_next[:, 0].to(dtype),
+                              policy_jacobians(policy, model.next_states.to(dtype)))
+    initial = torch.einsum("ma,map->mp", d_a0[:, 0].to(dtype), policy_jacobians(policy, z))
     return GradientSplit(J=sol.J, grad=grad.double().cpu().numpy(),
                          per_sample=per_sample.double().cpu().numpy(),
                          initial=initial.double().cpu().numpy(),
-                         next_actions=a_next.detach().double().cpu().numpy())
+                         next_actions=sol.next_actions[:, 0].detach().double().cpu().numpy())
 
 
 # ---------------------------------------------------------------------------- heat map
@@ -407,31 +400,24 @@ def run_trust_region(config: TrustRegionConfig | None = None, out: str | Path = 
         return _run(config, run_dir, progress)
 
 
-def _run(config: TrustRegionConfig, run_dir: Path, progress: bool) -> dict[str, Any]:
-    from ..pendulum_plots import plot_trust_region
-
-    (run_dir / "config.json").write_text(json.dumps(
-        {"experiment": "trust-region", **config.to_dict()}, indent=2))
-    start = time.perf_counter()
-    data = collect_gaussian_pendulum(config.n_episodes, config.steps_per_episode, config.action_variance,
-                                     config.seed, config.clip_actions)
-    t_data = time.perf_counter() - start
+def _model(data: TransitionDataset, config: TrustRegionConfig
+           ) -> tuple[Bandwidths, NonparametricBellman, np.ndarray]:
+    """The data's bandwidths, the dense (or top-k) model and the ``eps0`` states."""
     bw: Bandwidths = select_bandwidths(data, method=config.bandwidth_method,
                                        state_factor=config.state_factor,
                                        action_factor=config.action_factor, rng=config.seed)
     logger.info("trust region: %r, action mean %.4f variance %.4f; bandwidths state=%s action=%s",
                 data, data.actions.mean(), data.actions.var(), np.round(bw.state, 4).tolist(),
                 np.round(bw.action, 4).tolist())
-    model = NonparametricBellman(data, bw, config.gamma, top_k=config.top_k, dtype=torch.float64)
-    s0 = initial_states_for(data, config.initial_states)
+    model = NonparametricBellman(data, bw, config.gamma, config.model)
+    return bw, model, initial_states_for(data, config.initial_states)
 
-    t0 = time.perf_counter()
-    table = _sweep(model, data, s0, config, progress)
-    t_sweep = time.perf_counter() - t0
-    _write_csv(run_dir / "policies.csv", ["theta3", "log_likelihood", "grad_norm", "log_grad_norm", "J_hat",
-                                          *[f"grad_{p}" for p in PARAM_NAMES]], table[:, :-1])
 
-    t0 = time.perf_counter()
+def _contributions(model: NonparametricBellman, data: TransitionDataset, bw: Bandwidths,
+                   s0: np.ndarray, config: TrustRegionConfig, run_dir: Path
+                   ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """Split the gradient at ``heatmap_theta3`` into per-sample terms; write
+    ``contributions.csv`` and ``heatmap.csv``; return the bins and the heat map's summary."""
     split = gradient_contributions(model, constant_policy(config.heatmap_theta3), s0)
     g = split.per_sample[:, _PAPER_ORDER]
     g_norm = np.linalg.norm(g, axis=1)
@@ -465,6 +451,28 @@ def _run(config: TrustRegionConfig, run_dir: Path, progress: bool) -> dict[str, 
         "spearman_bin_mean_vs_count": _side_spearman(bins["count"][filled], bins["mean"][filled]),
         "spearman_bin_sum_vs_count": _side_spearman(bins["count"][filled], bins["sum"][filled]),
     }
+    return bins, heat
+
+
+def _run(config: TrustRegionConfig, run_dir: Path, progress: bool) -> dict[str, Any]:
+    from ..pendulum_plots import plot_trust_region
+
+    (run_dir / "config.json").write_text(json.dumps(
+        {"experiment": "trust-region", **config.to_dict()}, indent=2))
+    start = time.perf_counter()
+    data = collect_gaussian_pendulum(config.n_episodes, config.steps_per_episode, config.action_variance,
+                                     config.seed, config.clip_actions)
+    t_data = time.perf_counter() - start
+    bw, model, s0 = _model(data, config)
+
+    t0 = time.perf_counter()
+    table = _sweep(model, data, s0, config, progress)
+    t_sweep = time.perf_counter() - t0
+    _write_csv(run_dir / "policies.csv", ["theta3", "log_likelihood", "grad_norm", "log_grad_norm", "J_hat",
+                                          *[f"grad_{p}" for p in PARAM_NAMES]], table[:, :-1])
+
+    t0 = time.perf_counter()
+    bins, heat = _contributions(model, data, bw, s0, config, run_dir)
     t_contrib = time.perf_counter() - t0
 
     t0 = time.perf_counter()
