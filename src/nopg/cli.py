@@ -472,8 +472,8 @@ def _analysis_command(args: argparse.Namespace) -> int:
               f"{summary['wall_time_s']:.0f} s; results in {summary['run_dir']}")
         return 0
     if args.full or args.workers is not None or args.ray_address is not None:
-        raise ValueError("--full, --workers and --ray-address apply to gradient-analysis and "
-                         "sample-efficiency only")
+        raise ValueError("--full, --workers and --ray-address apply to sample-efficiency and "
+                         "gradient-analysis only")
     from .experiments.trust_region import TrustRegionConfig, run_trust_region
 
     summary = run_trust_region(TrustRegionConfig().replace(**changes), out=args.out,
@@ -529,8 +529,8 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.task is not None:
         raise ValueError("--task applies to sample-efficiency only")
     if args.full or args.workers is not None or args.ray_address is not None:
-        raise ValueError("--full, --workers and --ray-address apply to gradient-analysis and "
-                         "sample-efficiency only")
+        raise ValueError("--full, --workers and --ray-address apply to sample-efficiency and "
+                         "gradient-analysis only")
     task = get_task(args.experiment)
     config = task.default_config().replace(**_overrides(args))
     summary = run_experiment(task, config, out=args.out, progress=not args.no_progress,
