@@ -293,9 +293,15 @@ def run_sample_efficiency(cfg: SampleEfficiencyConfig, out: str | Path = "result
         summary = summarize(rows, cfg.confidence, cfg.n_boot)
         _write_summary_csv(summary, run_dir / "summary.csv")
         (run_dir / "table.md").write_text(format_table(summary) + "\n")
+        reference = None
+        if cfg.task == "mountaincar-human":
+            from .mountaincar_human import HUMAN_MEAN_RETURN
+
+            reference = HUMAN_MEAN_RETURN
         plot_sample_efficiency(summary, run_dir / "sample_efficiency.png",
                                title=f"{cfg.task}: mean return, {100 * cfg.confidence:.0f}% "
-                                     f"bootstrap interval over {len(cfg.seeds)} seeds")
+                                     f"bootstrap interval over {len(cfg.seeds)} seeds",
+                               reference=reference)
         wall = time.perf_counter() - start
         for r in summary:
             logger.info("%s n=%d: return %.2f [%.2f, %.2f] over %d seeds, %.1f s per run",
