@@ -6,8 +6,10 @@ evaluation protocol), so one run gives a point per budget, as a learning curve a
 environment steps. Hyper-parameters are the paper's (appendix, "Pendulum with Random Agent" and
 "Cart-pole with Random Agent"): gamma 0.99, an actor with one hidden layer of 50 ReLU units, a
 critic with two, batch size 64, soft update 5e-3, replay of 5e5 transitions, 128 initial
-transitions. Deviation: SB3 uses one learning rate for actor and critic; the paper's actor rate
+transitions. Deviations: SB3 uses one learning rate for actor and critic; the paper's actor rate
 ``1e-3`` is used for both (the paper's critic rates are 1e-2 for DDPG/TD3 and 5e-3 for SAC).
+DDPG and TD3 explore with Gaussian action noise of 0.1 times the action bound (the paper does not
+state its noise; SB3 adds none by default).
 
 Needs ``pip install stable-baselines3`` (the ``baselines`` extra).
 """
@@ -92,6 +94,11 @@ def train_online(algorithm: str, env_fn: Callable[[], Any], budgets: Sequence[in
         raise ValueError(f"budgets must be positive ints. Got {budgets!r}.")
     kwargs = {**paper_hyperparameters(algorithm), **(hyperparameters or {})}
     env = env_fn()
+    if algorithm != "SAC" and "action_noise" not in kwargs:
+        from stable_baselines3.common.noise import NormalActionNoise
+
+        high = np.asarray(env.action_space.high, dtype=np.float64)
+        kwargs["action_noise"] = NormalActionNoise(np.zeros_like(high), 0.1 * high)
     model = getattr(sb3, algorithm)("MlpPolicy", env, seed=int(seed), verbose=0, device="cpu",
                                     **kwargs)
     rows: list[dict[str, Any]] = []
