@@ -136,7 +136,9 @@ def _build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--ray-address",
                      help="gradient-analysis: run on Ray ('local', 'auto' or a cluster address)")
     rep.add_argument("--task", help="sample-efficiency: the task (pendulum-grid, pendulum-random, "
-                                    "cartpole-random, mountaincar-human, umaze)")
+                                    "cartpole-random, mountaincar-human, umaze, or a user-data "
+                                    "task: pendulum-uniform, pendulum-controller, "
+                                    "mountaincar-uniform, invertedpendulum-random)")
 
     fit = sub.add_parser(
         "fit", help="train NOPG on your own data file (.npz, .hdf5/.h5, minari:<id>)",

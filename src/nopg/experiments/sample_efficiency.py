@@ -86,6 +86,13 @@ def _n_samples(n: int) -> dict[str, Any]:
     return {"n_samples": n}
 
 
+def _pendulum_episodes(n: int) -> dict[str, Any]:
+    if n < 200 or n % 200:
+        raise ValueError(f"pendulum-uniform/-controller sizes are multiples of the 200-step "
+                         f"episodes, e.g. 1000, 2000. Got {n}.")
+    return {"n_episodes": n // 200, "episode_length": 200}
+
+
 _ONLINE_PAPER = (1000, 2000, 5000, 10_000, 20_000, 50_000, 100_000)
 SWEEP_TASKS: dict[str, SweepTask] = {
     "pendulum-grid": SweepTask("transitions", (200, 450, 800), (200, 450, 800, 1250, 1800, 3200),
@@ -102,6 +109,14 @@ SWEEP_TASKS: dict[str, SweepTask] = {
                                    _demonstrations),
     "umaze": SweepTask("transitions", (100, 300, 1000), (100, 200, 300, 500, 700, 1000),
                        _n_samples),
+    # The data nobody tuned for (the user-data tasks): their one default size, 10 seeds in full.
+    "pendulum-uniform": SweepTask("transitions", (2000,), (2000,), _pendulum_episodes,
+                                  (1000, 5000), _ONLINE_PAPER),
+    "pendulum-controller": SweepTask("transitions", (2000,), (2000,), _pendulum_episodes,
+                                     (1000, 5000), _ONLINE_PAPER),
+    "mountaincar-uniform": SweepTask("transitions", (3000,), (3000,), _n_samples,
+                                     (1000, 5000), _ONLINE_PAPER),
+    "invertedpendulum-random": SweepTask("transitions", (5000,), (5000,), _n_samples),
 }
 """The tasks the sweep knows, with their reduced and paper sizes."""
 

@@ -128,7 +128,7 @@ def _online_env(task_name: str, exp: ExperimentConfig) -> Callable[[], Any] | No
         from ..envs.cartpole import make_cartpole_env
 
         return lambda: make_cartpole_env(int(exp.task["eval_steps"]))
-    if task_name == "mountaincar-human":
+    if task_name.startswith("mountaincar"):
         from ..envs.mountaincar import make_mountaincar_env
 
         return make_mountaincar_env
