@@ -135,6 +135,9 @@ def test_bad_settings_are_refused_clearly(tmp_path):
     with pytest.raises(ValueError, match="pendulum-grid sizes are 2 k"):
         plan(SampleEfficiencyConfig(task="pendulum-grid", sizes=(201,), algorithms=("NOPG-D",)),
              tmp_path)
+    with pytest.raises(ValueError, match="multiples of the 200-step episodes"):
+        plan(SampleEfficiencyConfig(task="pendulum-uniform", sizes=(300,), algorithms=("NOPG-D",)),
+             tmp_path)
     jobs, skipped = plan(SampleEfficiencyConfig(task="mountaincar-human",
                                                 algorithms=("NOPG-D", "PWIS", "SAC")), tmp_path)
     assert {j["algorithm"] for j in jobs} == {"NOPG-D"}
