@@ -123,7 +123,11 @@ SWEEP_TASKS: dict[str, SweepTask] = {
 
 @dataclass(frozen=True)
 class SampleEfficiencyConfig:
-    """Settings of the sweep (reduced default: ~1 hour on 2 cores for pendulum-random).
+    """Settings of the sweep.
+
+    The reduced default (3 seeds, 3 sizes, 1000 d3rlpy steps, 500 PWIS updates, online budgets
+    1000 and 5000) is estimated at ~90 core-minutes for pendulum-random, ~45-50 minutes with two
+    workers on the 2-core machine (per-run times measured in ``docs/sample_efficiency.md``).
 
     Attributes
     ----------
