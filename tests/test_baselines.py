@@ -80,21 +80,23 @@ def test_dataset_hash_sees_every_array():
     assert dataset_sha256(data) != dataset_sha256(other)
 
 
-@pytest.mark.parametrize("algorithm", ["TD3+BC", "IQL", "CQL", "BCQ", "BEAR"])
-def test_d3rlpy_adapter_trains_and_is_evaluated_by_the_task(algorithm, tmp_path):
-    """BC runs through the whole sweep in test_sample_efficiency; the others here."""
+def test_d3rlpy_adapters_train_and_are_evaluated_by_the_task(tmp_path):
+    """BC runs through the whole sweep in test_sample_efficiency; the others here, in one worker."""
     _d3rlpy_python_or_skip()
-    from nopg.baselines.d3rlpy_bridge import train_d3rlpy
+    from nopg.baselines.d3rlpy_bridge import train_d3rlpy_many
 
     task = get_task("pendulum-random")
     config = task.default_config().replace(**{"task.n_samples": 120, "task.eval_steps": 50})
     data = task.make_dataset(config, 0)
-    result = train_d3rlpy(algorithm, data, 3, 0, -2 * np.ones(1), 2 * np.ones(1), tmp_path)
-    assert result.sha256 == dataset_sha256(data)
-    actions = result.policy(torch.randn(7, 3, dtype=torch.float64))
-    assert actions.shape == (7, 1) and torch.all(actions.abs() <= 2.0 + 1e-6)
-    returns = task.evaluate(result.policy, config, 0, 1)
-    assert len(returns) == 1 and math.isfinite(returns[0]) and returns[0] < 0
+    algorithms = ["TD3+BC", "IQL", "CQL", "BCQ", "BEAR"]
+    results = train_d3rlpy_many(algorithms, data, 3, 0, -2 * np.ones(1), 2 * np.ones(1), tmp_path)
+    assert list(results) == algorithms
+    for name, result in results.items():
+        assert result.sha256 == dataset_sha256(data), name
+        actions = result.policy(torch.randn(7, 3, dtype=torch.float64))
+        assert actions.shape == (7, 1) and torch.all(actions.abs() <= 2.0 + 1e-6), name
+        returns = task.evaluate(result.policy, config, 0, 1)
+        assert len(returns) == 1 and math.isfinite(returns[0]) and returns[0] < 0, name
 
 
 def test_d3rlpy_errors_are_clear(tmp_path, monkeypatch):
@@ -103,6 +105,8 @@ def test_d3rlpy_errors_are_clear(tmp_path, monkeypatch):
     data = _mixed_dataset()
     with pytest.raises(ValueError, match="unknown d3rlpy algorithm 'SAC'"):
         train_d3rlpy("SAC", data, 3, 0, -np.ones(1), np.ones(1), tmp_path)
+    with pytest.raises(ValueError, match="n_steps must be a positive int"):
+        train_d3rlpy("BC", data, 0, 0, -np.ones(1), np.ones(1), tmp_path)
     monkeypatch.setenv("NOPG_D3RLPY_PYTHON", str(tmp_path / "missing" / "python"))
     with pytest.raises(ValueError, match="python -m nopg.baselines.d3rlpy_bridge setup"):
         train_d3rlpy("BC", data, 3, 0, -np.ones(1), np.ones(1), tmp_path)
@@ -153,6 +157,26 @@ def test_pwis_moves_the_policy_and_is_evaluated_by_the_task():
     assert len(returns) == 2 and all(0 < r <= 30 for r in returns)
     with pytest.raises(ValueError, match="n_updates"):
         train_pwis(policy, data, uniform_log_prob(-5.0, 5.0), 0.99, 0)
+
+
+@pytest.mark.parametrize("algorithm", ["DDPG", "SAC"])
+def test_online_baseline_is_evaluated_at_its_budgets(algorithm):
+    """TD3 runs through the whole sweep in test_sample_efficiency."""
+    from nopg.baselines.online import train_online
+    from nopg.envs.pendulum import make_pendulum_env
+
+    task = get_task("pendulum-random")
+    config = task.default_config().replace(**{"task.eval_steps": 30})
+    seen = []
+
+    def evaluate(policy):
+        seen.append(policy(torch.zeros(2, 3)))
+        return float(task.evaluate(policy, config, 0, 1)[0])
+
+    rows = train_online(algorithm, lambda: make_pendulum_env(30), [129, 140], 0, evaluate)
+    assert [r["env_steps"] for r in rows] == [129, 140]
+    assert all(math.isfinite(r["return"]) and r["wall_time_s"] > 0 for r in rows)
+    assert all(a.shape == (2, 1) and torch.all(a.abs() <= 2.0) for a in seen)
 
 
 def test_online_hyperparameters_are_the_papers():

@@ -23,6 +23,7 @@ import subprocess
 import sys
 import time
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,8 @@ from ..data import TransitionDataset
 from .d3rlpy_worker import ALGORITHMS, transitions_sha256
 
 __all__ = ["ALGORITHMS", "D3RLPY_VERSION", "D3rlpyResult", "TorchScriptPolicy", "d3rlpy_layout",
-           "dataset_sha256", "isolated_python", "setup_isolated_env", "train_d3rlpy"]
+           "dataset_sha256", "isolated_python", "setup_isolated_env", "train_d3rlpy",
+           "train_d3rlpy_many"]
 
 D3RLPY_VERSION = "2.8.1"
 _WORKER = Path(__file__).with_name("d3rlpy_worker.py")
@@ -172,10 +174,12 @@ def train_d3rlpy(algorithm: str, data: TransitionDataset, n_steps: int, seed: in
     action_low, action_high : array of shape (d_a,)
         The action box (d3rlpy's min-max action scaler).
     work_dir : path
-        Folder for the job's files (``job.json``, ``data.npz``, ``policy.pt``, ``result.json``,
-        ``worker.log``).
+        Folder for the files: ``data.npz``, and ``<algorithm>/`` with ``job.json``,
+        ``policy.pt`` and ``result.json``; ``worker.log``.
     kwargs : dict, optional
         Extra fields of the algorithm's d3rlpy ``Config`` (JSON values).
+    timeout : float, optional
+        Seconds before the worker is stopped.
 
     Raises
     ------
@@ -183,39 +187,61 @@ def train_d3rlpy(algorithm: str, data: TransitionDataset, n_steps: int, seed: in
         For an unknown algorithm or bad budget; RuntimeError if the worker fails or received
         other transitions than ``data``.
     """
-    if algorithm not in ALGORITHMS:
-        raise ValueError(f"unknown d3rlpy algorithm {algorithm!r}; known: {', '.join(ALGORITHMS)}")
+    return train_d3rlpy_many([algorithm], data, n_steps, seed, action_low, action_high, work_dir,
+                             {algorithm: kwargs or {}}, timeout)[algorithm]
+
+
+def train_d3rlpy_many(algorithms: Sequence[str], data: TransitionDataset, n_steps: int, seed: int,
+                      action_low: np.ndarray, action_high: np.ndarray,
+                      work_dir: str | os.PathLike[str],
+                      kwargs: dict[str, dict[str, Any]] | None = None,
+                      timeout: float | None = None) -> dict[str, D3rlpyResult]:
+    """:func:`train_d3rlpy` for several algorithms on one data set, in one worker process
+    (d3rlpy is imported once); ``wall_seconds`` is then the whole call's. Keyed by algorithm."""
+    unknown = [a for a in algorithms if a not in ALGORITHMS]
+    if unknown or not algorithms:
+        raise ValueError(f"unknown d3rlpy algorithm {unknown[0] if unknown else None!r}; "
+                         f"known: {', '.join(ALGORITHMS)}")
     if isinstance(n_steps, bool) or not isinstance(n_steps, int) or n_steps < 1:
         raise ValueError(f"n_steps must be a positive int. Got {n_steps!r} instead.")
     python = isolated_python()
-    work = Path(work_dir)
+    work = Path(work_dir).resolve()
     work.mkdir(parents=True, exist_ok=True)
     np.savez(work / "data.npz", states=data.states, actions=data.actions, rewards=data.rewards,
              next_states=data.next_states, terminals=data.terminals.astype(np.float64),
              **d3rlpy_layout(data))
-    job = {"algorithm": algorithm, "n_steps": n_steps, "seed": int(seed), "threads": 1,
-           "action_low": np.asarray(action_low, float).reshape(-1).tolist(),
-           "action_high": np.asarray(action_high, float).reshape(-1).tolist(),
-           "kwargs": kwargs or {}, "out_dir": str(work.resolve())}
-    (work / "job.json").write_text(json.dumps(job, indent=2))
+    jobs = []
+    for algorithm in algorithms:
+        out = work / algorithm.replace("+", "p")
+        out.mkdir(exist_ok=True)
+        job = {"algorithm": algorithm, "n_steps": n_steps, "seed": int(seed), "threads": 1,
+               "action_low": np.asarray(action_low, float).reshape(-1).tolist(),
+               "action_high": np.asarray(action_high, float).reshape(-1).tolist(),
+               "kwargs": (kwargs or {}).get(algorithm) or {}, "data": str(work / "data.npz"),
+               "out_dir": str(out)}
+        (out / "job.json").write_text(json.dumps(job, indent=2))
+        jobs.append(out)
     start = time.perf_counter()
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
     with open(work / "worker.log", "w") as log:
-        proc = subprocess.run([str(python), str(_WORKER), str(work / "job.json")], stdout=log,
-                              stderr=subprocess.STDOUT, env=env, timeout=timeout)
+        proc = subprocess.run([str(python), str(_WORKER), *(str(j / "job.json") for j in jobs)],
+                              stdout=log, stderr=subprocess.STDOUT, env=env, timeout=timeout)
     wall = time.perf_counter() - start
     if proc.returncode != 0:
         tail = (work / "worker.log").read_text()[-2000:]
-        raise RuntimeError(f"the d3rlpy worker ({algorithm}) failed with exit code "
+        raise RuntimeError(f"the d3rlpy worker ({', '.join(algorithms)}) failed with exit code "
                            f"{proc.returncode}:\n{tail}")
-    result = json.loads((work / "result.json").read_text())
     expected = dataset_sha256(data)
-    if result["sha256"] != expected or result["n_transitions"] != data.n:
-        raise RuntimeError(f"the d3rlpy worker received other transitions (sha256 "
-                           f"{result['sha256'][:12]}, n {result['n_transitions']}) than the data "
-                           f"(sha256 {expected[:12]}, n {data.n})")
-    return D3rlpyResult(TorchScriptPolicy(work / "policy.pt"), result["sha256"],
-                        float(result["train_seconds"]), wall, result["metrics"])
+    results = {}
+    for algorithm, out in zip(algorithms, jobs):
+        result = json.loads((out / "result.json").read_text())
+        if result["sha256"] != expected or result["n_transitions"] != data.n:
+            raise RuntimeError(f"the d3rlpy worker received other transitions (sha256 "
+                               f"{result['sha256'][:12]}, n {result['n_transitions']}) than the "
+                               f"data (sha256 {expected[:12]}, n {data.n})")
+        results[algorithm] = D3rlpyResult(TorchScriptPolicy(out / "policy.pt"), result["sha256"],
+                                          float(result["train_seconds"]), wall, result["metrics"])
+    return results
 
 
 def _main(argv: list[str]) -> int:

@@ -5,9 +5,10 @@ the isolated environment (d3rlpy 2.8.1 pins ``gymnasium==1.0.0``, which the proj
 extras conflict with). It imports only the standard library, numpy, torch and d3rlpy, never
 ``nopg``. The file contract:
 
-``job.json``
+``job.json`` (one or more, trained in turn)
     ``algorithm`` (one of :data:`ALGORITHMS`), ``n_steps``, ``seed``, ``action_low`` and
-    ``action_high`` (lists), ``kwargs`` (extra fields of the d3rlpy ``Config``), ``out_dir``.
+    ``action_high`` (lists), ``kwargs`` (extra fields of the d3rlpy ``Config``), ``data`` (the
+    ``.npz`` below), ``out_dir``.
 ``data.npz``
     The transitions as handed to every algorithm (``states``, ``actions``, ``rewards``,
     ``next_states``, ``terminals``; float64) and their d3rlpy episode layout (``observations``,
@@ -86,8 +87,14 @@ def _check_layout(dataset, data: dict[str, np.ndarray]) -> int:
     return len(order)
 
 
-def main(job_path: str) -> int:
-    job = json.loads(Path(job_path).read_text())
+def main(job_paths: list[str]) -> int:
+    for path in job_paths:
+        train(json.loads(Path(path).read_text()))
+    return 0
+
+
+def train(job: dict) -> None:
+    """Train one job and write its ``policy.pt`` and ``result.json``."""
     out_dir = Path(job["out_dir"])
     import d3rlpy
     import torch
@@ -97,7 +104,7 @@ def main(job_path: str) -> int:
     name = job["algorithm"]
     if name not in ALGORITHMS:
         raise SystemExit(f"unknown algorithm {name!r}; known: {', '.join(ALGORITHMS)}")
-    with np.load(out_dir / "data.npz") as f:
+    with np.load(job["data"]) as f:
         data = {key: f[key] for key in f.files}
     received = transitions_sha256(data)
     dataset = d3rlpy.dataset.MDPDataset(
@@ -127,10 +134,9 @@ def main(job_path: str) -> int:
               "sha256": received, "n_transitions": checked, "train_seconds": seconds,
               "metrics": metrics, "d3rlpy": d3rlpy.__version__, "torch": torch.__version__}
     (out_dir / "result.json").write_text(json.dumps(result, indent=2))
-    return 0
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        raise SystemExit("usage: python d3rlpy_worker.py JOB.json")
-    sys.exit(main(sys.argv[1]))
+    if len(sys.argv) < 2:
+        raise SystemExit("usage: python d3rlpy_worker.py JOB.json [JOB.json ...]")
+    sys.exit(main(sys.argv[1:]))
