@@ -100,7 +100,7 @@ def test_bootstrap_summary_against_closed_forms():
     assert dropped["n"] == 2 and dropped["mean"] == 2.0
 
 
-def test_serial_and_process_runs_give_the_same_rows(tmp_path):
+def test_serial_process_and_local_ray_runs_give_the_same_rows(tmp_path):
     cfg = SampleEfficiencyConfig(task="cartpole-random", algorithms=("NOPG-D", "PWIS"),
                                  sizes=(40,), settings={"task.eval_steps": 30}, seeds=(0, 1),
                                  pwis_updates=2, nopg_updates=2)
@@ -114,6 +114,9 @@ def test_serial_and_process_runs_give_the_same_rows(tmp_path):
     processes = strip(parallel_map(run_job, jobs, workers=2, progress=False))
     assert serial == processes
     check_identical_data(serial)
+    pytest.importorskip("ray")
+    on_ray = strip(parallel_map(run_job, jobs, workers=2, ray_address="local", progress=False))
+    assert on_ray == serial
 
 
 def test_identical_data_check_catches_a_mismatch():
