@@ -91,6 +91,7 @@ def test_d3rlpy_adapters_train_and_are_evaluated_by_the_task(tmp_path):
     algorithms = ["TD3+BC", "IQL", "CQL", "BCQ", "BEAR"]
     results = train_d3rlpy_many(algorithms, data, 3, 0, -2 * np.ones(1), 2 * np.ones(1), tmp_path)
     assert list(results) == algorithms
+    assert not (tmp_path / "data.npz").exists() and (tmp_path / "TD3pBC" / "policy.pt").is_file()
     for name, result in results.items():
         assert result.sha256 == dataset_sha256(data), name
         actions = result.policy(torch.randn(7, 3, dtype=torch.float64))

@@ -195,9 +195,14 @@ def train_d3rlpy_many(algorithms: Sequence[str], data: TransitionDataset, n_step
                       action_low: np.ndarray, action_high: np.ndarray,
                       work_dir: str | os.PathLike[str],
                       kwargs: dict[str, dict[str, Any]] | None = None,
-                      timeout: float | None = None) -> dict[str, D3rlpyResult]:
+                      timeout: float | None = None, keep_data: bool = False
+                      ) -> dict[str, D3rlpyResult]:
     """:func:`train_d3rlpy` for several algorithms on one data set, in one worker process
-    (d3rlpy is imported once); ``wall_seconds`` is then the whole call's. Keyed by algorithm."""
+    (d3rlpy is imported once); ``wall_seconds`` is then the whole call's. Keyed by algorithm.
+
+    ``data.npz`` is removed after a successful run unless ``keep_data`` (the data are the task's
+    at a seed, and their SHA-256 is in every result).
+    """
     unknown = [a for a in algorithms if a not in ALGORITHMS]
     if unknown or not algorithms:
         raise ValueError(f"unknown d3rlpy algorithm {unknown[0] if unknown else None!r}; "
@@ -241,6 +246,8 @@ def train_d3rlpy_many(algorithms: Sequence[str], data: TransitionDataset, n_step
                                f"data (sha256 {expected[:12]}, n {data.n})")
         results[algorithm] = D3rlpyResult(TorchScriptPolicy(out / "policy.pt"), result["sha256"],
                                           float(result["train_seconds"]), wall, result["metrics"])
+    if not keep_data:
+        (work / "data.npz").unlink()
     return results
 
 
