@@ -18,7 +18,7 @@ from nopg.experiments.sample_efficiency import (
     plan,
 )
 from nopg.experiments.sample_efficiency_jobs import run_job
-from nopg.experiments.sample_efficiency_report import read_rows, summarize, write_rows
+from nopg.experiments.sample_efficiency_report import format_table, read_rows, summarize, write_rows
 
 
 def _has_d3rlpy() -> bool:
@@ -68,7 +68,7 @@ def test_rows_csv_round_trip(tmp_path):
     rows = [{"task": "t", "algorithm": "TD3+BC", "kind": "offline", "size": 10,
              "size_unit": "transitions", "n_transitions": 10, "seed": 3, "return": -1 / 3,
              "J_hat": None, "wall_time_s": 1e-7, "train_steps": 5, "env_steps": None,
-             "data_sha256": "1234e5"}]
+             "data_sha256": "1234e5", "error": None}]
     assert read_rows(write_rows(rows, tmp_path / "r.csv")) == rows
     with pytest.raises(ValueError, match="unknown row fields"):
         write_rows([{**rows[0], "extra": 1}], tmp_path / "x.csv")
@@ -117,6 +117,31 @@ def test_serial_process_and_local_ray_runs_give_the_same_rows(tmp_path):
     pytest.importorskip("ray")
     on_ray = strip(parallel_map(run_job, jobs, workers=2, ray_address="local", progress=False))
     assert on_ray == serial
+
+
+def test_a_failing_run_is_a_row_with_its_error(tmp_path, monkeypatch):
+    from nopg.experiments import sample_efficiency_jobs
+
+    def broken(*args):
+        raise FloatingPointError("diverged")
+
+    monkeypatch.setattr(sample_efficiency_jobs, "_pwis_run", broken)
+    cfg = SampleEfficiencyConfig(task="cartpole-random", algorithms=("PWIS",), sizes=(40,))
+    (row,) = run_job(plan(cfg, tmp_path)[0][0])
+    assert row["return"] is None and row["error"] == "FloatingPointError: diverged"
+    (summary,) = summarize([row, {**row, "seed": 1, "return": -5.0, "wall_time_s": 2.0,
+                                  "error": None}])
+    assert summary["n"] == 1 and summary["mean"] == -5.0 and summary["wall_time_mean_s"] == 2.0
+
+
+def test_table_has_a_line_per_algorithm_and_a_column_per_size():
+    rows = _rows([-1.0, -3.0]) + _rows([-2.0], algorithm="B", size=20) + \
+        [{**r, "algorithm": "C", "kind": "online", "size_unit": "env steps"} for r in _rows([-4.0])]
+    offline, online = format_table(summarize(rows)).split("\n\n")
+    assert offline.splitlines()[0] == "| offline (transitions) | 10 | 20 | time per run |"
+    assert offline.splitlines()[2] == "| A | -2.0 [-3.0, -1.0] |  | 1.0 s-1.0 s |"
+    assert offline.splitlines()[3] == "| B |  | -2.0 [-2.0, -2.0] | 1.0 s-1.0 s |"
+    assert online.splitlines()[2] == "| C | -4.0 [-4.0, -4.0] | 1.0 s-1.0 s |"
 
 
 def test_identical_data_check_catches_a_mismatch():

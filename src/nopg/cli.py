@@ -458,7 +458,8 @@ def _analysis_command(args: argparse.Namespace) -> int:
         summary = run_sample_efficiency(base.replace(**changes), out=args.out, progress=progress,
                                         run_name=args.name, workers=args.workers,
                                         ray_address=args.ray_address)
-        print(f"sample-efficiency {task}: {summary['n_runs']} runs in "
+        failed = f" ({summary['n_failed']} failed: see runs.csv)" if summary["n_failed"] else ""
+        print(f"sample-efficiency {task}: {summary['n_runs']} runs{failed} in "
               f"{summary['wall_time_s']:.0f} s; results in {summary['run_dir']}")
         return 0
     if args.task is not None:

@@ -236,7 +236,7 @@ class SampleEfficiencyConfig:
 # ----------------------------------------------------------------------------- the sweep
 def plan(cfg: SampleEfficiencyConfig, work_dir: Path) -> tuple[list[dict[str, Any]], list[str]]:
     """The jobs (costliest first, for load balance) and the algorithms left out, with why."""
-    from .sample_efficiency_jobs import _experiment, _online_env
+    from .sample_efficiency_jobs import experiment_config, online_env
 
     skipped = []
     jobs = []
@@ -245,7 +245,7 @@ def plan(cfg: SampleEfficiencyConfig, work_dir: Path) -> tuple[list[dict[str, An
             skipped.append(f"PWIS (the behaviour density of {cfg.task}'s data is unknown)")
             continue
         if algorithm in ONLINE:
-            if not cfg.budgets() or _online_env(cfg.task, _experiment(cfg, None)[1]) is None:
+            if not cfg.budgets() or online_env(cfg.task, experiment_config(cfg, None)[1]) is None:
                 skipped.append(f"{algorithm} (no online budgets/environment for {cfg.task})")
                 continue
             jobs += [{"config": cfg, "algorithm": algorithm, "seed": s, "size": max(cfg.budgets())}
@@ -326,8 +326,13 @@ def run_sample_efficiency(cfg: SampleEfficiencyConfig, out: str | Path = "result
             logger.info("%s n=%d: return %.2f [%.2f, %.2f] over %d seeds, %.1f s per run",
                         r["algorithm"], r["size"], r["mean"], r["ci_lo"], r["ci_hi"], r["n"],
                         r["wall_time_mean_s"])
+        failed = [r for r in rows if r["error"]]
+        if failed:
+            logger.warning("sample-efficiency: %d of %d runs failed (the 'error' column of "
+                           "runs.csv): %s", len(failed), len(rows), failed[0]["error"])
         out_summary = {"task": cfg.task, "run_dir": str(run_dir), "wall_time_s": wall,
-                       "n_runs": len(rows), "skipped": skipped, "identical_data": True,
+                       "n_runs": len(rows), "n_failed": len(failed), "skipped": skipped,
+                       "identical_data": True,
                        "torch_threads": torch.get_num_threads(), "summary": summary}
         (run_dir / "summary.json").write_text(json.dumps(out_summary, indent=2))
         logger.info("sample-efficiency on %s: %d runs in %.0f s; results in %s", cfg.task,

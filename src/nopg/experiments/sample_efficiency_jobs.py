@@ -20,12 +20,12 @@ import torch
 from .runner import ExperimentConfig
 from .sample_efficiency import D3RLPY_ALGORITHMS, NOPG_ALGORITHMS, ONLINE, SampleEfficiencyConfig
 
-__all__ = ["run_job"]
+__all__ = ["experiment_config", "online_env", "run_job"]
 
 logger = logging.getLogger("nopg.experiments")
 
 
-def _experiment(cfg: SampleEfficiencyConfig, size: int | None, stochastic: bool = False
+def experiment_config(cfg: SampleEfficiencyConfig, size: int | None, stochastic: bool = False
                 ) -> tuple[Any, ExperimentConfig]:
     """The task and its experiment config at data size ``size`` (with the sweep's settings)."""
     from . import get_task
@@ -51,7 +51,8 @@ def _row(cfg: SampleEfficiencyConfig, algorithm: str, size: int, seed: int, **va
     online = algorithm in ONLINE
     return {"task": cfg.task, "algorithm": algorithm, "kind": "online" if online else "offline",
             "size": int(size), "size_unit": "env steps" if online else cfg.spec.unit,
-            "seed": int(seed), "J_hat": None, "env_steps": None, "data_sha256": None, **values}
+            "seed": int(seed), "J_hat": None, "env_steps": None, "data_sha256": None,
+            "error": None, **values}
 
 
 def _nopg_run(cfg: SampleEfficiencyConfig, algorithm: str, size: int, seed: int) -> dict[str, Any]:
@@ -60,7 +61,7 @@ def _nopg_run(cfg: SampleEfficiencyConfig, algorithm: str, size: int, seed: int)
     from ..baselines.d3rlpy_bridge import dataset_sha256
     from .runner import make_policy
 
-    task, exp = _experiment(cfg, size, stochastic=algorithm == "NOPG-S")
+    task, exp = experiment_config(cfg, size, stochastic=algorithm == "NOPG-S")
     data = task.make_dataset(exp, seed)
     start = time.perf_counter()
     bw = select_bandwidths(data, exp.bandwidth_method, np.asarray(exp.state_factor, float),
@@ -80,7 +81,7 @@ def _d3rlpy_run(cfg: SampleEfficiencyConfig, algorithm: str, size: int, seed: in
                 ) -> dict[str, Any]:
     from ..baselines.d3rlpy_bridge import train_d3rlpy
 
-    task, exp = _experiment(cfg, size)
+    task, exp = experiment_config(cfg, size)
     data = task.make_dataset(exp, seed)
     box = np.full(task.action_dim, float(task.action_max))
     result = train_d3rlpy(algorithm, data, cfg.offline_steps, seed, -box, box, work_dir,
@@ -107,7 +108,7 @@ def _pwis_run(cfg: SampleEfficiencyConfig, size: int, seed: int) -> dict[str, An
     from ..baselines.pwis import train_pwis
     from .runner import make_policy
 
-    task, exp = _experiment(cfg, size, stochastic=True)
+    task, exp = experiment_config(cfg, size, stochastic=True)
     data = task.make_dataset(exp, seed)
     start = time.perf_counter()
     torch.manual_seed(seed)
@@ -119,7 +120,7 @@ def _pwis_run(cfg: SampleEfficiencyConfig, size: int, seed: int) -> dict[str, An
                 wall_time_s=seconds, train_steps=cfg.pwis_updates, data_sha256=dataset_sha256(data))
 
 
-def _online_env(task_name: str, exp: ExperimentConfig) -> Callable[[], Any] | None:
+def online_env(task_name: str, exp: ExperimentConfig) -> Callable[[], Any] | None:
     if task_name.startswith("pendulum"):
         from ..envs.pendulum import make_pendulum_env
 
@@ -138,8 +139,8 @@ def _online_env(task_name: str, exp: ExperimentConfig) -> Callable[[], Any] | No
 def _online_run(cfg: SampleEfficiencyConfig, algorithm: str, seed: int) -> list[dict[str, Any]]:
     from ..baselines.online import train_online
 
-    task, exp = _experiment(cfg, None)
-    env_fn = _online_env(cfg.task, exp)
+    task, exp = experiment_config(cfg, None)
+    env_fn = online_env(cfg.task, exp)
     if env_fn is None:
         raise ValueError(f"no online environment for {cfg.task}")
     points = train_online(algorithm, env_fn, cfg.budgets(), seed, _evaluate(task, exp, seed))
@@ -149,8 +150,23 @@ def _online_run(cfg: SampleEfficiencyConfig, algorithm: str, seed: int) -> list[
 
 
 def run_job(job: dict[str, Any]) -> list[dict[str, Any]]:
-    """One job of the sweep (module level, for :func:`parallel_map`): its rows."""
+    """One job of the sweep (module level, for :func:`parallel_map`): its rows.
+
+    A job that raises gives one row with no return and the error's text in ``error`` (logged),
+    so a long sweep keeps the other runs; the sweep reports how many failed.
+    """
     cfg, algorithm, seed = job["config"], job["algorithm"], job["seed"]
+    try:
+        return _run(cfg, algorithm, seed, job)
+    except Exception as err:  # noqa: BLE001 -- recorded in the row and logged, not swallowed
+        logger.exception("%s n=%s seed %d failed", algorithm, job["size"], seed)
+        return [_row(cfg, algorithm, job["size"], seed, n_transitions=None, wall_time_s=None,
+                     train_steps=None, error=f"{type(err).__name__}: {err}",
+                     **{"return": None})]
+
+
+def _run(cfg: SampleEfficiencyConfig, algorithm: str, seed: int, job: dict[str, Any]
+         ) -> list[dict[str, Any]]:
     if algorithm in NOPG_ALGORITHMS:
         return [_nopg_run(cfg, algorithm, job["size"], seed)]
     if algorithm in D3RLPY_ALGORITHMS:

@@ -29,6 +29,7 @@ ROW_COLUMNS: dict[str, type] = {
     "J_hat": float,                                       # NOPG's (and PWIS's) own estimate
     "wall_time_s": float, "train_steps": int, "env_steps": int,
     "data_sha256": str,                                   # of the transitions trained on
+    "error": str,                                         # why a run failed (else empty)
 }
 """The CSV columns of one run and their types (empty cells are ``None``)."""
 
@@ -55,18 +56,26 @@ def write_rows(rows: Sequence[Mapping[str, Any]], path: str | Path) -> Path:
 
 
 def read_rows(path: str | Path) -> list[dict[str, Any]]:
-    """Read a :func:`write_rows` file back with the column types (``""`` becomes ``None``)."""
+    """Read a :func:`write_rows` file back with the column types (``""`` becomes ``None``).
+
+    ``error`` may be absent (files written before it existed): it is then ``None``.
+    """
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"{path} does not exist")
     with path.open(newline="") as handle:
         reader = csv.DictReader(handle)
-        missing = set(ROW_COLUMNS) - set(reader.fieldnames or [])
+        missing = set(ROW_COLUMNS) - set(reader.fieldnames or []) - {"error"}
         if missing:
             raise ValueError(f"{path} is not a sample-efficiency CSV: missing {sorted(missing)}")
-        return [{k: None if row[k] == "" else ROW_COLUMNS[k](float(row[k]) if ROW_COLUMNS[k] is int
-                                                            else row[k])
-                 for k in ROW_COLUMNS} for row in reader]
+        return [{k: _parse(k, row.get(k, "")) for k in ROW_COLUMNS} for row in reader]
+
+
+def _parse(column: str, text: str | None) -> Any:
+    if text is None or text == "":
+        return None
+    kind = ROW_COLUMNS[column]
+    return int(float(text)) if kind is int else kind(text)
 
 
 def summarize(rows: Sequence[Mapping[str, Any]], confidence: float = 0.95, n_boot: int = 10000,
@@ -91,10 +100,15 @@ def summarize(rows: Sequence[Mapping[str, Any]], confidence: float = 0.95, n_boo
                     "mean": float(values.mean()) if values.size else math.nan,
                     "ci_lo": lo, "ci_hi": hi,
                     "std": float(values.std()) if values.size else math.nan,
-                    "wall_time_mean_s": float(np.mean([r["wall_time_s"] for r in members])),
+                    "wall_time_mean_s": _mean([r["wall_time_s"] for r in members]),
                     "J_hat_mean": float(np.mean(j_hats)) if j_hats else None})
     first = {algo: i for i, algo in enumerate(dict.fromkeys(r["algorithm"] for r in rows))}
     return sorted(out, key=lambda r: (r["task"], first[r["algorithm"]], r["size"]))
+
+
+def _mean(values: Sequence[float | None]) -> float:
+    kept = [v for v in values if v is not None]
+    return float(np.mean(kept)) if kept else math.nan
 
 
 def format_table(summary: Sequence[Mapping[str, Any]]) -> str:
@@ -119,8 +133,8 @@ def format_table(summary: Sequence[Mapping[str, Any]]) -> str:
                     continue
                 parts.append(f"{r['mean']:.1f} [{r['ci_lo']:.1f}, {r['ci_hi']:.1f}]")
                 times.append(r["wall_time_mean_s"])
-            lines.append(f"| {algo} | " + " | ".join(parts) +
-                         f" | {_seconds(min(times))}-{_seconds(max(times))} |")
+            span = f"{_seconds(min(times))}-{_seconds(max(times))}" if times else ""
+            lines.append(f"| {algo} | " + " | ".join(parts) + f" | {span} |")
         tables.append("\n".join(lines))
     return "\n\n".join(tables)
 
