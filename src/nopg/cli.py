@@ -6,6 +6,7 @@
     nopg reproduce gradient-analysis             # NOPG vs G(PO)MDP+N/+BN and DPG+Q on the LQG
     nopg reproduce gradient-analysis --full --ray-address auto   # the paper's size, on Ray
     nopg reproduce trust-region                  # gradient norm against policy log-likelihood
+    nopg reproduce sample-efficiency --task pendulum-random   # NOPG vs d3rlpy, PWIS and SB3
     nopg list                                    # the available experiments
     nopg data results/.../checkpoint/dataset.npz # inspect a data set (.npz, .hdf5, minari:<id>)
     nopg data convert demos.npz demos.hdf5       # convert between formats
@@ -134,6 +135,10 @@ def _build_parser() -> argparse.ArgumentParser:
                      help="gradient-analysis: local worker processes (default: all cores)")
     rep.add_argument("--ray-address",
                      help="gradient-analysis: run on Ray ('local', 'auto' or a cluster address)")
+    rep.add_argument("--task", help="sample-efficiency: the task (pendulum-grid, pendulum-random, "
+                                    "cartpole-random, mountaincar-human, umaze, or a user-data "
+                                    "task: pendulum-uniform, pendulum-controller, "
+                                    "mountaincar-uniform, invertedpendulum-random)")
 
     fit = sub.add_parser(
         "fit", help="train NOPG on your own data file (.npz, .hdf5/.h5, minari:<id>)",
@@ -444,6 +449,21 @@ def _analysis_changes(args: argparse.Namespace) -> dict[str, Any]:
 def _analysis_command(args: argparse.Namespace) -> int:
     changes = _analysis_changes(args)
     progress = not args.no_progress
+    if args.experiment == "sample-efficiency":
+        from .experiments.sample_efficiency import SampleEfficiencyConfig, run_sample_efficiency
+
+        task = args.task or changes.pop("task", None) or SampleEfficiencyConfig.task
+        base = SampleEfficiencyConfig.paper_size(task) if args.full else \
+            SampleEfficiencyConfig(task=task)
+        summary = run_sample_efficiency(base.replace(**changes), out=args.out, progress=progress,
+                                        run_name=args.name, workers=args.workers,
+                                        ray_address=args.ray_address)
+        failed = f" ({summary['n_failed']} failed: see runs.csv)" if summary["n_failed"] else ""
+        print(f"sample-efficiency {task}: {summary['n_runs']} runs{failed} in "
+              f"{summary['wall_time_s']:.0f} s; results in {summary['run_dir']}")
+        return 0
+    if args.task is not None:
+        raise ValueError("--task applies to sample-efficiency only")
     if args.experiment == "gradient-analysis":
         from .experiments.gradient_analysis import GradientAnalysisConfig, run_gradient_analysis
 
@@ -455,7 +475,8 @@ def _analysis_command(args: argparse.Namespace) -> int:
               f"{summary['wall_time_s']:.0f} s; results in {summary['run_dir']}")
         return 0
     if args.full or args.workers is not None or args.ray_address is not None:
-        raise ValueError("--full, --workers and --ray-address apply to gradient-analysis only")
+        raise ValueError("--full, --workers and --ray-address apply to sample-efficiency and "
+                         "gradient-analysis only")
     from .experiments.trust_region import TrustRegionConfig, run_trust_region
 
     summary = run_trust_region(TrustRegionConfig().replace(**changes), out=args.out,
@@ -508,8 +529,11 @@ def _dispatch(args: argparse.Namespace) -> int:
     torch.set_num_threads(args.threads)
     if args.experiment in ANALYSES:
         return _analysis_command(args)
+    if args.task is not None:
+        raise ValueError("--task applies to sample-efficiency only")
     if args.full or args.workers is not None or args.ray_address is not None:
-        raise ValueError("--full, --workers and --ray-address apply to gradient-analysis only")
+        raise ValueError("--full, --workers and --ray-address apply to sample-efficiency and "
+                         "gradient-analysis only")
     task = get_task(args.experiment)
     config = task.default_config().replace(**_overrides(args))
     summary = run_experiment(task, config, out=args.out, progress=not args.no_progress,

@@ -185,13 +185,22 @@ class GPOMDPEstimator:
     baseline : bool, default=False
         Subtract the per-step, per-parameter variance-minimising baseline (``+BN``).
     name : str, optional
+    behaviour_log_prob : callable, optional
+        ``(states (n, d_s), actions (n, d_a)) -> log pi_beta(a | s)`` of shape (n,), for a
+        behaviour policy that is not a Gaussian module (e.g. a mixture or a uniform density);
+        give it instead of ``behaviour``.
     """
 
     def __init__(self, behaviour: nn.Module | None, gamma: float, *, normalize: bool = True,
-                 baseline: bool = False, name: str | None = None) -> None:
+                 baseline: bool = False, name: str | None = None,
+                 behaviour_log_prob: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None
+                 ) -> None:
         if behaviour is not None and not is_stochastic(behaviour):
             raise ValueError("the behaviour policy must be Gaussian (provide mean_std)")
+        if behaviour is not None and behaviour_log_prob is not None:
+            raise ValueError("give the behaviour policy or its log-density, not both")
         self.behaviour = behaviour
+        self.behaviour_log_prob = behaviour_log_prob
         self.gamma = check_gamma(gamma)
         self.normalize = bool(normalize)
         self.baseline = bool(baseline)
@@ -207,7 +216,14 @@ class GPOMDPEstimator:
         step; otherwise they are ``rho_t / M``.
         """
         index, mask = episode_arrays(data)
-        if self.behaviour is None:
+        if self.behaviour_log_prob is not None:
+            states = torch.tensor(data.states, dtype=torch.float64)
+            actions = torch.tensor(data.actions, dtype=torch.float64)
+            with torch.no_grad():
+                target = gaussian_log_prob(policy, states, actions).to(torch.float64).numpy()
+            log_ratio = target - np.asarray(self.behaviour_log_prob(data.states, data.actions),
+                                            dtype=np.float64).reshape(-1)
+        elif self.behaviour is None:
             log_ratio = np.zeros(data.n)
         else:
             states = torch.tensor(data.states, dtype=torch.float64)

@@ -27,6 +27,8 @@ ANALYSES: dict[str, str] = {
     "gradient-analysis": "Gradient analysis on the LQG: NOPG vs G(PO)MDP+N/+BN and DPG+Q (bias, "
                          "variance, MSE, angle)",
     "trust-region": "Pendulum trust region: NOPG-D gradient norm against the policy's log-likelihood",
+    "sample-efficiency": "Return against data size: NOPG vs d3rlpy offline baselines, PWIS and "
+                         "SB3 online baselines (--task <name>)",
 }
 """Analyses run by ``nopg reproduce`` that are not NOPG training runs (no Task)."""
 

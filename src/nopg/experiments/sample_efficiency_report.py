@@ -1,0 +1,181 @@
+"""Rows, summary and figure of the sample-efficiency sweep (:mod:`.sample_efficiency`).
+
+A run is one row (:data:`ROW_COLUMNS`); :func:`summarize` groups the rows by task, algorithm and
+data size and gives the mean return with a percentile-bootstrap interval over seeds
+(:func:`nopg.run_evaluation.bootstrap_mean_ci`, 10 000 resamples by default, as the paper);
+:func:`plot_sample_efficiency` draws the paper's figure (log-x, one line and band per algorithm;
+online algorithms against environment steps, dashed).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..run_evaluation import bootstrap_mean_ci
+
+__all__ = ["ROW_COLUMNS", "SUMMARY_COLUMNS", "format_table", "plot_sample_efficiency",
+           "read_rows", "summarize", "write_rows"]
+
+ROW_COLUMNS: dict[str, type] = {
+    "task": str, "algorithm": str, "kind": str,          # kind: offline | online
+    "size": int, "size_unit": str,                        # transitions | demonstrations | env steps
+    "n_transitions": int, "seed": int, "return": float,
+    "J_hat": float,                                       # NOPG's (and PWIS's) own estimate
+    "wall_time_s": float, "train_steps": int, "env_steps": int,
+    "data_sha256": str,                                   # of the transitions trained on
+    "error": str,                                         # why a run failed (else empty)
+}
+"""The CSV columns of one run and their types (empty cells are ``None``)."""
+
+SUMMARY_COLUMNS = ("task", "algorithm", "kind", "size", "size_unit", "n", "mean", "ci_lo",
+                   "ci_hi", "std", "wall_time_mean_s", "J_hat_mean")
+
+
+def write_rows(rows: Sequence[Mapping[str, Any]], path: str | Path) -> Path:
+    """Write runs to a CSV file with the columns :data:`ROW_COLUMNS` (unknown keys refused)."""
+    path = Path(path)
+    for row in rows:
+        extra = set(row) - set(ROW_COLUMNS)
+        if extra:
+            raise ValueError(f"unknown row fields {sorted(extra)}; known: {list(ROW_COLUMNS)}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(ROW_COLUMNS))
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: "" if row.get(k) is None else
+                             (repr(row[k]) if isinstance(row[k], float) else row[k])
+                             for k in ROW_COLUMNS})
+    return path
+
+
+def read_rows(path: str | Path) -> list[dict[str, Any]]:
+    """Read a :func:`write_rows` file back with the column types (``""`` becomes ``None``).
+
+    ``error`` may be absent (files written before it existed): it is then ``None``.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"{path} does not exist")
+    with path.open(newline="") as handle:
+        reader = csv.DictReader(handle)
+        missing = set(ROW_COLUMNS) - set(reader.fieldnames or []) - {"error"}
+        if missing:
+            raise ValueError(f"{path} is not a sample-efficiency CSV: missing {sorted(missing)}")
+        return [{k: _parse(k, row.get(k, "")) for k in ROW_COLUMNS} for row in reader]
+
+
+def _parse(column: str, text: str | None) -> Any:
+    if text is None or text == "":
+        return None
+    kind = ROW_COLUMNS[column]
+    return int(float(text)) if kind is int else kind(text)
+
+
+def summarize(rows: Sequence[Mapping[str, Any]], confidence: float = 0.95, n_boot: int = 10000,
+              seed: int = 0) -> list[dict[str, Any]]:
+    """Mean return and its percentile-bootstrap interval per (task, algorithm, kind, size).
+
+    Rows whose return is missing or not finite are left out (and counted out of ``n``).
+    """
+    groups: dict[tuple, list[Mapping[str, Any]]] = {}
+    for row in rows:
+        key = (row["task"], row["algorithm"], row["kind"], int(row["size"]), row["size_unit"])
+        groups.setdefault(key, []).append(row)
+    out = []
+    for (task, algo, kind, size, unit), members in groups.items():
+        values = np.array([r["return"] for r in members if r["return"] is not None
+                           and math.isfinite(r["return"])], dtype=float)
+        j_hats = [r["J_hat"] for r in members if r.get("J_hat") is not None]
+        lo, hi = bootstrap_mean_ci(values, confidence, n_boot, seed) if values.size else \
+            (math.nan, math.nan)
+        out.append({"task": task, "algorithm": algo, "kind": kind, "size": size,
+                    "size_unit": unit, "n": int(values.size),
+                    "mean": float(values.mean()) if values.size else math.nan,
+                    "ci_lo": lo, "ci_hi": hi,
+                    "std": float(values.std()) if values.size else math.nan,
+                    "wall_time_mean_s": _mean([r["wall_time_s"] for r in members]),
+                    "J_hat_mean": float(np.mean(j_hats)) if j_hats else None})
+    first = {algo: i for i, algo in enumerate(dict.fromkeys(r["algorithm"] for r in rows))}
+    return sorted(out, key=lambda r: (r["task"], first[r["algorithm"]], r["size"]))
+
+
+def _mean(values: Sequence[float | None]) -> float:
+    kept = [v for v in values if v is not None]
+    return float(np.mean(kept)) if kept else math.nan
+
+
+def format_table(summary: Sequence[Mapping[str, Any]]) -> str:
+    """Markdown tables (offline against data size, online against environment steps): one line
+    per algorithm, one column per size, ``mean [lo, hi]``, and the range of time per run."""
+    tables = []
+    for kind in ("offline", "online"):
+        part = [r for r in summary if r["kind"] == kind]
+        if not part:
+            continue
+        sizes = sorted({int(r["size"]) for r in part})
+        unit = part[0]["size_unit"]
+        cell = {(r["algorithm"], int(r["size"])): r for r in part}
+        lines = [f"| {kind} ({unit}) | " + " | ".join(str(s) for s in sizes) + " | time per run |",
+                 "|---" * (len(sizes) + 2) + "|"]
+        for algo in dict.fromkeys(r["algorithm"] for r in part):
+            parts, times = [], []
+            for s in sizes:
+                r = cell.get((algo, s))
+                if r is None:
+                    parts.append("")
+                    continue
+                parts.append(f"{r['mean']:.1f} [{r['ci_lo']:.1f}, {r['ci_hi']:.1f}]")
+                times.append(r["wall_time_mean_s"])
+            span = f"{_seconds(min(times))}-{_seconds(max(times))}" if times else ""
+            lines.append(f"| {algo} | " + " | ".join(parts) + f" | {span} |")
+        tables.append("\n".join(lines))
+    return "\n\n".join(tables)
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.1f} s" if value < 10 else f"{value:.0f} s"
+
+
+def plot_sample_efficiency(summary: Sequence[Mapping[str, Any]], path: str | Path,
+                           title: str | None = None, reference: float | None = None) -> Path:
+    """Mean return and its interval against data size (log x), one line and band per algorithm.
+
+    Offline algorithms are solid lines against the data-set size; online ones dashed against
+    environment steps. ``reference`` draws a horizontal line (e.g. the demonstrators' return).
+    """
+    from ..figures import pyplot, save_figure
+
+    if not summary:
+        raise ValueError("nothing to plot: the summary is empty")
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(7.5, 4.8))
+    algos = list(dict.fromkeys(r["algorithm"] for r in summary))
+    for i, algo in enumerate(algos):
+        part = sorted((r for r in summary if r["algorithm"] == algo), key=lambda r: r["size"])
+        x = np.array([r["size"] for r in part], float)
+        mean = np.array([r["mean"] for r in part], float)
+        lo = np.array([r["ci_lo"] for r in part], float)
+        hi = np.array([r["ci_hi"] for r in part], float)
+        online = part[0]["kind"] == "online"
+        color = f"C{i % 10}"
+        ax.plot(x, mean, ls="--" if online else "-", marker="o", ms=3, color=color,
+                label=f"{algo} (env steps)" if online else algo)
+        ax.fill_between(x, lo, hi, color=color, alpha=0.15, lw=0)
+    if reference is not None:
+        ax.axhline(reference, color="k", lw=0.8, ls=":", label="demonstrators")
+    ax.set_xscale("log")
+    units = sorted({r["size_unit"] for r in summary if r["kind"] == "offline"}) or ["transitions"]
+    ax.set_xlabel(f"data set size ({', '.join(units)}); online: environment steps")
+    ax.set_ylabel("return")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize="small", ncol=2)
+    if title:
+        ax.set_title(title)
+    return save_figure(fig, path)

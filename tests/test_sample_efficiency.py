@@ -1,0 +1,175 @@
+"""The sample-efficiency sweep: rows, identical data, CSV, bootstrap summary, parallel runs, CLI."""
+
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+import pytest
+
+from nopg.analysis.parallel import parallel_map
+from nopg.baselines.d3rlpy_bridge import dataset_sha256, isolated_python
+from nopg.cli import main
+from nopg.experiments import get_task
+from nopg.experiments.sample_efficiency import (
+    SampleEfficiencyConfig,
+    check_identical_data,
+    plan,
+)
+from nopg.experiments.sample_efficiency_jobs import run_job
+from nopg.experiments.sample_efficiency_report import format_table, read_rows, summarize, write_rows
+
+
+def _has_d3rlpy() -> bool:
+    try:
+        isolated_python()
+        return True
+    except ValueError:
+        if os.environ.get("NOPG_REQUIRE_D3RLPY") == "1":
+            raise
+        return False
+
+
+TINY = {"settings": {"task.eval_steps": 40}, "seeds": (0,), "offline_steps": 3,
+        "pwis_updates": 2, "nopg_updates": 2}
+
+
+def test_cli_sweep_writes_rows_on_identical_data(tmp_path, capsys):
+    algorithms = ["NOPG-D", "PWIS", "TD3"] + (["BC"] if _has_d3rlpy() else [])
+    argv = ["reproduce", "sample-efficiency", "--task", "pendulum-random", "--out", str(tmp_path),
+            "--name", "run", "--workers", "1", "--no-progress",
+            "--set", f"algorithms={algorithms}".replace("'", '"'),
+            "--set", "sizes=[60, 120]", "--set", "online_budgets=[130, 140]",
+            "--set", "seeds=[0]", "--set", "offline_steps=3", "--set", "pwis_updates=2",
+            "--set", "nopg_updates=2", "--set", 'settings={"task.eval_steps": 40}']
+    assert main(argv) == 0
+    assert "results in" in capsys.readouterr().out
+    run = tmp_path / "run"
+    for name in ("runs.csv", "summary.csv", "table.md", "sample_efficiency.png", "config.json",
+                 "summary.json", "run.log"):
+        assert (run / name).is_file(), name
+    rows = read_rows(run / "runs.csv")
+    offline = [r for r in rows if r["kind"] == "offline"]
+    assert len(offline) == (len(algorithms) - 1) * 2
+    task = get_task("pendulum-random")
+    config = task.default_config()
+    for size in (60, 120):
+        data = task.make_dataset(config.replace(**{"task.n_samples": size}), 0)
+        assert {r["data_sha256"] for r in offline if r["size"] == size} == {dataset_sha256(data)}
+    online = [r for r in rows if r["kind"] == "online"]
+    assert sorted((r["seed"], r["env_steps"]) for r in online) == [(0, 130), (0, 140)]
+    assert all(r["data_sha256"] is None and r["size_unit"] == "env steps" for r in online)
+    assert all(math.isfinite(r["return"]) and r["return"] < 0 for r in rows)
+    assert all(r["J_hat"] is not None for r in rows if r["algorithm"] in ("NOPG-D", "PWIS"))
+
+
+def test_rows_csv_round_trip(tmp_path):
+    rows = [{"task": "t", "algorithm": "TD3+BC", "kind": "offline", "size": 10,
+             "size_unit": "transitions", "n_transitions": 10, "seed": 3, "return": -1 / 3,
+             "J_hat": None, "wall_time_s": 1e-7, "train_steps": 5, "env_steps": None,
+             "data_sha256": "1234e5", "error": None}]
+    assert read_rows(write_rows(rows, tmp_path / "r.csv")) == rows
+    with pytest.raises(ValueError, match="unknown row fields"):
+        write_rows([{**rows[0], "extra": 1}], tmp_path / "x.csv")
+    with pytest.raises(ValueError, match="does not exist"):
+        read_rows(tmp_path / "missing.csv")
+
+
+def _rows(values, algorithm="A", size=10):
+    return [{"task": "t", "algorithm": algorithm, "kind": "offline", "size": size,
+             "size_unit": "transitions", "seed": i, "return": v, "J_hat": None,
+             "wall_time_s": 1.0} for i, v in enumerate(values)]
+
+
+def test_bootstrap_summary_against_closed_forms():
+    # Two seeds a < b: the bootstrap means are a, (a+b)/2, b with probabilities 1/4, 1/2, 1/4,
+    # so the 2.5% and 97.5% percentiles are a and b exactly.
+    (two,) = summarize(_rows([-10.0, 4.0]))
+    assert two["mean"] == -3.0 and (two["ci_lo"], two["ci_hi"]) == (-10.0, 4.0)
+    assert two["n"] == 2 and two["std"] == 7.0
+    (same,) = summarize(_rows([2.5, 2.5, 2.5]))
+    assert (same["ci_lo"], same["ci_hi"]) == (2.5, 2.5)
+    # Many seeds: the percentile interval approaches mean +- 1.96 s / sqrt(n).
+    values = np.random.default_rng(0).normal(size=400)
+    (many,) = summarize(_rows(values.tolist()))
+    half = 1.959964 * values.std() / math.sqrt(values.size)
+    assert many["ci_lo"] == pytest.approx(values.mean() - half, abs=0.1 * half)
+    assert many["ci_hi"] == pytest.approx(values.mean() + half, abs=0.1 * half)
+    (dropped,) = summarize(_rows([1.0, math.nan, 3.0]))
+    assert dropped["n"] == 2 and dropped["mean"] == 2.0
+
+
+def test_serial_process_and_local_ray_runs_give_the_same_rows(tmp_path):
+    cfg = SampleEfficiencyConfig(task="cartpole-random", algorithms=("NOPG-D", "PWIS"),
+                                 sizes=(40,), settings={"task.eval_steps": 30}, seeds=(0, 1),
+                                 pwis_updates=2, nopg_updates=2)
+    jobs, skipped = plan(cfg, tmp_path)
+    assert len(jobs) == 4 and skipped == []
+
+    def strip(results):
+        return [{k: v for k, v in r.items() if k != "wall_time_s"} for rs in results for r in rs]
+
+    serial = strip(parallel_map(run_job, jobs, workers=1, progress=False))
+    processes = strip(parallel_map(run_job, jobs, workers=2, progress=False))
+    assert serial == processes
+    check_identical_data(serial)
+    pytest.importorskip("ray")
+    on_ray = strip(parallel_map(run_job, jobs, workers=2, ray_address="local", progress=False))
+    assert on_ray == serial
+
+
+def test_a_failing_run_is_a_row_with_its_error(tmp_path, monkeypatch):
+    from nopg.experiments import sample_efficiency_jobs
+
+    def broken(*args):
+        raise FloatingPointError("diverged")
+
+    monkeypatch.setattr(sample_efficiency_jobs, "_pwis_run", broken)
+    cfg = SampleEfficiencyConfig(task="cartpole-random", algorithms=("PWIS",), sizes=(40,))
+    (row,) = run_job(plan(cfg, tmp_path)[0][0])
+    assert row["return"] is None and row["error"] == "FloatingPointError: diverged"
+    (summary,) = summarize([row, {**row, "seed": 1, "return": -5.0, "wall_time_s": 2.0,
+                                  "error": None}])
+    assert summary["n"] == 1 and summary["mean"] == -5.0 and summary["wall_time_mean_s"] == 2.0
+
+
+def test_table_has_a_line_per_algorithm_and_a_column_per_size():
+    rows = _rows([-1.0, -3.0]) + _rows([-2.0], algorithm="B", size=20) + \
+        [{**r, "algorithm": "C", "kind": "online", "size_unit": "env steps"} for r in _rows([-4.0])]
+    offline, online = format_table(summarize(rows)).split("\n\n")
+    assert offline.splitlines()[0] == "| offline (transitions) | 10 | 20 | time per run |"
+    assert offline.splitlines()[2] == "| A | -2.0 [-3.0, -1.0] |  | 1.0 s-1.0 s |"
+    assert offline.splitlines()[3] == "| B |  | -2.0 [-2.0, -2.0] | 1.0 s-1.0 s |"
+    assert online.splitlines()[2] == "| C | -4.0 [-4.0, -4.0] | 1.0 s-1.0 s |"
+
+
+def test_identical_data_check_catches_a_mismatch():
+    rows = [{"kind": "offline", "size": 1, "seed": 0, "algorithm": a, "data_sha256": h}
+            for a, h in (("NOPG-D", "aa"), ("BC", "bb"))]
+    with pytest.raises(RuntimeError, match="BC trained on other transitions than NOPG-D"):
+        check_identical_data(rows)
+
+
+def test_bad_settings_are_refused_clearly(tmp_path):
+    with pytest.raises(ValueError, match="'task' parameter must be one of"):
+        SampleEfficiencyConfig(task="hopper")
+    with pytest.raises(ValueError, match="'algorithms' parameter"):
+        SampleEfficiencyConfig(algorithms=("NOPG-D", "MOPO"))
+    with pytest.raises(ValueError, match="'sizes' parameter"):
+        SampleEfficiencyConfig(sizes=(0,))
+    with pytest.raises(ValueError, match="unknown sample-efficiency setting 'size'"):
+        SampleEfficiencyConfig().replace(size=[3])
+    with pytest.raises(ValueError, match="pendulum-grid sizes are 2 k"):
+        plan(SampleEfficiencyConfig(task="pendulum-grid", sizes=(201,), algorithms=("NOPG-D",)),
+             tmp_path)
+    with pytest.raises(ValueError, match="multiples of the 200-step episodes"):
+        plan(SampleEfficiencyConfig(task="pendulum-uniform", sizes=(300,), algorithms=("NOPG-D",)),
+             tmp_path)
+    jobs, skipped = plan(SampleEfficiencyConfig(task="mountaincar-human",
+                                                algorithms=("NOPG-D", "PWIS", "SAC")), tmp_path)
+    assert {j["algorithm"] for j in jobs} == {"NOPG-D"}
+    assert any(s.startswith("PWIS") for s in skipped) and any(s.startswith("SAC") for s in skipped)
+    assert main(["reproduce", "pendulum-grid", "--task", "x"]) == 2
+    paper = SampleEfficiencyConfig.paper_size("cartpole-random")
+    assert len(paper.seeds) == 10 and paper.data_sizes()[-1] == 10_000
