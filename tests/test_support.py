@@ -113,6 +113,45 @@ def test_fit_logs_support_gap_and_warns(dataset, bandwidths, initial_states, det
     assert 0.0 <= algo.support_gap_ <= 1.0
 
 
+def test_initial_gap_is_the_thinness_at_the_initial_states(dataset, bandwidths, det_policy):
+    # The support gap weighs the initial queries 1 against a discounted visitation of about
+    # 1 / (1 - gamma); the initial gap reports them alone. Initial states far from the data give
+    # an initial gap of 1 while the support gap stays small.
+    model = NonparametricBellman(dataset, bandwidths, 0.99)
+    far = dataset.states[:4] + 50.0
+    with torch.no_grad():
+        sol_far = model.evaluate(det_policy, far)
+        sol_near = model.evaluate(det_policy, dataset.states[:4])
+    assert sol_far.initial_gap == pytest.approx(float(model.thinness(det_policy, far).mean()))
+    assert sol_far.initial_gap > 1 - 1e-9
+    assert sol_far.support_gap < 0.5 < sol_far.initial_gap
+    assert sol_near.initial_gap == pytest.approx(
+        float(model.thinness(det_policy, dataset.states[:4]).mean()))
+    assert sol_near.initial_gap < 0.5
+
+
+def test_fit_warns_when_the_initial_states_are_off_the_data(dataset, bandwidths, det_policy,
+                                                            tmp_path):
+    algo = nopg.NOPG(det_policy, nopg.NOPGConfig(gamma=0.99, support_warning=0.5))
+    with pytest.warns(nopg.SupportWarning, match="initial states lie where the data are thin"):
+        algo.fit(dataset, bandwidths, dataset.states[:4] + 50.0, 2, progress=False,
+                 log_path=tmp_path / "log.csv")
+    header = (tmp_path / "log.csv").read_text().splitlines()[0].split(",")
+    assert header[3] == "initial_gap"
+    assert algo.initial_gap_ > 0.99 and algo.support_gap_ < 0.5
+
+
+def test_csv_logger_keeps_an_older_files_columns(tmp_path):
+    from nopg.loggers import CSVLogger
+
+    path = tmp_path / "log.csv"
+    path.write_text("update,J_hat,support_gap\n1,2.0,0.1\n")
+    sink = CSVLogger(path)
+    sink.on_update({"update": 2, "J_hat": 3.0, "support_gap": 0.2, "initial_gap": 0.9})
+    sink.close()
+    assert path.read_text().splitlines() == ["update,J_hat,support_gap", "1,2.0,0.1", "2,3.0,0.2"]
+
+
 @pytest.mark.parametrize("bad, match", [
     (dict(unsupported="ignore"), "unsupported"),
     (dict(support_radius=0.0), "support_radius"),

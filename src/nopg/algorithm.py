@@ -193,7 +193,7 @@ class NOPG:
         self.update_ += 1
         metrics = {
             "update": self.update_, "J_hat": sol.J, "support_gap": sol.support_gap,
-            "grad_norm": grad_norm,
+            "initial_gap": sol.initial_gap, "grad_norm": grad_norm,
             "solver_iters_q": sol.info_q.iterations, "solver_iters_mu": sol.info_mu.iterations,
             "residual_q": sol.info_q.residual, "residual_mu": sol.info_mu.residual,
             "refined_rows": sol.refined_rows, "update_time_s": time.perf_counter() - start,
@@ -302,7 +302,7 @@ class NOPG:
             for sink in reversed(own):
                 sink.close()
         if self.history_:
-            self._warn_support(self.solution().support_gap)
+            self._warn_support(self.solution())
         return self
 
     def _continuation(self, n_updates: int) -> list[tuple[int, float]]:
@@ -316,13 +316,22 @@ class NOPG:
         starts = [int(round(k * length / (stages - 1))) for k in range(stages - 1)] + [length]
         return list(zip(starts, (float(f) for f in factors)))
 
-    def _warn_support(self, gap: float) -> None:
-        if gap > self.config.support_warning:
-            msg = (f"{100 * gap:.0f}% of the policy's discounted visitation lies where the data "
-                   f"are thin (support gap {gap:.3f} > {self.config.support_warning}): J_hat = "
-                   f"{self.solution().J:.4g} rests on the kernel model's extrapolation and is "
-                   "likely over-optimistic. Consider NOPGConfig(unsupported='absorb'), more data "
-                   "near the policy's states, or wider bandwidths.")
+    def _warn_support(self, sol: BellmanSolution) -> None:
+        limit, gap, start = self.config.support_warning, sol.support_gap, sol.initial_gap
+        msgs = []
+        if gap > limit:
+            msgs.append(f"{100 * gap:.0f}% of the policy's discounted visitation lies where the "
+                        f"data are thin (support gap {gap:.3f} > {limit}): J_hat = {sol.J:.4g} "
+                        "rests on the kernel model's extrapolation and is likely over-optimistic. "
+                        "Consider NOPGConfig(unsupported='absorb'), more data near the policy's "
+                        "states, or wider bandwidths.")
+        if start > limit:
+            msgs.append(f"the initial states lie where the data are thin (initial gap {start:.3f} "
+                        f"> {limit}): every model trajectory starts by jumping to the nearest data, "
+                        f"however far, so J_hat = {sol.J:.4g} may not describe the policy from "
+                        "these states. Add data that start there, or choose initial states "
+                        "inside the data.")
+        for msg in msgs:
             logger.warning(msg)
             warnings.warn(msg, SupportWarning, stacklevel=3)
 
@@ -330,6 +339,11 @@ class NOPG:
     def support_gap_(self) -> float:
         """Share of the current policy's discounted visitation where the data are thin."""
         return self.solution().support_gap
+
+    @property
+    def initial_gap_(self) -> float:
+        """Mean thinness of the data at the current policy's initial queries."""
+        return self.solution().initial_gap
 
     # ------------------------------------------------------------------ estimates
     def solution(self) -> BellmanSolution:

@@ -113,6 +113,11 @@ class BellmanSolution:
         The share of the policy's discounted queries (weights 1 for the initial states and
         ``gamma_i mu_i`` for the rows of ``P``) that lie where the data are thin: 0 when the
         policy stays on the data, close to 1 when ``J_hat`` rests on extrapolation.
+    initial_gap : float
+        The mean thinness at the initial states' queries alone. The support gap weighs them
+        ``1`` against a discounted visitation of about ``1 / (1 - gamma)``, but every model
+        trajectory starts there: near 1, ``J_hat`` starts from an extrapolation (the first
+        step jumps to the nearest data, however far) whatever the support gap says.
     absorbing_value : float or None
         Value of the absorbing state that takes the unsupported mass (support-aware model), or
         ``None`` for the paper's model.
@@ -130,6 +135,7 @@ class BellmanSolution:
     thin_init: torch.Tensor | None = None
     support_gap: float = float("nan")
     absorbing_value: float | None = None
+    initial_gap: float = float("nan")
     initial_actions: torch.Tensor | None = None
     next_actions: torch.Tensor | None = None
 
@@ -461,7 +467,7 @@ class NonparametricBellman:
         return BellmanSolution(J, q, mu, eps0, P, info_q, info_mu, self.refined_rows_,
                                lost_next=lost, thin_init=thin0, support_gap=gap,
                                absorbing_value=v_abs, initial_actions=actions0,
-                               next_actions=actions_next)
+                               next_actions=actions_next, initial_gap=thin064)
 
     # ------------------------------------------------------------------ queries
     @torch.no_grad()

@@ -547,9 +547,10 @@ def _print_summary(summary: dict[str, Any]) -> None:
     if summary["return_mean"] is None:
         per_seed = ", ".join(f"{s['J_hat']:.4g}" for s in seeds)
         gaps = ", ".join(f"{s['support_gap']:.2f}" for s in seeds)
+        starts = ", ".join(f"{s.get('initial_gap', float('nan')):.2f}" for s in seeds)
         print(f"{summary['task']} {summary['algorithm']}: J_hat {summary['J_hat_mean']:.4g} "
-              f"(seeds: {per_seed}; support gap: {gaps}); no environment, so no evaluation "
-              f"return; results in {summary['run_dir']}")
+              f"(seeds: {per_seed}; support gap: {gaps}; initial gap: {starts}); no environment, "
+              f"so no evaluation return; results in {summary['run_dir']}")
         return
     per_seed = ", ".join(f"{s['return_mean']:.1f}" for s in seeds)
     print(f"{summary['task']} {summary['algorithm']}: return {summary['return_mean']:.1f} ± "

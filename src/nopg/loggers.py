@@ -30,7 +30,8 @@ logger = logging.getLogger(__name__)
 __all__ = ["LOG_COLUMNS", "CSVLogger", "LogLineLogger", "MetricsLogger", "ProgressBarLogger",
            "show_progress"]
 
-LOG_COLUMNS = ("update", "J_hat", "support_gap", "grad_norm", "solver_iters_q", "solver_iters_mu",
+LOG_COLUMNS = ("update", "J_hat", "support_gap", "initial_gap", "grad_norm", "solver_iters_q",
+               "solver_iters_mu",
                "residual_q", "residual_mu", "refined_rows", "update_time_s", "sigma_scale",
                "eval_return")
 """The columns of ``log.csv`` and of a checkpoint's ``history.csv``, in order."""
@@ -53,20 +54,25 @@ class CSVLogger:
     """Append one row of :data:`LOG_COLUMNS` per update to a CSV file (flushed every row).
 
     The header is written when the file is new or empty, so a resumed fit continues the same
-    file. Metrics outside :data:`LOG_COLUMNS` are ignored; missing ones are left empty.
+    file (with that file's columns, should it come from an older version). Metrics outside the
+    columns are ignored; missing ones are left empty.
     """
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         new = not self.path.exists() or self.path.stat().st_size == 0
+        self.columns: tuple[str, ...] = LOG_COLUMNS
+        if not new:
+            with open(self.path, newline="") as fh:
+                self.columns = tuple(next(csv.reader(fh), LOG_COLUMNS)) or LOG_COLUMNS
         self._handle = open(self.path, "a", newline="")
-        self._writer = csv.DictWriter(self._handle, fieldnames=LOG_COLUMNS, extrasaction="ignore")
+        self._writer = csv.DictWriter(self._handle, fieldnames=self.columns, extrasaction="ignore")
         if new:
             self._writer.writeheader()
 
     def on_update(self, metrics: dict[str, Any]) -> None:
-        self._writer.writerow({k: metrics.get(k, "") for k in LOG_COLUMNS})
+        self._writer.writerow({k: metrics.get(k, "") for k in self.columns})
         self._handle.flush()
 
     def close(self) -> None:
@@ -92,9 +98,10 @@ class LogLineLogger:
     def on_update(self, metrics: dict[str, Any]) -> None:
         update = metrics["update"]
         if update % self.every == 0 or update == 1:
-            self.log.info("update %d: J_hat %.5f (support gap %.3f), residual %.1e, %.4f s/update",
-                        update, metrics["J_hat"], metrics["support_gap"], metrics["residual_q"],
-                        metrics["update_time_s"])
+            self.log.info("update %d: J_hat %.5f (support gap %.3f, initial gap %.3f), residual "
+                          "%.1e, %.4f s/update", update, metrics["J_hat"], metrics["support_gap"],
+                          metrics.get("initial_gap", float("nan")), metrics["residual_q"],
+                          metrics["update_time_s"])
 
     def close(self) -> None:
         pass

@@ -135,7 +135,8 @@ def learning_curve_figure(
     """The figure of :func:`plot_learning_curve`, returned instead of saved.
 
     Stacked panels sharing the update axis, each with its own labelled y-axis: ``J_hat`` (top),
-    the evaluation returns (when there are any) and the support gap (when the log has one).
+    the evaluation returns (when there are any) and the support gap (when the log has one; with
+    the initial states' gap dashed when the log has that too).
     """
     columns = load_log(log)
     xs_eval, ys_eval = _eval_points(columns, eval_updates, eval_returns)
@@ -158,7 +159,13 @@ def learning_curve_figure(
         by_name["eval"].set_ylabel(eval_label)
     if "gap" in by_name:
         ok_gap = np.isfinite(columns["update"]) & np.isfinite(gap)
-        by_name["gap"].plot(columns["update"][ok_gap], gap[ok_gap], color="C3")
+        by_name["gap"].plot(columns["update"][ok_gap], gap[ok_gap], color="C3", label="visitation")
+        start = columns.get("initial_gap")
+        if start is not None and bool(np.isfinite(start).any()):
+            ok_start = np.isfinite(columns["update"]) & np.isfinite(start)
+            by_name["gap"].plot(columns["update"][ok_start], start[ok_start], "--", color="C4",
+                                label="initial states")
+            by_name["gap"].legend(loc="best", fontsize="small")
         by_name["gap"].set_ylim(-0.02, 1.02)
         by_name["gap"].set_ylabel("support gap")
     for panel in axes[:, 0]:

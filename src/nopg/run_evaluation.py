@@ -213,8 +213,10 @@ def off_policy_estimate(saved: SavedPolicy, data: TransitionDataset,
     est.setup(data, saved.bandwidths, s0)
     with torch.no_grad():
         solution = est.solution()
+    limit = est.config.support_warning
     return {"J_hat": float(solution.J), "support_gap": float(solution.support_gap),
-            "support_warning": bool(solution.support_gap > est.config.support_warning),
+            "initial_gap": float(solution.initial_gap),
+            "support_warning": bool(solution.support_gap > limit or solution.initial_gap > limit),
             "support_threshold": est.config.support_warning, "n_transitions": data.n,
             "n_initial_states": int(len(est.initial_states_)), "gamma": est.config.gamma}
 
@@ -271,7 +273,8 @@ def format_report(result: dict[str, Any]) -> str:
         if "data" in row:
             d = row["data"]
             flag = " (thin data: J_hat unreliable)" if d["support_warning"] else ""
-            parts.append(f"J_hat {d['J_hat']:.4g}, support gap {d['support_gap']:.3f}{flag}")
+            parts.append(f"J_hat {d['J_hat']:.4g}, support gap {d['support_gap']:.3f}, initial "
+                         f"gap {d['initial_gap']:.3f}{flag}")
         lines.append(" ".join(parts[:1]) + " " + "; ".join(parts[1:]))
     if "env" in result and len(result["checkpoints"]) > 1:
         env = result["env"]

@@ -312,7 +312,8 @@ def run_seed(task: Task, config: ExperimentConfig, seed: int, out_dir: Path,
     result = {
         "seed": seed, "n_samples": data.n, "return_mean": _mean(returns),
         "returns": [float(r) for r in returns], "J_hat": algo.J_,
-        "support_gap": algo.support_gap_, "bandwidth_time_s": bw_time,
+        "support_gap": algo.support_gap_, "initial_gap": algo.initial_gap_,
+        "bandwidth_time_s": bw_time,
         "wall_time_s": time.perf_counter() - start, "fit_time_s": fit_time,
         "time_per_update_s": float(np.mean(update_times)) if update_times else None,
         "bandwidths": bw.to_dict(), "plots": [str(p.name) for p in plots],
@@ -320,8 +321,9 @@ def run_seed(task: Task, config: ExperimentConfig, seed: int, out_dir: Path,
                       "support_gap": run["support_gap"],
                       "return_mean": _mean(run["returns"])} for run in runs],
     }
-    logger.info("seed %d: return %s, J_hat %.4f (support gap %.3f), %.1f s (%.2f ms/update)",
-                seed, _format_return(result["return_mean"]), result["J_hat"], result["support_gap"],
+    logger.info("seed %d: return %s, J_hat %.4f (support gap %.3f, initial gap %.3f), %.1f s "
+                "(%.2f ms/update)", seed, _format_return(result["return_mean"]), result["J_hat"],
+                result["support_gap"], result["initial_gap"],
                 result["wall_time_s"],
                 1e3 * (result["time_per_update_s"] or 0.0))
     return result
