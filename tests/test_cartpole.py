@@ -301,3 +301,23 @@ def test_experiment_runs_end_to_end(tmp_path):
     assert json.loads((tmp_path / "cp" / "config.json").read_text())["n_updates"] == 3
     s0 = task.initial_states(None, config, 0)
     assert s0.shape == (4, 5) and np.all(np.abs(s0[:, 1]) < 0.11)
+
+
+def test_task_evaluation_takes_a_module_without_parameters():
+    # An exported baseline (d3rlpy's TorchScript policy) is a module with no parameters; the
+    # task's evaluation must run it (it once failed with StopIteration) and give the same
+    # returns as the same controller written as a function.
+    from nopg.experiments.cartpole_random import evaluate_cartpole
+
+    k = torch.tensor(lqr_gain(), dtype=torch.float32)
+
+    class Scripted(torch.nn.Module):
+        def forward(self, obs: torch.Tensor) -> torch.Tensor:
+            th = torch.atan2(obs[:, 1], obs[:, 2])          # obs = [x, sin, cos, x_dot, th_dot]
+            state = torch.stack([obs[:, 0], th, obs[:, 3], obs[:, 4]], dim=1)
+            return -(state.to(torch.float32) @ k.T)
+
+    module = Scripted()
+    assert not list(module.parameters())
+    out = evaluate_cartpole(module, episodes=2, seed=0, n_steps=300)
+    assert np.all(out["lengths"] == 300) and np.all(out["returns"] > 0.99 * 300)

@@ -31,7 +31,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import torch
 from torch import nn
 
 from ..algorithm import NOPG
@@ -47,6 +46,7 @@ from ..envs.cartpole import (
     simulate_cartpole,
     state_to_obs,
 )
+from ..evaluation import policy_actions
 from .runner import ExperimentConfig
 
 _INIT_STREAM = 1
@@ -54,14 +54,14 @@ _EVAL_STREAM = 2
 
 
 def torch_policy_fn(policy: nn.Module):
-    """Wrap a torch policy (mean action for a Gaussian one) as ``obs (b, 5) -> volts (b,)``."""
-    param = next(policy.parameters())
+    """Wrap a torch policy (mean action for a Gaussian one) as ``obs (b, 5) -> volts (b,)``.
+
+    Modules without parameters (e.g. an exported TorchScript baseline) are evaluated in their
+    own input dtype (:func:`nopg.evaluation.policy_actions`).
+    """
 
     def act(obs: np.ndarray) -> np.ndarray:
-        with torch.no_grad():
-            x = torch.as_tensor(obs, dtype=param.dtype, device=param.device)
-            out = policy.mean_std(x)[0] if hasattr(policy, "mean_std") else policy(x)
-        return out.detach().cpu().double().numpy()[:, 0]
+        return policy_actions(policy, obs)[:, 0]
 
     return act
 
