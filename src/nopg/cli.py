@@ -125,7 +125,19 @@ def _build_parser() -> argparse.ArgumentParser:
         prog="nopg", description="Nonparametric Off-Policy Policy Gradient (batch RL).")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True)
+    _add_reproduce_parser(sub)
+    _add_fit_parser(sub)
+    sub.add_parser("list", help="list the available experiments")
+    _add_data_parser(sub)
+    _add_tune_parser(sub)
+    _add_bandwidth_parser(sub)
+    _add_collect_parser(sub)
+    _add_evaluate_export_parsers(sub)
+    return parser
 
+
+def _add_reproduce_parser(sub: Any) -> None:
+    """The ``reproduce`` subcommand (the paper's experiments and analyses)."""
     rep = sub.add_parser("reproduce", help="run one of the paper's experiments")
     rep.add_argument("experiment", help="experiment name (see `nopg list`)")
     _add_training_args(rep, seeds="0 1 2")
@@ -140,6 +152,9 @@ def _build_parser() -> argparse.ArgumentParser:
                                     "task: pendulum-uniform, pendulum-controller, "
                                     "mountaincar-uniform, invertedpendulum-random)")
 
+
+def _add_fit_parser(sub: Any) -> None:
+    """The ``fit`` subcommand (NOPG on the user's own data file)."""
     fit = sub.add_parser(
         "fit", help="train NOPG on your own data file (.npz, .hdf5/.h5, minari:<id>)",
         description="nopg fit DATA: select bandwidths, optimise a policy on the data and write a "
@@ -160,8 +175,10 @@ def _build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--obs-key", action="append",
                      help="Minari dict observations: use this key (repeat for several, in order)")
     _add_training_args(fit, seeds="0")
-    sub.add_parser("list", help="list the available experiments")
 
+
+def _add_data_parser(sub: Any) -> None:
+    """The ``data`` subcommand (inspect or convert a data set)."""
     data = sub.add_parser(
         "data", help="inspect or convert a data set (.npz, .hdf5/.h5, minari:<id>)",
         description="nopg data PATH: summarise a data set (JSON by default). "
@@ -177,6 +194,9 @@ def _build_parser() -> argparse.ArgumentParser:
     data.add_argument("--overwrite", action="store_true", help="convert: replace OUT if it exists")
     data.add_argument("--env-id", help="convert to Minari: gymnasium id recorded with the data set")
 
+
+def _add_tune_parser(sub: Any) -> None:
+    """The ``tune-k`` subcommand (what ``top_k`` and ``K'`` cost in accuracy)."""
     tune = sub.add_parser(
         "tune-k", help="measure what top_k and the candidate count cost in accuracy on a data set",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -210,6 +230,9 @@ def _build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--seed", type=int, default=0)
     tune.add_argument("--json", action="store_true", help="print JSON instead of text")
 
+
+def _add_bandwidth_parser(sub: Any) -> None:
+    """The ``bandwidth`` subcommand (the bandwidths chosen and the data's support)."""
     bw = sub.add_parser(
         "bandwidth", help="show the kernel bandwidths chosen for a data set and its support",
         description="nopg bandwidth DATA: select the bandwidths (timed), compare them with "
@@ -229,6 +252,9 @@ def _build_parser() -> argparse.ArgumentParser:
                     help="figure to write (default ./bandwidth_report.png); its folder must exist")
     bw.add_argument("--json", action="store_true", help="print JSON instead of text")
 
+
+def _add_collect_parser(sub: Any) -> None:
+    """The ``collect`` subcommand (keyboard demonstrations)."""
     col = sub.add_parser("collect", help="record demonstrations with the keyboard")
     col.add_argument("env", choices=["mountaincar"], help="environment (MountainCarContinuous-v0)")
     col.add_argument("--out", required=True, help="output file (.npz, .hdf5) or minari:<id>")
@@ -239,8 +265,6 @@ def _build_parser() -> argparse.ArgumentParser:
     col.add_argument("--hold-steps", type=int, default=4,
                      help="keep a push for N steps after a key press (bridges key-repeat gaps)")
     col.add_argument("--append", action="store_true", help="add the episodes to an existing OUT")
-    _add_evaluate_export_parsers(sub)
-    return parser
 
 
 def _add_evaluate_export_parsers(sub: Any) -> None:
