@@ -35,7 +35,6 @@ import torch
 from torch import nn
 
 from ..algorithm import NOPG
-from ..config import NOPGConfig
 from ..data import TransitionDataset
 from ..envs.cartpole import (
     EVAL_STEPS,
@@ -48,6 +47,7 @@ from ..envs.cartpole import (
     state_to_obs,
 )
 from .runner import ExperimentConfig
+from .task_base import task_config
 
 _INIT_STREAM = 1
 _EVAL_STREAM = 2
@@ -84,16 +84,12 @@ class CartpoleRandomTask:
     action_max = 5.0
 
     def default_config(self) -> ExperimentConfig:
-        return ExperimentConfig(
-            n_updates=2000, bandwidth_method="auto", state_factor=1.0, action_factor=1.0,
-            hidden=(50,), sigma_max=1.0, eval_every=250, eval_episodes=5, final_eval_episodes=10,
-            nopg=NOPGConfig(gamma=0.99, learning_rate=1e-2, n_mc_policy=10, top_k=None,
-                            dense_max_n=2000),
-            task={"n_samples": 1000, "behaviour_action_max": 5.0,
-                  "theta_limit": STABILIZATION_THETA, "x_limit": X_LIMIT,
-                  "max_episode_steps": 100, "n_initial_states": 15, "eval_steps": EVAL_STEPS,
-                  "plot_steps": 500},
-        )
+        return task_config(
+            {"n_samples": 1000, "behaviour_action_max": 5.0, "theta_limit": STABILIZATION_THETA,
+             "x_limit": X_LIMIT, "max_episode_steps": 100, "n_initial_states": 15,
+             "eval_steps": EVAL_STEPS, "plot_steps": 500},
+            nopg={"n_mc_policy": 10},
+            n_updates=2000, eval_every=250, eval_episodes=5, final_eval_episodes=10)
 
     def make_dataset(self, config: ExperimentConfig, seed: int) -> TransitionDataset:
         t = config.task

@@ -34,7 +34,6 @@ import numpy as np
 from torch import nn
 
 from ..algorithm import NOPG
-from ..config import NOPGConfig
 from ..data import TransitionDataset
 from ..datasets import REWARDS, load_mountaincar_human
 from ..envs.mountaincar import (
@@ -47,6 +46,7 @@ from ..envs.mountaincar import (
 )
 from ..evaluation import evaluate_policy, rollout
 from .runner import ExperimentConfig
+from .task_base import task_config
 
 HUMAN_MEAN_RETURN = 82.39
 """Mean environment return of the ten human demonstrations."""
@@ -73,15 +73,10 @@ class MountainCarHumanTask:
     action_max = 1.0
 
     def default_config(self) -> ExperimentConfig:
-        return ExperimentConfig(
-            n_updates=1500, bandwidth_method="auto", state_factor=1.0, action_factor=1.0,
-            hidden=(50,), sigma_max=1.0, eval_every=100, eval_episodes=2,
-            final_eval_episodes=10,
-            nopg=NOPGConfig(gamma=0.99, learning_rate=1e-2, n_mc_policy=15, top_k=None,
-                            dense_max_n=2000),
-            task={"n_demonstrations": 2, "demonstrations": None, "reward": "time",
-                  "n_initial_states": 15, "portrait_resolution": 80},
-        )
+        return task_config({"n_demonstrations": 2, "demonstrations": None, "reward": "time",
+                            "n_initial_states": 15, "portrait_resolution": 80},
+                           nopg={"n_mc_policy": 15},
+                           n_updates=1500, eval_episodes=2, final_eval_episodes=10)
 
     def make_dataset(self, config: ExperimentConfig, seed: int) -> TransitionDataset:
         reward = config.task.get("reward", "time")

@@ -24,7 +24,6 @@ import numpy as np
 from torch import nn
 
 from ..algorithm import NOPG
-from ..config import NOPGConfig
 from ..data import TransitionDataset
 from ..envs.pendulum import (
     BOTTOM_STATE,
@@ -36,6 +35,7 @@ from ..envs.pendulum import (
 from ..evaluation import rollout
 from ..pendulum_plots import plot_phase_portraits
 from .runner import ExperimentConfig
+from .task_base import task_config
 
 
 class PendulumGridTask:
@@ -48,14 +48,9 @@ class PendulumGridTask:
     action_max = 2.0
 
     def default_config(self) -> ExperimentConfig:
-        return ExperimentConfig(
-            n_updates=1500, bandwidth_method="auto", state_factor=1.0, action_factor=1.0,
-            hidden=(50,), sigma_max=1.0, eval_every=100,
-            nopg=NOPGConfig(gamma=0.99, learning_rate=1e-2, n_mc_policy=15, top_k=None,
-                            dense_max_n=2000),
-            task={"n_theta": 15, "n_theta_dot": 15, "n_action": 2, "eval_steps": 500,
-                  "portrait_resolution": 100},
-        )
+        return task_config({"n_theta": 15, "n_theta_dot": 15, "n_action": 2, "eval_steps": 500,
+                            "portrait_resolution": 100},
+                           nopg={"n_mc_policy": 15}, n_updates=1500)
 
     def make_dataset(self, config: ExperimentConfig, seed: int) -> TransitionDataset:
         t = config.task

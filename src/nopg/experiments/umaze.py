@@ -30,8 +30,8 @@ Measured results: ``docs/experiments.md``.
 
 from __future__ import annotations
 
-import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +39,6 @@ import numpy as np
 from torch import nn
 
 from ..algorithm import NOPG
-from ..config import NOPGConfig
 from ..data import TransitionDataset
 from ..envs.maze import (
     GOAL_RADIUS,
@@ -51,8 +50,9 @@ from ..envs.maze import (
     umaze_reward,
 )
 from ..evaluation import rollout
-from .common import load_external_dataset, sample_reset_states, subsample
+from .common import load_external_dataset, subsample
 from .runner import ExperimentConfig
+from .task_base import EnvironmentTask, task_config
 
 logger = logging.getLogger("nopg.experiments")
 
@@ -86,7 +86,7 @@ def _terminals_to_truncations(fields: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-class UMazeTask:
+class UMazeTask(EnvironmentTask):
     """Point-mass U-Maze navigation from D4RL-style waypoint-controller data."""
 
     name = "umaze"
@@ -94,21 +94,15 @@ class UMazeTask:
     action_dim = 2
     action_max = 1.0
 
-    def __init__(self) -> None:
-        self._last_eval: dict[str, Any] | None = None
-
     def default_config(self) -> ExperimentConfig:
-        return ExperimentConfig(
+        return task_config(
+            {"n_samples": 1000, "source_steps": 20000, "action_noise": 0.5,
+             "reward_type": "sparse", "eval_steps": 300, "n_initial_states": 50,
+             "dataset": None, "dataset_frame": "gymnasium", "relabel_rewards": True,
+             "terminals_as_timeouts": None},
+            nopg={"learning_rate": 3e-4, "n_mc_policy": 1},
             n_updates=5000, bandwidth_method="silverman", state_factor=2.0, action_factor=5.0,
-            hidden=(64, 32), sigma_max=1.0, eval_every=500, eval_episodes=5,
-            final_eval_episodes=20,
-            nopg=NOPGConfig(gamma=0.99, learning_rate=3e-4, n_mc_policy=1, top_k=None,
-                            dense_max_n=2000),
-            task={"n_samples": 1000, "source_steps": 20000, "action_noise": 0.5,
-                  "reward_type": "sparse", "eval_steps": 300, "n_initial_states": 50,
-                  "dataset": None, "dataset_frame": "gymnasium", "relabel_rewards": True,
-                  "terminals_as_timeouts": None},
-        )
+            hidden=(64, 32), eval_every=500, eval_episodes=5, final_eval_episodes=20)
 
     # ------------------------------------------------------------------ data
     def make_dataset(self, config: ExperimentConfig, seed: int) -> TransitionDataset:
@@ -143,21 +137,16 @@ class UMazeTask:
                                         reward_type=t.get("reward_type", "sparse"))
         return subsample(data, n, seed)
 
-    def _env_fn(self, config: ExperimentConfig) -> Any:
+    def env_fn(self, config: ExperimentConfig) -> Callable[[], Any]:
         steps = int(config.task.get("eval_steps", 300))
         reward_type = config.task.get("reward_type", "sparse")
         return lambda: make_umaze_env(max_episode_steps=steps, reward_type=reward_type)
 
-    def initial_states(self, data: TransitionDataset, config: ExperimentConfig, seed: int
-                       ) -> np.ndarray:
-        # N_mu0 states from the evaluation reset distribution (seeds disjoint from evaluation's).
-        return sample_reset_states(self._env_fn(config), int(config.task["n_initial_states"]),
-                                   seed=10_000 + seed)
-
     # ------------------------------------------------------------ evaluation
     def evaluate(self, policy: nn.Module, config: ExperimentConfig, seed: int, episodes: int
                  ) -> list[float]:
-        env = self._env_fn(config)()
+        """Returns, successes (within the goal radius at some step) and final goal distances."""
+        env = self.env_fn(config)()
         returns, successes, final_dist = [], [], []
         try:
             for k in range(int(episodes)):
@@ -168,25 +157,19 @@ class UMazeTask:
                 final_dist.append(float(dist[-1]))
         finally:
             env.close()
-        self._last_eval = {"returns": returns, "successes": successes,
-                           "success_rate": float(np.mean(successes)),
-                           "final_distance": final_dist}
-        return returns
+        return self.record({"returns": returns, "successes": successes,
+                            "success_rate": float(np.mean(successes)),
+                            "final_distance": final_dist})
 
     def plot(self, algo: NOPG, data: TransitionDataset, config: ExperimentConfig, out_dir: Path
              ) -> list[Path]:
-        paths: list[Path] = []
-        if self._last_eval is not None:
-            ev = self._last_eval
-            summary = {**ev, "return_mean": float(np.mean(ev["returns"])),
-                       "return_std": float(np.std(ev["returns"])), "episodes": len(ev["returns"])}
-            path = out_dir / "evaluation.json"
-            path.write_text(json.dumps(summary, indent=2))
+        """``evaluation.json`` (the last evaluation) and ``maze.png``."""
+        paths, summary = self.write_evaluation(out_dir)
+        if summary is not None:
             logger.info("umaze: %d evaluation episodes, success rate %.2f, return %.2f ± %.2f",
                         summary["episodes"], summary["success_rate"], summary["return_mean"],
                         summary["return_std"])
-            paths.append(path)
-        paths.append(_plot_maze(algo, data, config, out_dir / "maze.png", self._env_fn(config)))
+        paths.append(_plot_maze(algo, data, config, out_dir / "maze.png", self.env_fn(config)))
         return paths
 
 

@@ -35,11 +35,11 @@ from typing import Any
 import numpy as np
 
 from ..algorithm import NOPG
-from ..config import NOPGConfig
 from ..data import TransitionDataset
 from ..envs.pendulum import angle_normalize, angle_to_obs, make_pendulum_env, set_pendulum_state
 from .pendulum_grid import PendulumGridTask
 from .runner import ExperimentConfig
+from .task_base import task_config
 
 logger = logging.getLogger("nopg.experiments")
 
@@ -174,11 +174,8 @@ def controller_reference_returns(noise_std: float = 1.0, n_steps: int = 500,
 
 def user_data_config(task: dict[str, Any], **changes: Any) -> ExperimentConfig:
     """The settings every user-data task shares (the library's defaults, no tuned factor)."""
-    return ExperimentConfig(
-        n_updates=1500, bandwidth_method="auto", state_factor=1.0, action_factor=1.0,
-        hidden=(50,), eval_every=100,
-        nopg=NOPGConfig(gamma=0.99, learning_rate=1e-2, top_k=10, solver="bicgstab"), task=task,
-        **changes)
+    return task_config(task, nopg={"top_k": 10, "solver": "bicgstab", "dense_max_n": None},
+                       n_updates=1500, **changes)
 
 
 def _default_config(task: dict[str, Any]) -> ExperimentConfig:

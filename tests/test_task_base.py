@@ -1,0 +1,49 @@
+"""The experiment tasks' shared scaffolding: default settings and the evaluation record."""
+
+import json
+
+import numpy as np
+import pytest
+
+from nopg.experiments.runner import ExperimentConfig
+from nopg.experiments.task_base import EnvironmentTask, evaluation_summary, task_config
+
+
+def test_task_config_gives_the_shared_settings_and_the_tasks_own():
+    config = task_config({"n_samples": 7}, nopg={"top_k": 10}, n_updates=20, eval_episodes=3)
+    assert isinstance(config, ExperimentConfig)
+    assert (config.bandwidth_method, config.state_factor, config.action_factor) == ("auto", 1.0, 1.0)
+    assert (config.hidden, config.sigma_max, config.eval_every) == ((50,), 1.0, 100)
+    assert (config.n_updates, config.eval_episodes, config.task) == (20, 3, {"n_samples": 7})
+    nopg = config.nopg
+    assert (nopg.gamma, nopg.learning_rate, nopg.top_k, nopg.dense_max_n) == (0.99, 1e-2, 10, 2000)
+
+
+def test_evaluation_summary_keeps_the_episodes_first_and_adds_lengths_only_when_recorded():
+    with_lengths = evaluation_summary({"returns": [1.0, 3.0], "lengths": [2, 4]}, extra=5)
+    assert list(with_lengths) == ["returns", "lengths", "return_mean", "return_std", "length_mean",
+                                  "episodes", "extra"]
+    assert (with_lengths["return_mean"], with_lengths["return_std"]) == (2.0, 1.0)
+    assert with_lengths["length_mean"] == 3.0 and with_lengths["episodes"] == 2
+    without = evaluation_summary({"returns": [1.0], "successes": [True]})
+    assert list(without) == ["returns", "successes", "return_mean", "return_std", "episodes"]
+
+
+class _Recorder(EnvironmentTask):
+    name = "recorder"
+
+
+def test_environment_task_writes_the_last_evaluation_only_after_one(tmp_path):
+    task = _Recorder()
+    assert task.write_evaluation(tmp_path) == ([], None)
+    assert not (tmp_path / "evaluation.json").exists()
+    assert task.record({"returns": [1.0, 2.0], "lengths": [5, 5]}) == [1.0, 2.0]
+    paths, summary = task.write_evaluation(tmp_path, note="x")
+    assert paths == [tmp_path / "evaluation.json"]
+    assert json.loads(paths[0].read_text()) == summary
+    assert summary["note"] == "x" and np.isclose(summary["return_mean"], 1.5)
+
+
+def test_environment_task_needs_an_environment():
+    with pytest.raises(NotImplementedError):
+        _Recorder().env_fn(task_config({}))
