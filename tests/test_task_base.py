@@ -47,3 +47,35 @@ def test_environment_task_writes_the_last_evaluation_only_after_one(tmp_path):
 def test_environment_task_needs_an_environment():
     with pytest.raises(NotImplementedError):
         _Recorder().env_fn(task_config({}))
+
+
+def test_task_settings_are_typed_and_read_like_the_former_dicts():
+    import pickle
+
+    from nopg.experiments.pendulum_grid import PendulumGridSettings, PendulumGridTask
+
+    config = PendulumGridTask().default_config()
+    assert isinstance(config.task, PendulumGridSettings)
+    assert config.task.n_theta == config.task["n_theta"] == config.task.get("n_theta") == 15
+    assert list(config.task) == ["n_theta", "n_theta_dot", "n_action", "eval_steps",
+                                 "portrait_resolution"]
+    assert config.task == dict(config.task) and "n_thetaa" not in config.task
+    changed = config.replace(**{"task.n_theta": 5}, task={"eval_steps": 7})
+    assert isinstance(changed.task, PendulumGridSettings)
+    assert (changed.task.n_theta, changed.task.eval_steps, config.task.n_theta) == (5, 7, 15)
+    assert changed.to_dict()["task"] == {**dict(config.task), "n_theta": 5, "eval_steps": 7}
+    assert pickle.loads(pickle.dumps(changed)).task == changed.task
+    with pytest.raises(ValueError, match="did you mean 'task.n_theta'"):
+        config.replace(**{"task.n_thetaa": 5})
+    with pytest.raises(ValueError, match="'task.n_theta' must be a int like its default 15"):
+        config.replace(task={"n_theta": "abc"})
+    with pytest.raises(AttributeError):
+        config.task.n_theta = 3      # frozen
+
+
+def test_every_registered_task_declares_typed_settings():
+    from nopg.experiments import TASKS
+    from nopg.experiments.common import TaskSettings
+
+    for name, cls in TASKS.items():
+        assert isinstance(cls().default_config().task, TaskSettings), name

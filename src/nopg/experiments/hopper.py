@@ -34,13 +34,25 @@ from typing import Any
 from ..algorithm import NOPG
 from ..data import TransitionDataset
 from ..envs.hopper import collect_hopper, make_hopper_env
-from .common import load_external_dataset, subsample
+from .common import TaskSettings, load_external_dataset, subsample, task_settings
 from .runner import ExperimentConfig
 from .task_base import EnvironmentTask, task_config
 
 logger = logging.getLogger("nopg.experiments")
 
-__all__ = ["HopperTask"]
+__all__ = ["HopperSettings", "HopperTask"]
+
+
+@task_settings
+class HopperSettings(TaskSettings):
+    """``task.<name>`` settings of hopper."""
+
+    n_samples: int | None = 10000      # transitions (drawn from task.dataset; null keeps all)
+    behaviour: str = "uniform"         # the built-in behaviour policy
+    action_noise: float = 0.0          # noise on the behaviour's actions
+    eval_steps: int = 1000             # evaluation episode length
+    n_initial_states: int = 500        # N_mu0, from the reset distribution
+    dataset: str | None = None         # a local data file or Minari id instead
 
 
 class HopperTask(EnvironmentTask):
@@ -53,9 +65,7 @@ class HopperTask(EnvironmentTask):
 
     def default_config(self) -> ExperimentConfig:
         return task_config(
-            {"n_samples": 10000, "behaviour": "uniform", "action_noise": 0.0,
-             "eval_steps": 1000, "n_initial_states": 500, "dataset": None},
-            nopg={"learning_rate": 3e-4, "n_mc_policy": 1, "top_k": 10},
+            HopperSettings(), nopg={"learning_rate": 3e-4, "n_mc_policy": 1, "top_k": 10},
             n_updates=5000, bandwidth_method="silverman", state_factor=4.0, action_factor=10.0,
             hidden=(256, 256), eval_every=500, eval_episodes=3, final_eval_episodes=10)
 

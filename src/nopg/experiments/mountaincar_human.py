@@ -45,6 +45,7 @@ from ..envs.mountaincar import (
     reset_states,
 )
 from ..evaluation import evaluate_policy, rollout
+from .common import TaskSettings, task_settings
 from .runner import ExperimentConfig
 from .task_base import task_config
 
@@ -64,6 +65,17 @@ def demonstrations_for_seed(config: ExperimentConfig, seed: int) -> list[int]:
     return sorted(int(i) for i in np.random.default_rng(seed).choice(10, size=int(k), replace=False))
 
 
+@task_settings
+class MountainCarHumanSettings(TaskSettings):
+    """``task.<name>`` settings of mountaincar-human."""
+
+    n_demonstrations: int = 2             # k demonstrations per seed, drawn by the seed
+    demonstrations: list[int] | None = None   # fixed demonstration indices instead
+    reward: str = "time"                  # "time" (-1 per step) or "env" (the stored rewards)
+    n_initial_states: int = 15            # N_mu0, from reset()
+    portrait_resolution: int = 80         # grid of the phase portraits, per axis
+
+
 class MountainCarHumanTask:
     """Mountain car from k human demonstrations (default 2), reward -1 per step."""
 
@@ -73,10 +85,8 @@ class MountainCarHumanTask:
     action_max = 1.0
 
     def default_config(self) -> ExperimentConfig:
-        return task_config({"n_demonstrations": 2, "demonstrations": None, "reward": "time",
-                            "n_initial_states": 15, "portrait_resolution": 80},
-                           nopg={"n_mc_policy": 15},
-                           n_updates=1500, eval_episodes=2, final_eval_episodes=10)
+        return task_config(MountainCarHumanSettings(), nopg={"n_mc_policy": 15}, n_updates=1500,
+                           eval_episodes=2, final_eval_episodes=10)
 
     def make_dataset(self, config: ExperimentConfig, seed: int) -> TransitionDataset:
         reward = config.task.get("reward", "time")

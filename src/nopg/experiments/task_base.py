@@ -25,7 +25,7 @@ from torch import nn
 from ..config import NOPGConfig
 from ..data import TransitionDataset
 from ..evaluation import evaluate_episodes
-from .common import sample_reset_states
+from .common import TaskSettings, sample_reset_states
 from .runner import ExperimentConfig
 
 if TYPE_CHECKING:
@@ -41,13 +41,13 @@ _PAPER_RUN = {"bandwidth_method": "auto", "state_factor": 1.0, "action_factor": 
               "hidden": (50,), "sigma_max": 1.0, "eval_every": 100}
 
 
-def task_config(task: dict[str, Any], nopg: dict[str, Any] | None = None, **settings: Any
-                ) -> ExperimentConfig:
+def task_config(task: TaskSettings | dict[str, Any], nopg: dict[str, Any] | None = None,
+                **settings: Any) -> ExperimentConfig:
     """The shared experiment settings with a task's own.
 
     Parameters
     ----------
-    task : dict
+    task : TaskSettings or dict
         The task's settings (``config.task``).
     nopg : dict, optional
         :class:`~nopg.NOPGConfig` settings that differ from the shared ones (gamma 0.99,

@@ -50,13 +50,13 @@ from ..envs.maze import (
     umaze_reward,
 )
 from ..evaluation import rollout
-from .common import load_external_dataset, subsample
+from .common import TaskSettings, load_external_dataset, subsample, task_settings
 from .runner import ExperimentConfig
 from .task_base import EnvironmentTask, task_config
 
 logger = logging.getLogger("nopg.experiments")
 
-__all__ = ["UMazeTask"]
+__all__ = ["UMazeSettings", "UMazeTask"]
 
 
 def _terminals_to_truncations(fields: dict[str, Any]) -> dict[str, Any]:
@@ -86,6 +86,22 @@ def _terminals_to_truncations(fields: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+@task_settings
+class UMazeSettings(TaskSettings):
+    """``task.<name>`` settings of umaze."""
+
+    n_samples: int | None = 1000       # transitions drawn from the stream (null keeps all)
+    source_steps: int = 20000          # length of the generated stream
+    action_noise: float = 0.5          # noise of the waypoint controller
+    reward_type: str = "sparse"        # "sparse" or "dense"
+    eval_steps: int = 300              # evaluation episode length
+    n_initial_states: int = 50         # N_mu0, from the reset distribution
+    dataset: str | None = None         # a local data file or Minari id instead
+    dataset_frame: str = "gymnasium"   # its coordinates: "gymnasium" or "d4rl"
+    relabel_rewards: bool = True       # recompute the rewards for the fixed goal
+    terminals_as_timeouts: bool | None = None   # default: on for the "d4rl" frame
+
+
 class UMazeTask(EnvironmentTask):
     """Point-mass U-Maze navigation from D4RL-style waypoint-controller data."""
 
@@ -96,11 +112,7 @@ class UMazeTask(EnvironmentTask):
 
     def default_config(self) -> ExperimentConfig:
         return task_config(
-            {"n_samples": 1000, "source_steps": 20000, "action_noise": 0.5,
-             "reward_type": "sparse", "eval_steps": 300, "n_initial_states": 50,
-             "dataset": None, "dataset_frame": "gymnasium", "relabel_rewards": True,
-             "terminals_as_timeouts": None},
-            nopg={"learning_rate": 3e-4, "n_mc_policy": 1},
+            UMazeSettings(), nopg={"learning_rate": 3e-4, "n_mc_policy": 1},
             n_updates=5000, bandwidth_method="silverman", state_factor=2.0, action_factor=5.0,
             hidden=(64, 32), eval_every=500, eval_episodes=5, final_eval_episodes=20)
 

@@ -50,6 +50,7 @@ from ..envs.mountaincar import (
     reset_states,
 )
 from ..evaluation import collect_episodes, rollout
+from .common import TaskSettings, task_settings
 from .mountaincar_human import plot_mountaincar_portraits
 from .runner import ExperimentConfig
 from .task_base import EnvironmentTask
@@ -62,15 +63,16 @@ from .user_data_pendulum import (
 
 logger = logging.getLogger("nopg.experiments")
 
-__all__ = ["INVERTED_PENDULUM_ENV_ID", "USER_DATA_TASKS", "InvertedPendulumRandomTask",
-           "MountainCarUniformTask", "PendulumControllerTask", "PendulumUniformTask",
+__all__ = ["INVERTED_PENDULUM_ENV_ID", "USER_DATA_TASKS", "InvertedPendulumRandomSettings",
+           "InvertedPendulumRandomTask", "MountainCarUniformSettings", "MountainCarUniformTask",
+           "PendulumControllerTask", "PendulumUniformTask",
            "collect_invertedpendulum_random", "collect_mountaincar_uniform",
            "make_invertedpendulum_env"]
 
 INVERTED_PENDULUM_ENV_ID = "InvertedPendulum-v5"
 
 
-def _default_config(task: dict[str, Any]) -> ExperimentConfig:
+def _default_config(task: TaskSettings) -> ExperimentConfig:
     return user_data_config(task, eval_episodes=2, final_eval_episodes=10)
 
 
@@ -103,6 +105,16 @@ def collect_mountaincar_uniform(n_samples: int, seed: int) -> TransitionDataset:
                              truncations=~terminals, episode_ids=np.arange(n))
 
 
+@task_settings
+class MountainCarUniformSettings(TaskSettings):
+    """``task.<name>`` settings of mountaincar-uniform."""
+
+    n_samples: int = 3000              # one-step transitions
+    n_initial_states: int = 15         # the objective's initial states, from reset()
+    eval_steps: int = 999              # evaluation episode length
+    portrait_resolution: int = 80      # grid of the phase portraits, per axis
+
+
 class MountainCarUniformTask(EnvironmentTask):
     """Mountain car from one-step transitions at uniformly random states and actions (user data)."""
 
@@ -112,8 +124,7 @@ class MountainCarUniformTask(EnvironmentTask):
     action_max = 1.0
 
     def default_config(self) -> ExperimentConfig:
-        return _default_config({"n_samples": 3000, "n_initial_states": 15, "eval_steps": 999,
-                                "portrait_resolution": 80})
+        return _default_config(MountainCarUniformSettings())
 
     def make_dataset(self, config: ExperimentConfig, seed: int) -> TransitionDataset:
         return collect_mountaincar_uniform(config.task["n_samples"], seed)
@@ -189,6 +200,16 @@ def collect_invertedpendulum_random(n_samples: int, seed: int, episode_length: i
     return collect_episodes(env, n, lambda obs: rng.uniform(low, high), int(seed))
 
 
+@task_settings
+class InvertedPendulumRandomSettings(TaskSettings):
+    """``task.<name>`` settings of invertedpendulum-random."""
+
+    n_samples: int = 5000              # transitions in all
+    episode_length: int = 1000         # data episode length at most (truncation)
+    n_initial_states: int = 15         # the objective's initial states, from reset()
+    eval_steps: int = 1000             # evaluation episode length
+
+
 class InvertedPendulumRandomTask(EnvironmentTask):
     """MuJoCo inverted pendulum from episodes of uniformly random forces (user data)."""
 
@@ -198,8 +219,7 @@ class InvertedPendulumRandomTask(EnvironmentTask):
     action_max = 3.0
 
     def default_config(self) -> ExperimentConfig:
-        return _default_config({"n_samples": 5000, "episode_length": 1000, "n_initial_states": 15,
-                                "eval_steps": 1000})
+        return _default_config(InvertedPendulumRandomSettings())
 
     def make_dataset(self, config: ExperimentConfig, seed: int) -> TransitionDataset:
         t = config.task
