@@ -71,8 +71,8 @@ class HopperTask(EnvironmentTask):
 
     def make_dataset(self, config: ExperimentConfig, seed: int) -> TransitionDataset:
         t = config.task
-        n = t.get("n_samples")
-        if t.get("dataset"):
+        n = t["n_samples"]
+        if t["dataset"]:
             data = load_external_dataset(t["dataset"])
             if data.state_dim != self.state_dim or data.action_dim != self.action_dim:
                 raise ValueError(f"the Hopper data set must have 11-D states and 3-D actions; "
@@ -81,14 +81,14 @@ class HopperTask(EnvironmentTask):
             return subsample(data, n, seed)
         if n is None:
             raise ValueError("task.n_samples must be set when no task.dataset is given")
-        if t.get("behaviour", "uniform") != "uniform":
+        if t["behaviour"] != "uniform":
             raise ValueError(f"task.behaviour must be 'uniform' (the only built-in behaviour "
-                             f"policy); got {t.get('behaviour')!r}")
+                             f"policy); got {t['behaviour']!r}")
         return collect_hopper(int(n), behaviour="uniform", seed=seed,
-                              action_noise=float(t.get("action_noise", 0.0)))
+                              action_noise=float(t["action_noise"]))
 
     def env_fn(self, config: ExperimentConfig) -> Callable[[], Any]:
-        steps = int(config.task.get("eval_steps", 1000))
+        steps = int(config.task["eval_steps"])
         return lambda: make_hopper_env(max_episode_steps=steps)
 
     def plot(self, algo: NOPG, data: TransitionDataset, config: ExperimentConfig, out_dir: Path

@@ -56,10 +56,10 @@ HUMAN_MEAN_RETURN = 82.39
 def demonstrations_for_seed(config: ExperimentConfig, seed: int) -> list[int]:
     """The demonstration indices a seed trains on (see the module docstring)."""
     t = config.task
-    fixed = t.get("demonstrations")
+    fixed = t["demonstrations"]
     if fixed is not None:
         return [int(i) for i in fixed]
-    k = t.get("n_demonstrations", 2)
+    k = t["n_demonstrations"]
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= 10:
         raise ValueError(f"task.n_demonstrations must be an int in [1, 10]. Got {k!r}.")
     return sorted(int(i) for i in np.random.default_rng(seed).choice(10, size=int(k), replace=False))
@@ -89,14 +89,14 @@ class MountainCarHumanTask:
                            eval_episodes=2, final_eval_episodes=10)
 
     def make_dataset(self, config: ExperimentConfig, seed: int) -> TransitionDataset:
-        reward = config.task.get("reward", "time")
+        reward = config.task["reward"]
         if reward not in REWARDS:
             raise ValueError(f"task.reward must be one of {', '.join(REWARDS)}. Got {reward!r}.")
         return load_mountaincar_human(demonstrations_for_seed(config, seed), reward=reward)
 
     def initial_states(self, data: TransitionDataset, config: ExperimentConfig, seed: int
                        ) -> np.ndarray:
-        return reset_states(int(config.task.get("n_initial_states", 15)), seed=1000 * seed)
+        return reset_states(int(config.task["n_initial_states"]), seed=1000 * seed)
 
     def evaluate(self, policy: nn.Module, config: ExperimentConfig, seed: int, episodes: int
                  ) -> list[float]:
@@ -113,7 +113,7 @@ class MountainCarHumanTask:
             env.close()
         path = plot_mountaincar_portraits(
             algo, data, traj["states"], out_dir / "phase_portraits.png",
-            resolution=int(config.task.get("portrait_resolution", 80)),
+            resolution=int(config.task["portrait_resolution"]),
             title=f"Mountain car, {data.n_episodes} demonstrations (n = {data.n}), "
                   f"J_hat = {algo.J_:.1f}, evaluation return {traj['return']:.1f}")
         return [path]

@@ -63,4 +63,4 @@ class PendulumRandomTask(PendulumGridTask):
         t = config.task
         return collect_pendulum_random(
             n_samples=int(t["n_samples"]), trajectory_length=int(t["trajectory_length"]),
-            seed=seed, clip_actions=bool(t.get("clip_actions", True)))
+            seed=seed, clip_actions=bool(t["clip_actions"]))

@@ -119,14 +119,14 @@ class UMazeTask(EnvironmentTask):
     # ------------------------------------------------------------------ data
     def make_dataset(self, config: ExperimentConfig, seed: int) -> TransitionDataset:
         t = config.task
-        n = t.get("n_samples")
-        if t.get("dataset"):
+        n = t["n_samples"]
+        if t["dataset"]:
             data = load_external_dataset(t["dataset"], minari_obs_keys="observation")
             if data.state_dim != 4 or data.action_dim != 2:
                 raise ValueError(f"the U-Maze data set must have 4-D states [x, y, vx, vy] and "
                                  f"2-D actions; {t['dataset']} has {data.state_dim}-D states and "
                                  f"{data.action_dim}-D actions")
-            frame = t.get("dataset_frame", "gymnasium")
+            frame = t["dataset_frame"]
             if frame not in ("gymnasium", "d4rl"):
                 raise ValueError(f"task.dataset_frame must be 'gymnasium' or 'd4rl'; got {frame!r}")
             fields = {"states": data.states, "actions": data.actions, "rewards": data.rewards,
@@ -135,23 +135,23 @@ class UMazeTask(EnvironmentTask):
             if frame == "d4rl":
                 fields["states"] = d4rl_to_gymnasium_states(data.states)
                 fields["next_states"] = d4rl_to_gymnasium_states(data.next_states)
-            as_timeouts = t.get("terminals_as_timeouts")
+            as_timeouts = t["terminals_as_timeouts"]
             if as_timeouts if as_timeouts is not None else frame == "d4rl":
                 fields = _terminals_to_truncations(fields)
-            if t.get("relabel_rewards", True):
+            if t["relabel_rewards"]:
                 fields["rewards"] = umaze_reward(fields["next_states"][:, :2],
-                                                 t.get("reward_type", "sparse"))
+                                                 t["reward_type"])
             return subsample(TransitionDataset(**fields), n, seed)
-        steps = int(t.get("source_steps") or n)
+        steps = int(t["source_steps"] or n)
         if n is not None and steps < int(n):
             raise ValueError(f"task.source_steps ({steps}) must be >= task.n_samples ({n})")
         data = collect_umaze_d4rl_style(steps, seed=seed, action_noise=float(t["action_noise"]),
-                                        reward_type=t.get("reward_type", "sparse"))
+                                        reward_type=t["reward_type"])
         return subsample(data, n, seed)
 
     def env_fn(self, config: ExperimentConfig) -> Callable[[], Any]:
-        steps = int(config.task.get("eval_steps", 300))
-        reward_type = config.task.get("reward_type", "sparse")
+        steps = int(config.task["eval_steps"])
+        reward_type = config.task["reward_type"]
         return lambda: make_umaze_env(max_episode_steps=steps, reward_type=reward_type)
 
     # ------------------------------------------------------------ evaluation

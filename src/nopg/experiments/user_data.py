@@ -135,7 +135,7 @@ class MountainCarUniformTask(EnvironmentTask):
                             seed=1000 * seed)
 
     def env_fn(self, config: ExperimentConfig) -> Callable[[], Any]:
-        steps = check_count("eval_steps", config.task.get("eval_steps", 999))
+        steps = check_count("eval_steps", config.task["eval_steps"])
         return lambda: make_mountaincar_env(steps)
 
     def evaluate(self, policy: nn.Module, config: ExperimentConfig, seed: int, episodes: int
@@ -169,7 +169,7 @@ class MountainCarUniformTask(EnvironmentTask):
             env.close()
         paths.append(plot_mountaincar_portraits(
             algo, data, traj["states"], out_dir / "phase_portraits.png",
-            resolution=int(config.task.get("portrait_resolution", 80)),
+            resolution=int(config.task["portrait_resolution"]),
             title=f"Mountain car, uniform one-step data (n = {data.n}), J_hat = {algo.J_:.1f}, "
                   f"evaluation return {traj['return']:.1f}", data_style="points"))
         return paths
@@ -224,10 +224,10 @@ class InvertedPendulumRandomTask(EnvironmentTask):
     def make_dataset(self, config: ExperimentConfig, seed: int) -> TransitionDataset:
         t = config.task
         return collect_invertedpendulum_random(t["n_samples"], seed,
-                                               episode_length=t.get("episode_length", 1000))
+                                               episode_length=t["episode_length"])
 
     def env_fn(self, config: ExperimentConfig) -> Callable[[], Any]:
-        steps = config.task.get("eval_steps", 1000)
+        steps = config.task["eval_steps"]
         return lambda: make_invertedpendulum_env(steps)
 
     def initial_states(self, data: TransitionDataset, config: ExperimentConfig, seed: int

@@ -231,13 +231,13 @@ class PendulumControllerTask(PendulumGridTask):
     def make_dataset(self, config: ExperimentConfig, seed: int) -> TransitionDataset:
         t = config.task
         return collect_pendulum_episodes(t["n_episodes"], t["episode_length"], seed, "controller",
-                                         noise_std=t.get("noise_std", 1.0))
+                                         noise_std=t["noise_std"])
 
     def reference_returns(self, config: ExperimentConfig) -> dict[str, Any]:
         """:func:`controller_reference_returns` for ``config``'s noise and evaluation (cached)."""
         t = config.task
-        key = (float(t.get("noise_std", 1.0)), int(t["eval_steps"]),
-               int(t.get("reference_episodes", 10)))
+        key = (float(t["noise_std"]), int(t["eval_steps"]),
+               int(t["reference_episodes"]))
         if key not in self._references:
             self._references[key] = controller_reference_returns(*key)
         return self._references[key]
