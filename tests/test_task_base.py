@@ -77,5 +77,10 @@ def test_every_registered_task_declares_typed_settings():
     from nopg.experiments import TASKS
     from nopg.experiments.common import TaskSettings
 
+    from nopg.experiments.data_file import FitSettings, fit_config
+
     for name, cls in TASKS.items():
         assert isinstance(cls().default_config().task, TaskSettings), name
+    assert fit_config(eval_steps=9).task == FitSettings(eval_steps=9)
+    with pytest.raises(ValueError, match="did you mean 'task.eval_steps'"):
+        fit_config(eval_stepz=9)
