@@ -1,10 +1,15 @@
 """The experiment tasks' shared scaffolding: default settings and the evaluation record."""
 
 import json
+import pickle
 
 import numpy as np
 import pytest
 
+from nopg.experiments import TASKS
+from nopg.experiments.common import TaskSettings
+from nopg.experiments.data_file import FitSettings, fit_config
+from nopg.experiments.pendulum_grid import PendulumGridSettings, PendulumGridTask
 from nopg.experiments.runner import ExperimentConfig
 from nopg.experiments.task_base import EnvironmentTask, evaluation_summary, task_config
 
@@ -50,10 +55,6 @@ def test_environment_task_needs_an_environment():
 
 
 def test_task_settings_are_typed_and_read_like_the_former_dicts():
-    import pickle
-
-    from nopg.experiments.pendulum_grid import PendulumGridSettings, PendulumGridTask
-
     config = PendulumGridTask().default_config()
     assert isinstance(config.task, PendulumGridSettings)
     assert config.task.n_theta == config.task["n_theta"] == config.task.get("n_theta") == 15
@@ -74,11 +75,6 @@ def test_task_settings_are_typed_and_read_like_the_former_dicts():
 
 
 def test_every_registered_task_declares_typed_settings():
-    from nopg.experiments import TASKS
-    from nopg.experiments.common import TaskSettings
-
-    from nopg.experiments.data_file import FitSettings, fit_config
-
     for name, cls in TASKS.items():
         assert isinstance(cls().default_config().task, TaskSettings), name
     assert fit_config(eval_steps=9).task == FitSettings(eval_steps=9)
