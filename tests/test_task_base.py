@@ -66,6 +66,7 @@ def test_task_settings_are_typed_and_read_like_the_former_dicts():
     assert (changed.task.n_theta, changed.task.eval_steps, config.task.n_theta) == (5, 7, 15)
     assert changed.to_dict()["task"] == {**dict(config.task), "n_theta": 5, "eval_steps": 7}
     assert pickle.loads(pickle.dumps(changed)).task == changed.task
+    assert config.replace(task=changed.task).task == changed.task
     with pytest.raises(ValueError, match="did you mean 'task.n_theta'"):
         config.replace(**{"task.n_thetaa": 5})
     with pytest.raises(ValueError, match="'task.n_theta' must be a int like its default 15"):

@@ -25,7 +25,7 @@ import logging
 import shutil
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -103,7 +103,7 @@ class ExperimentConfig:
                 task_changes[key[5:]] = check_task_value(self.task, key[5:], value)
             elif key == "nopg" and isinstance(value, dict):
                 nopg_changes.update(value)
-            elif key == "task" and isinstance(value, dict):
+            elif key == "task" and isinstance(value, Mapping):     # a dict or TaskSettings
                 task_changes.update({k: check_task_value(self.task, k, v) for k, v in value.items()})
             elif key in {f.name for f in dataclasses.fields(self)}:
                 top[key] = tuple(value) if isinstance(value, list) else value
@@ -132,6 +132,8 @@ class Task(Protocol):
 
     A task may set ``evaluates = False`` (no environment to roll out in): its ``evaluate`` then
     returns ``[]``, no periodic evaluation runs and the returns are recorded as ``None``.
+    :mod:`nopg.experiments.task_base` holds what tasks share (``task_config``,
+    ``EnvironmentTask``); a task's ``default_config().task`` is its typed settings.
     """
 
     name: str
