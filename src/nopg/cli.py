@@ -120,12 +120,30 @@ def _add_training_args(parser: argparse.ArgumentParser, seeds: str) -> None:
                         help="also log every update to seed_<k>/tensorboard (needs tensorboard)")
 
 
+_DATA_HELP = "data set (.npz, .hdf5/.h5, minari:<id>)"
+_OBS_KEY_HELP = "Minari dict observations: use this key (repeat for several, in order)"
+_JSON_HELP = "print JSON instead of text"
+_SAVED_RUN_HELP = "run folder (seed_<k>/checkpoint/) or checkpoint folder"
+
+
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="nopg", description="Nonparametric Off-Policy Policy Gradient (batch RL).")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True)
+    _add_reproduce_parser(sub)
+    _add_fit_parser(sub)
+    sub.add_parser("list", help="list the available experiments")
+    _add_data_parser(sub)
+    _add_tune_parser(sub)
+    _add_bandwidth_parser(sub)
+    _add_collect_parser(sub)
+    _add_evaluate_export_parsers(sub)
+    return parser
 
+
+def _add_reproduce_parser(sub: Any) -> None:
+    """The ``reproduce`` subcommand (the paper's experiments and analyses)."""
     rep = sub.add_parser("reproduce", help="run one of the paper's experiments")
     rep.add_argument("experiment", help="experiment name (see `nopg list`)")
     _add_training_args(rep, seeds="0 1 2")
@@ -140,6 +158,9 @@ def _build_parser() -> argparse.ArgumentParser:
                                     "task: pendulum-uniform, pendulum-controller, "
                                     "mountaincar-uniform, invertedpendulum-random)")
 
+
+def _add_fit_parser(sub: Any) -> None:
+    """The ``fit`` subcommand (NOPG on the user's own data file)."""
     fit = sub.add_parser(
         "fit", help="train NOPG on your own data file (.npz, .hdf5/.h5, minari:<id>)",
         description="nopg fit DATA: select bandwidths, optimise a policy on the data and write a "
@@ -147,7 +168,7 @@ def _build_parser() -> argparse.ArgumentParser:
                     "checkpoint). J_hat is the model's discounted return from the initial states "
                     "(by default the states that start the data's episodes); with --env the policy "
                     "is also rolled out in that gymnasium environment.")
-    fit.add_argument("data", help="data set (.npz, .hdf5/.h5, minari:<id>)")
+    fit.add_argument("data", help=_DATA_HELP)
     fit.add_argument("--env", help="gymnasium id to evaluate in during and after training")
     fit.add_argument("--eval-episodes", type=int, help="episodes of the final evaluation (10)")
     fit.add_argument("--eval-steps", type=int, help="episode length cap of the evaluation")
@@ -158,10 +179,12 @@ def _build_parser() -> argparse.ArgumentParser:
                      help="policy action bound(s) (default: the env's, else the data's max |a|)")
     fit.add_argument("--hidden", type=int, nargs="+", help="policy MLP hidden widths (50)")
     fit.add_argument("--obs-key", action="append",
-                     help="Minari dict observations: use this key (repeat for several, in order)")
+                     help=_OBS_KEY_HELP)
     _add_training_args(fit, seeds="0")
-    sub.add_parser("list", help="list the available experiments")
 
+
+def _add_data_parser(sub: Any) -> None:
+    """The ``data`` subcommand (inspect or convert a data set)."""
     data = sub.add_parser(
         "data", help="inspect or convert a data set (.npz, .hdf5/.h5, minari:<id>)",
         description="nopg data PATH: summarise a data set (JSON by default). "
@@ -173,10 +196,13 @@ def _build_parser() -> argparse.ArgumentParser:
     data.add_argument("--format", dest="output_format", choices=["json", "text"], default="json",
                       help="inspection output (default json)")
     data.add_argument("--obs-key", action="append",
-                      help="Minari dict observations: use this key (repeat for several, in order)")
+                      help=_OBS_KEY_HELP)
     data.add_argument("--overwrite", action="store_true", help="convert: replace OUT if it exists")
     data.add_argument("--env-id", help="convert to Minari: gymnasium id recorded with the data set")
 
+
+def _add_tune_parser(sub: Any) -> None:
+    """The ``tune-k`` subcommand (what ``top_k`` and ``K'`` cost in accuracy)."""
     tune = sub.add_parser(
         "tune-k", help="measure what top_k and the candidate count cost in accuracy on a data set",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -193,7 +219,7 @@ def _build_parser() -> argparse.ArgumentParser:
                     "the rows still certified after a typical policy update and the error of\n"
                     "refine=False. With --checkpoint, its policy, bandwidths and gamma are used\n"
                     "(--bandwidth / --gamma override them).")
-    tune.add_argument("data", help="data set (.npz, .hdf5/.h5, minari:<id>)")
+    tune.add_argument("data", help=_DATA_HELP)
     tune.add_argument("--checkpoint",
                       help="use this checkpoint's policy, bandwidths and gamma (default: a fresh MLP)")
     tune.add_argument("--k", type=int, nargs="+", default=[5, 10, 20, 40], help="top_k values")
@@ -208,8 +234,11 @@ def _build_parser() -> argparse.ArgumentParser:
                       help="action bandwidth factor(s) (also applied to a checkpoint's bandwidths)")
     tune.add_argument("--gamma", type=float, help="discount (default: the checkpoint's, else 0.99)")
     tune.add_argument("--seed", type=int, default=0)
-    tune.add_argument("--json", action="store_true", help="print JSON instead of text")
+    tune.add_argument("--json", action="store_true", help=_JSON_HELP)
 
+
+def _add_bandwidth_parser(sub: Any) -> None:
+    """The ``bandwidth`` subcommand (the bandwidths chosen and the data's support)."""
     bw = sub.add_parser(
         "bandwidth", help="show the kernel bandwidths chosen for a data set and its support",
         description="nopg bandwidth DATA: select the bandwidths (timed), compare them with "
@@ -217,7 +246,7 @@ def _build_parser() -> argparse.ArgumentParser:
                     "states in bandwidths, and the thinness of the data at the next states with "
                     "the data's own next actions and with uniform actions. Prints a summary (or "
                     "JSON) and saves a figure.")
-    bw.add_argument("data", help="data set (.npz, .hdf5/.h5, minari:<id>)")
+    bw.add_argument("data", help=_DATA_HELP)
     bw.add_argument("--method", default="auto", metavar="METHOD",
                     help=f"bandwidth rule, one of {', '.join(METHODS)} (default auto)")
     bw.add_argument("--state-factor", type=float, nargs="+", default=[1.0], metavar="F",
@@ -227,8 +256,11 @@ def _build_parser() -> argparse.ArgumentParser:
     bw.add_argument("--seed", type=int, default=0, help="seed of cv and the probes (default 0)")
     bw.add_argument("--plot", default="bandwidth_report.png", metavar="PATH",
                     help="figure to write (default ./bandwidth_report.png); its folder must exist")
-    bw.add_argument("--json", action="store_true", help="print JSON instead of text")
+    bw.add_argument("--json", action="store_true", help=_JSON_HELP)
 
+
+def _add_collect_parser(sub: Any) -> None:
+    """The ``collect`` subcommand (keyboard demonstrations)."""
     col = sub.add_parser("collect", help="record demonstrations with the keyboard")
     col.add_argument("env", choices=["mountaincar"], help="environment (MountainCarContinuous-v0)")
     col.add_argument("--out", required=True, help="output file (.npz, .hdf5) or minari:<id>")
@@ -239,8 +271,6 @@ def _build_parser() -> argparse.ArgumentParser:
     col.add_argument("--hold-steps", type=int, default=4,
                      help="keep a push for N steps after a key press (bridges key-repeat gaps)")
     col.add_argument("--append", action="store_true", help="add the episodes to an existing OUT")
-    _add_evaluate_export_parsers(sub)
-    return parser
 
 
 def _add_evaluate_export_parsers(sub: Any) -> None:
@@ -252,13 +282,13 @@ def _add_evaluate_export_parsers(sub: Any) -> None:
                     "(--env; mean return with a 95% bootstrap interval) and/or compute its J_hat "
                     "and support gap on another data set (--data) with the checkpoint's bandwidths "
                     "and settings, from the states that start the data's episodes.")
-    ev.add_argument("path", help="run folder (seed_<k>/checkpoint/) or checkpoint folder")
+    ev.add_argument("path", help=_SAVED_RUN_HELP)
     ev.add_argument("--env", help="gymnasium id to roll the policy out in")
     ev.add_argument("--episodes", type=int, default=10, help="episodes per checkpoint (10)")
     ev.add_argument("--seed", type=int, default=0, help="reset seed of the first episode (0)")
     ev.add_argument("--max-steps", type=int, help="episode length cap (default: the env's)")
     ev.add_argument("--data", help="data set for J_hat (.npz, .hdf5/.h5, minari:<id>)")
-    ev.add_argument("--json", action="store_true", help="print JSON instead of text")
+    ev.add_argument("--json", action="store_true", help=_JSON_HELP)
 
     ex = sub.add_parser(
         "export", help="export a saved policy as TorchScript or ONNX",
@@ -266,7 +296,7 @@ def _add_evaluate_export_parsers(sub: Any) -> None:
                     "policy's mean action) as a TorchScript or ONNX file mapping states "
                     "(batch, state_dim) to actions (batch, action_dim), and check that the file "
                     "reproduces the policy's actions.")
-    ex.add_argument("path", help="run folder (seed_<k>/checkpoint/) or checkpoint folder")
+    ex.add_argument("path", help=_SAVED_RUN_HELP)
     ex.add_argument("--out", required=True, help="output file (.pt for TorchScript, .onnx)")
     ex.add_argument("--format", dest="export_format", choices=["torchscript", "onnx"],
                     help="default: from the --out suffix")

@@ -87,13 +87,19 @@ def check_finite(name: str, arr: np.ndarray) -> None:
                          f"value{'s' if count != 1 else ''}; first at row {row}")
 
 
-def bool_array(name: str, x: ArrayLike) -> np.ndarray:
-    """Convert boolean-like values (bool, or numbers equal to 0/1) to a bool array."""
+def _vector(name: str, x: ArrayLike) -> np.ndarray:
+    """``x`` as an array of shape (n,) (a column of shape (n, 1) is flattened)."""
     arr = np.asarray(x)
     if arr.ndim == 2 and arr.shape[1] == 1:
         arr = arr.reshape(-1)
     if arr.ndim != 1:
         raise ValueError(f"{name} must have shape (n,); got an array with shape {arr.shape}.")
+    return arr
+
+
+def bool_array(name: str, x: ArrayLike) -> np.ndarray:
+    """Convert boolean-like values (bool, or numbers equal to 0/1) to a bool array."""
+    arr = _vector(name, x)
     if arr.dtype == np.bool_:
         return arr.astype(bool, copy=True)
     if arr.dtype.kind not in "iuf":
@@ -109,11 +115,7 @@ def bool_array(name: str, x: ArrayLike) -> np.ndarray:
 
 def int_array(name: str, x: ArrayLike) -> np.ndarray:
     """Convert integer-like values to an int64 array."""
-    arr = np.asarray(x)
-    if arr.ndim == 2 and arr.shape[1] == 1:
-        arr = arr.reshape(-1)
-    if arr.ndim != 1:
-        raise ValueError(f"{name} must have shape (n,); got an array with shape {arr.shape}.")
+    arr = _vector(name, x)
     if arr.dtype.kind in "iu":
         return arr.astype(np.int64, copy=True)
     if arr.dtype.kind == "f":

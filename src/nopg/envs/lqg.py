@@ -56,13 +56,19 @@ PAPER_HORIZON = 50
 """Episode length of the paper's LQG (appendix "Gradient Analysis")."""
 
 
+def _finite(name: str, arr: np.ndarray) -> np.ndarray:
+    """``arr``, refused (``name`` in the message) if it holds NaN or inf."""
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"The {name} contains NaN or inf values.")
+    return arr
+
+
 def _matrix(name: str, x: ArrayLike, shape: tuple[int, int] | None = None) -> np.ndarray:
     arr = np.array(x, dtype=np.float64)
     if arr.ndim != 2 or (shape is not None and arr.shape != shape):
         want = f"{shape}" if shape is not None else "(rows, cols)"
         raise ValueError(f"The '{name}' matrix must have shape {want}. Got shape {arr.shape}.")
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"The '{name}' matrix contains NaN or inf values.")
+    _finite(f"'{name}' matrix", arr)
     arr.flags.writeable = False
     return arr
 
@@ -168,9 +174,7 @@ class LQG:
         else:
             raise ValueError(f"The 'theta' parameter must have shape ({d_s},) or ({d_a}, {d_s}). "
                              f"Got shape {th.shape}.")
-        if not np.all(np.isfinite(k)):
-            raise ValueError("The 'theta' parameter contains NaN or inf values.")
-        return k
+        return _finite("'theta' parameter", k)
 
     def noise_matrix(self, sigma: ArrayLike) -> np.ndarray:
         """The policy noise matrix ``Sigma`` of shape (d_a, d_a) from a scalar/vector/matrix."""
@@ -185,9 +189,7 @@ class LQG:
         else:
             raise ValueError(f"The 'sigma' parameter must be a scalar or have shape ({d_a},) or "
                              f"({d_a}, {d_a}). Got shape {sg.shape}.")
-        if not np.all(np.isfinite(out)):
-            raise ValueError("The 'sigma' parameter contains NaN or inf values.")
-        return out
+        return _finite("'sigma' parameter", out)
 
     @staticmethod
     def horizon_steps(horizon: int | None) -> int | None:

@@ -34,7 +34,6 @@ import numpy as np
 from torch import nn
 
 from ..algorithm import NOPG
-from ..config import NOPGConfig
 from ..data import TransitionDataset
 from ..envs.cartpole import (
     EVAL_STEPS,
@@ -47,7 +46,9 @@ from ..envs.cartpole import (
     state_to_obs,
 )
 from ..evaluation import policy_actions
+from .common import TaskSettings, task_settings
 from .runner import ExperimentConfig
+from .task_base import task_config
 
 _INIT_STREAM = 1
 _EVAL_STREAM = 2
@@ -75,6 +76,20 @@ def evaluate_cartpole(policy: nn.Module, episodes: int, seed: int, n_steps: int 
     return simulate_cartpole(torch_policy_fn(policy), s0, n_steps, theta_limit, x_limit)
 
 
+@task_settings
+class CartpoleRandomSettings(TaskSettings):
+    """``task.<name>`` settings of cartpole-random."""
+
+    n_samples: int = 1000                       # transitions in all
+    behaviour_action_max: float = 5.0           # random voltages U(-a, a)
+    theta_limit: float = STABILIZATION_THETA    # the stabilisation region's angle (terminal)
+    x_limit: float = X_LIMIT                    # the track limit (terminal)
+    max_episode_steps: int = 100                # data episode length at most (truncation)
+    n_initial_states: int = 15                  # N_mu0, from the reset distribution
+    eval_steps: int = EVAL_STEPS                # evaluation episode length
+    plot_steps: int = 500                       # steps of the episode figure
+
+
 class CartpoleRandomTask:
     """Quanser cart-pole stabilisation from uniform random-agent data."""
 
@@ -84,16 +99,8 @@ class CartpoleRandomTask:
     action_max = 5.0
 
     def default_config(self) -> ExperimentConfig:
-        return ExperimentConfig(
-            n_updates=2000, bandwidth_method="auto", state_factor=1.0, action_factor=1.0,
-            hidden=(50,), sigma_max=1.0, eval_every=250, eval_episodes=5, final_eval_episodes=10,
-            nopg=NOPGConfig(gamma=0.99, learning_rate=1e-2, n_mc_policy=10, top_k=None,
-                            dense_max_n=2000),
-            task={"n_samples": 1000, "behaviour_action_max": 5.0,
-                  "theta_limit": STABILIZATION_THETA, "x_limit": X_LIMIT,
-                  "max_episode_steps": 100, "n_initial_states": 15, "eval_steps": EVAL_STEPS,
-                  "plot_steps": 500},
-        )
+        return task_config(CartpoleRandomSettings(), nopg={"n_mc_policy": 10}, n_updates=2000,
+                           eval_every=250, eval_episodes=5, final_eval_episodes=10)
 
     def make_dataset(self, config: ExperimentConfig, seed: int) -> TransitionDataset:
         t = config.task

@@ -1,4 +1,11 @@
-"""Helpers shared by several experiments: settings, external data sets, sub-sampling, reset states."""
+"""Helpers shared by several experiments: settings, external data sets, sub-sampling, reset states.
+
+A task's own settings (``config.task``, ``--set task.<name>=...``) are a frozen dataclass derived
+from :class:`TaskSettings`, declared with :func:`task_settings`: one place for their names,
+types and defaults. They read like a mapping too (``settings["n_samples"]``, ``settings.get``),
+so code and ``config.json`` files that treat ``config.task`` as a dict keep working.
+:func:`check_task_value` refuses unknown names and values unlike their default.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +14,7 @@ import difflib
 import functools
 import operator
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, TypeVar
 
 import numpy as np
@@ -104,8 +111,73 @@ def nests_model(cls: type[T]) -> type[T]:
                                     doc=f"``model.{name}``, under its former name."))
     return cls
 
-__all__ = ["MODEL_SETTINGS", "checked_replace", "fold_model_settings", "load_external_dataset",
-           "nests_model", "sample_reset_states", "subsample", "suggestion"]
+
+class TaskSettings(Mapping[str, Any]):
+    """Base of a task's settings: declare them with :func:`task_settings`.
+
+    The fields read as attributes and, for code written against a dict, as a mapping
+    (``settings["name"]``, ``settings.get``, iteration in field order); two settings, or settings
+    and a dict, are equal when their items are.
+    """
+
+    __slots__ = ()
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self.names():
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names())
+
+    def __len__(self) -> int:
+        return len(self.names())
+
+    def names(self) -> tuple[str, ...]:
+        """The settings' names, in declaration order."""
+        return tuple(f.name for f in dataclasses.fields(self))  # type: ignore[arg-type]
+
+
+def task_settings(cls: type[T]) -> type[T]:
+    """Class decorator: a :class:`TaskSettings` subclass as a frozen dataclass of its fields."""
+    return dataclasses.dataclass(frozen=True, eq=False)(cls)
+
+
+def check_task_value(defaults: Mapping[str, Any], key: str, value: Any) -> Any:
+    """Check a task setting against the task's defaults: a known name, and the default's type.
+
+    A default of ``None`` accepts any value and ``None`` (unset) is accepted for any setting (the
+    task checks it); otherwise an int default accepts ints, a float default ints and floats, a
+    bool default bools, a str default strs, a list or tuple default lists.
+    """
+    if key not in defaults:
+        known = [f"task.{name}" for name in defaults]
+        hint = suggestion(f"task.{key}", known) if known else "; this task has no settings"
+        raise ValueError(f"unknown task setting 'task.{key}'{hint}")
+    default = defaults[key]
+    if default is None or value is None:   # null: "not set", which the task checks itself
+        return value
+    if isinstance(default, bool):
+        ok = isinstance(value, bool)
+    elif isinstance(default, int):
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif isinstance(default, float):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    elif isinstance(default, str):
+        ok = isinstance(value, str)
+    elif isinstance(default, (list, tuple)):
+        ok = isinstance(value, (list, tuple))
+    else:
+        ok = True
+    if not ok:
+        raise ValueError(f"task setting 'task.{key}' must be a {type(default).__name__} like its "
+                         f"default {default!r}; got {value!r}")
+    return value
+
+
+__all__ = ["MODEL_SETTINGS", "TaskSettings", "check_task_value", "checked_replace",
+           "fold_model_settings", "load_external_dataset", "nests_model", "sample_reset_states",
+           "subsample", "suggestion", "task_settings"]
 
 
 def load_external_dataset(spec: str | os.PathLike[str], minari_obs_keys: str | None = None

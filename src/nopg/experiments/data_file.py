@@ -34,16 +34,25 @@ from ..data import TransitionDataset, check_finite
 from ..evaluation import evaluate_policy, make_env
 from ..formats import load_dataset
 from ..policy_plots import plot_policy_actions
+from .common import TaskSettings, task_settings
 from .runner import ExperimentConfig
 
-__all__ = ["DataFileTask", "fit_config", "load_initial_states"]
+__all__ = ["DataFileTask", "FitSettings", "fit_config", "load_initial_states"]
+
+
+@task_settings
+class FitSettings(TaskSettings):
+    """``task.<name>`` settings of ``nopg fit``."""
+
+    eval_steps: int | None = None      # evaluation episode length cap (null: the env's)
 
 
 def fit_config(**task: Any) -> ExperimentConfig:
-    """The defaults of ``nopg fit``: one seed, 1000 updates, ``auto`` bandwidths, NOPG defaults."""
+    """The defaults of ``nopg fit``: one seed, 1000 updates, ``auto`` bandwidths, NOPG defaults;
+    ``task`` changes its :class:`FitSettings`."""
     return ExperimentConfig(seeds=(0,), n_updates=1000, bandwidth_method="auto",
                             eval_every=100, eval_episodes=2, final_eval_episodes=10,
-                            nopg=NOPGConfig(), task={"eval_steps": None, **task})
+                            nopg=NOPGConfig(), task=FitSettings()).replace(task=task)
 
 
 def load_initial_states(path: str | Path, state_dim: int) -> np.ndarray:
@@ -164,7 +173,7 @@ class DataFileTask:
                  ) -> list[float]:
         if self.env_id is None:
             return []
-        result = evaluate_policy(lambda: self._make_env(config.task.get("eval_steps")), policy,
+        result = evaluate_policy(lambda: self._make_env(config.task["eval_steps"]), policy,
                                  n_episodes=episodes, seed=10_000 + 1000 * seed)
         return [float(r) for r in result["returns"]]
 

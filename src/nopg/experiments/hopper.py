@@ -26,28 +26,36 @@ Measured results: ``docs/experiments.md``.
 
 from __future__ import annotations
 
-import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-from torch import nn
-
 from ..algorithm import NOPG
-from ..config import NOPGConfig
 from ..data import TransitionDataset
 from ..envs.hopper import collect_hopper, make_hopper_env
-from ..evaluation import evaluate_episodes
-from .common import load_external_dataset, sample_reset_states, subsample
+from .common import TaskSettings, load_external_dataset, subsample, task_settings
 from .runner import ExperimentConfig
+from .task_base import EnvironmentTask, task_config
 
 logger = logging.getLogger("nopg.experiments")
 
-__all__ = ["HopperTask"]
+__all__ = ["HopperSettings", "HopperTask"]
 
 
-class HopperTask:
+@task_settings
+class HopperSettings(TaskSettings):
+    """``task.<name>`` settings of hopper."""
+
+    n_samples: int | None = 10000      # transitions (drawn from task.dataset; null keeps all)
+    behaviour: str = "uniform"         # the built-in behaviour policy
+    action_noise: float = 0.0          # noise on the behaviour's actions
+    eval_steps: int = 1000             # evaluation episode length
+    n_initial_states: int = 500        # N_mu0, from the reset distribution
+    dataset: str | None = None         # a local data file or Minari id instead
+
+
+class HopperTask(EnvironmentTask):
     """Hopper locomotion from a fixed batch of transitions."""
 
     name = "hopper"
@@ -55,24 +63,16 @@ class HopperTask:
     action_dim = 3
     action_max = 1.0
 
-    def __init__(self) -> None:
-        self._last_eval: dict[str, Any] | None = None
-
     def default_config(self) -> ExperimentConfig:
-        return ExperimentConfig(
+        return task_config(
+            HopperSettings(), nopg={"learning_rate": 3e-4, "n_mc_policy": 1, "top_k": 10},
             n_updates=5000, bandwidth_method="silverman", state_factor=4.0, action_factor=10.0,
-            hidden=(256, 256), sigma_max=1.0, eval_every=500, eval_episodes=3,
-            final_eval_episodes=10,
-            nopg=NOPGConfig(gamma=0.99, learning_rate=3e-4, n_mc_policy=1, top_k=10,
-                            dense_max_n=2000),
-            task={"n_samples": 10000, "behaviour": "uniform", "action_noise": 0.0,
-                  "eval_steps": 1000, "n_initial_states": 500, "dataset": None},
-        )
+            hidden=(256, 256), eval_every=500, eval_episodes=3, final_eval_episodes=10)
 
     def make_dataset(self, config: ExperimentConfig, seed: int) -> TransitionDataset:
         t = config.task
-        n = t.get("n_samples")
-        if t.get("dataset"):
+        n = t["n_samples"]
+        if t["dataset"]:
             data = load_external_dataset(t["dataset"])
             if data.state_dim != self.state_dim or data.action_dim != self.action_dim:
                 raise ValueError(f"the Hopper data set must have 11-D states and 3-D actions; "
@@ -81,40 +81,24 @@ class HopperTask:
             return subsample(data, n, seed)
         if n is None:
             raise ValueError("task.n_samples must be set when no task.dataset is given")
-        if t.get("behaviour", "uniform") != "uniform":
+        if t["behaviour"] != "uniform":
             raise ValueError(f"task.behaviour must be 'uniform' (the only built-in behaviour "
-                             f"policy); got {t.get('behaviour')!r}")
+                             f"policy); got {t['behaviour']!r}")
         return collect_hopper(int(n), behaviour="uniform", seed=seed,
-                              action_noise=float(t.get("action_noise", 0.0)))
+                              action_noise=float(t["action_noise"]))
 
-    def _env_fn(self, config: ExperimentConfig) -> Any:
-        steps = int(config.task.get("eval_steps", 1000))
+    def env_fn(self, config: ExperimentConfig) -> Callable[[], Any]:
+        steps = int(config.task["eval_steps"])
         return lambda: make_hopper_env(max_episode_steps=steps)
-
-    def initial_states(self, data: TransitionDataset, config: ExperimentConfig, seed: int
-                       ) -> np.ndarray:
-        return sample_reset_states(self._env_fn(config), int(config.task["n_initial_states"]),
-                                   seed=10_000 + seed)
-
-    def evaluate(self, policy: nn.Module, config: ExperimentConfig, seed: int, episodes: int
-                 ) -> list[float]:
-        self._last_eval = evaluate_episodes(self._env_fn(config)(), policy, episodes,
-                                            seed=1_000_000 + 1000 * seed)
-        return self._last_eval["returns"]
 
     def plot(self, algo: NOPG, data: TransitionDataset, config: ExperimentConfig, out_dir: Path
              ) -> list[Path]:
-        if self._last_eval is None:
-            return []
-        ev = self._last_eval
-        summary = {**ev, "return_mean": float(np.mean(ev["returns"])),
-                   "return_std": float(np.std(ev["returns"])),
-                   "length_mean": float(np.mean(ev["lengths"])), "episodes": len(ev["returns"]),
-                   "data_episode_return_mean": float(data.episode_returns().mean())}
-        path = out_dir / "evaluation.json"
-        path.write_text(json.dumps(summary, indent=2))
-        logger.info("hopper: %d evaluation episodes, return %.1f ± %.1f, length %.0f "
-                    "(data episodes: return %.1f)", summary["episodes"], summary["return_mean"],
-                    summary["return_std"], summary["length_mean"],
-                    summary["data_episode_return_mean"])
-        return [path]
+        """``evaluation.json``: the last evaluation, with the data episodes' mean return."""
+        paths, summary = self.write_evaluation(
+            out_dir, data_episode_return_mean=float(data.episode_returns().mean()))
+        if summary is not None:
+            logger.info("hopper: %d evaluation episodes, return %.1f ± %.1f, length %.0f "
+                        "(data episodes: return %.1f)", summary["episodes"],
+                        summary["return_mean"], summary["return_std"], summary["length_mean"],
+                        summary["data_episode_return_mean"])
+        return paths

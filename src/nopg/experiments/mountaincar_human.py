@@ -34,7 +34,6 @@ import numpy as np
 from torch import nn
 
 from ..algorithm import NOPG
-from ..config import NOPGConfig
 from ..data import TransitionDataset
 from ..datasets import REWARDS, load_mountaincar_human
 from ..envs.mountaincar import (
@@ -46,7 +45,9 @@ from ..envs.mountaincar import (
     reset_states,
 )
 from ..evaluation import evaluate_policy, rollout
+from .common import TaskSettings, task_settings
 from .runner import ExperimentConfig
+from .task_base import task_config
 
 HUMAN_MEAN_RETURN = 82.39
 """Mean environment return of the ten human demonstrations."""
@@ -55,13 +56,24 @@ HUMAN_MEAN_RETURN = 82.39
 def demonstrations_for_seed(config: ExperimentConfig, seed: int) -> list[int]:
     """The demonstration indices a seed trains on (see the module docstring)."""
     t = config.task
-    fixed = t.get("demonstrations")
+    fixed = t["demonstrations"]
     if fixed is not None:
         return [int(i) for i in fixed]
-    k = t.get("n_demonstrations", 2)
+    k = t["n_demonstrations"]
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= 10:
         raise ValueError(f"task.n_demonstrations must be an int in [1, 10]. Got {k!r}.")
     return sorted(int(i) for i in np.random.default_rng(seed).choice(10, size=int(k), replace=False))
+
+
+@task_settings
+class MountainCarHumanSettings(TaskSettings):
+    """``task.<name>`` settings of mountaincar-human."""
+
+    n_demonstrations: int = 2             # k demonstrations per seed, drawn by the seed
+    demonstrations: list[int] | None = None   # fixed demonstration indices instead
+    reward: str = "time"                  # "time" (-1 per step) or "env" (the stored rewards)
+    n_initial_states: int = 15            # N_mu0, from reset()
+    portrait_resolution: int = 80         # grid of the phase portraits, per axis
 
 
 class MountainCarHumanTask:
@@ -73,25 +85,18 @@ class MountainCarHumanTask:
     action_max = 1.0
 
     def default_config(self) -> ExperimentConfig:
-        return ExperimentConfig(
-            n_updates=1500, bandwidth_method="auto", state_factor=1.0, action_factor=1.0,
-            hidden=(50,), sigma_max=1.0, eval_every=100, eval_episodes=2,
-            final_eval_episodes=10,
-            nopg=NOPGConfig(gamma=0.99, learning_rate=1e-2, n_mc_policy=15, top_k=None,
-                            dense_max_n=2000),
-            task={"n_demonstrations": 2, "demonstrations": None, "reward": "time",
-                  "n_initial_states": 15, "portrait_resolution": 80},
-        )
+        return task_config(MountainCarHumanSettings(), nopg={"n_mc_policy": 15}, n_updates=1500,
+                           eval_episodes=2, final_eval_episodes=10)
 
     def make_dataset(self, config: ExperimentConfig, seed: int) -> TransitionDataset:
-        reward = config.task.get("reward", "time")
+        reward = config.task["reward"]
         if reward not in REWARDS:
             raise ValueError(f"task.reward must be one of {', '.join(REWARDS)}. Got {reward!r}.")
         return load_mountaincar_human(demonstrations_for_seed(config, seed), reward=reward)
 
     def initial_states(self, data: TransitionDataset, config: ExperimentConfig, seed: int
                        ) -> np.ndarray:
-        return reset_states(int(config.task.get("n_initial_states", 15)), seed=1000 * seed)
+        return reset_states(int(config.task["n_initial_states"]), seed=1000 * seed)
 
     def evaluate(self, policy: nn.Module, config: ExperimentConfig, seed: int, episodes: int
                  ) -> list[float]:
@@ -108,7 +113,7 @@ class MountainCarHumanTask:
             env.close()
         path = plot_mountaincar_portraits(
             algo, data, traj["states"], out_dir / "phase_portraits.png",
-            resolution=int(config.task.get("portrait_resolution", 80)),
+            resolution=int(config.task["portrait_resolution"]),
             title=f"Mountain car, {data.n_episodes} demonstrations (n = {data.n}), "
                   f"J_hat = {algo.J_:.1f}, evaluation return {traj['return']:.1f}")
         return [path]

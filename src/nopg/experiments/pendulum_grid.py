@@ -24,7 +24,6 @@ import numpy as np
 from torch import nn
 
 from ..algorithm import NOPG
-from ..config import NOPGConfig
 from ..data import TransitionDataset
 from ..envs.pendulum import (
     BOTTOM_STATE,
@@ -35,7 +34,20 @@ from ..envs.pendulum import (
 )
 from ..evaluation import rollout
 from ..pendulum_plots import plot_phase_portraits
+from .common import TaskSettings, task_settings
 from .runner import ExperimentConfig
+from .task_base import task_config
+
+
+@task_settings
+class PendulumGridSettings(TaskSettings):
+    """``task.<name>`` settings of pendulum-grid."""
+
+    n_theta: int = 15                  # grid points of the angle
+    n_theta_dot: int = 15              # grid points of the angular velocity
+    n_action: int = 2                  # grid points of the torque
+    eval_steps: int = 500              # evaluation episode length (from the bottom)
+    portrait_resolution: int = 100     # grid of the phase portraits, per axis
 
 
 class PendulumGridTask:
@@ -48,14 +60,7 @@ class PendulumGridTask:
     action_max = 2.0
 
     def default_config(self) -> ExperimentConfig:
-        return ExperimentConfig(
-            n_updates=1500, bandwidth_method="auto", state_factor=1.0, action_factor=1.0,
-            hidden=(50,), sigma_max=1.0, eval_every=100,
-            nopg=NOPGConfig(gamma=0.99, learning_rate=1e-2, n_mc_policy=15, top_k=None,
-                            dense_max_n=2000),
-            task={"n_theta": 15, "n_theta_dot": 15, "n_action": 2, "eval_steps": 500,
-                  "portrait_resolution": 100},
-        )
+        return task_config(PendulumGridSettings(), nopg={"n_mc_policy": 15}, n_updates=1500)
 
     def make_dataset(self, config: ExperimentConfig, seed: int) -> TransitionDataset:
         t = config.task

@@ -26,11 +26,23 @@ Deviations:
 
 from __future__ import annotations
 
-from ..config import NOPGConfig
 from ..data import TransitionDataset
 from ..envs.pendulum import collect_pendulum_random
+from .common import TaskSettings, task_settings
 from .pendulum_grid import PendulumGridTask
 from .runner import ExperimentConfig
+from .task_base import task_config
+
+
+@task_settings
+class PendulumRandomSettings(TaskSettings):
+    """``task.<name>`` settings of pendulum-random."""
+
+    n_samples: int = 5000              # transitions in all
+    trajectory_length: int = 500       # transitions per trajectory at most
+    clip_actions: bool = True          # record the applied (clipped) actions
+    eval_steps: int = 500              # evaluation episode length (from the bottom)
+    portrait_resolution: int = 100     # grid of the phase portraits, per axis
 
 
 class PendulumRandomTask(PendulumGridTask):
@@ -44,17 +56,11 @@ class PendulumRandomTask(PendulumGridTask):
     plot_title = "Pendulum random agent"
 
     def default_config(self) -> ExperimentConfig:
-        return ExperimentConfig(
-            n_updates=2000, bandwidth_method="auto", state_factor=1.0, action_factor=1.0,
-            hidden=(50,), sigma_max=1.0, eval_every=100,
-            nopg=NOPGConfig(gamma=0.99, learning_rate=1e-2, n_mc_policy=10, top_k=10,
-                            dense_max_n=2000),
-            task={"n_samples": 5000, "trajectory_length": 500, "clip_actions": True,
-                  "eval_steps": 500, "portrait_resolution": 100},
-        )
+        return task_config(PendulumRandomSettings(), nopg={"n_mc_policy": 10, "top_k": 10},
+                           n_updates=2000)
 
     def make_dataset(self, config: ExperimentConfig, seed: int) -> TransitionDataset:
         t = config.task
         return collect_pendulum_random(
             n_samples=int(t["n_samples"]), trajectory_length=int(t["trajectory_length"]),
-            seed=seed, clip_actions=bool(t.get("clip_actions", True)))
+            seed=seed, clip_actions=bool(t["clip_actions"]))

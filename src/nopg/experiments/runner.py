@@ -2,7 +2,8 @@
 
 An experiment is a :class:`Task` (how to get data, initial states, a policy, and how to evaluate
 and plot) plus an :class:`ExperimentConfig` (the hyper-parameters, with NOPG's own nested as a
-:class:`nopg.NOPGConfig`). :func:`run_experiment` writes::
+:class:`nopg.NOPGConfig` and the task's own as its typed settings, a
+:class:`~nopg.experiments.common.TaskSettings`). :func:`run_experiment` writes::
 
     <out>/<task>__nopg-<d|s>__<time>/
         config.json            the full experiment configuration
@@ -24,7 +25,7 @@ import logging
 import shutil
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,7 +43,7 @@ from ..config import NOPGConfig
 from ..data import TransitionDataset
 from ..plots import plot_learning_curve, plot_learning_curves
 from ..policies import DeterministicMLPPolicy, GaussianMLPPolicy, input_scaling_from_data
-from .common import suggestion
+from .common import TaskSettings, check_task_value, suggestion
 
 logger = logging.getLogger("nopg.experiments")
 
@@ -66,7 +67,7 @@ class ExperimentConfig:
     eval_episodes: int = 1                    # episodes per evaluation
     final_eval_episodes: int = 1              # episodes of the final evaluation
     nopg: NOPGConfig = field(default_factory=NOPGConfig)
-    task: dict[str, Any] = field(default_factory=dict)   # task-specific settings
+    task: TaskSettings | dict[str, Any] = field(default_factory=dict)   # the task's own settings
 
     def __post_init__(self) -> None:
         if not self.seeds:
@@ -94,16 +95,16 @@ class ExperimentConfig:
         """A copy with top-level fields, ``nopg.<field>`` or ``task.<key>`` entries replaced."""
         top: dict[str, Any] = {}
         nopg_changes: dict[str, Any] = {}
-        task = dict(self.task)
+        task_changes: dict[str, Any] = {}
         for key, value in changes.items():
             if key.startswith("nopg."):
                 nopg_changes[key[5:]] = value
             elif key.startswith("task."):
-                task[key[5:]] = _task_value(self.task, key[5:], value)
+                task_changes[key[5:]] = check_task_value(self.task, key[5:], value)
             elif key == "nopg" and isinstance(value, dict):
                 nopg_changes.update(value)
-            elif key == "task" and isinstance(value, dict):
-                task.update({k: _task_value(self.task, k, v) for k, v in value.items()})
+            elif key == "task" and isinstance(value, Mapping):     # a dict or TaskSettings
+                task_changes.update({k: check_task_value(self.task, k, v) for k, v in value.items()})
             elif key in {f.name for f in dataclasses.fields(self)}:
                 top[key] = tuple(value) if isinstance(value, list) else value
             else:
@@ -115,6 +116,8 @@ class ExperimentConfig:
                 raise ValueError(f"unknown NOPG setting 'nopg.{key}'"
                                  f"{suggestion(f'nopg.{key}', [f'nopg.{k}' for k in known])}")
         nopg_cfg = NOPGConfig.from_dict({**known, **nopg_changes})
+        task = {**self.task, **task_changes} if isinstance(self.task, dict) else \
+            dataclasses.replace(self.task, **task_changes)
         return dataclasses.replace(self, nopg=nopg_cfg, task=task, **top)
 
 
@@ -124,43 +127,13 @@ def _setting_names(config: ExperimentConfig) -> list[str]:
         [f"task.{name}" for name in config.task]
 
 
-def _task_value(defaults: dict[str, Any], key: str, value: Any) -> Any:
-    """Check a task setting against the task's defaults: a known name, and the default's type.
-
-    A default of ``None`` accepts any value and ``None`` (unset) is accepted for any setting (the
-    task checks it); otherwise an int default accepts ints, a float default ints and floats, a
-    bool default bools, a str default strs, a list or tuple default lists.
-    """
-    if key not in defaults:
-        known = [f"task.{name}" for name in defaults]
-        hint = suggestion(f"task.{key}", known) if known else "; this task has no settings"
-        raise ValueError(f"unknown task setting 'task.{key}'{hint}")
-    default = defaults[key]
-    if default is None or value is None:   # null: "not set", which the task checks itself
-        return value
-    if isinstance(default, bool):
-        ok = isinstance(value, bool)
-    elif isinstance(default, int):
-        ok = isinstance(value, int) and not isinstance(value, bool)
-    elif isinstance(default, float):
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-    elif isinstance(default, str):
-        ok = isinstance(value, str)
-    elif isinstance(default, (list, tuple)):
-        ok = isinstance(value, (list, tuple))
-    else:
-        ok = True
-    if not ok:
-        raise ValueError(f"task setting 'task.{key}' must be a {type(default).__name__} like its "
-                         f"default {default!r}; got {value!r}")
-    return value
-
-
 class Task(Protocol):
     """What an experiment needs to know about its environment and data.
 
     A task may set ``evaluates = False`` (no environment to roll out in): its ``evaluate`` then
     returns ``[]``, no periodic evaluation runs and the returns are recorded as ``None``.
+    :mod:`nopg.experiments.task_base` holds what tasks share (``task_config``,
+    ``EnvironmentTask``); a task's ``default_config().task`` is its typed settings.
     """
 
     name: str

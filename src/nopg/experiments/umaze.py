@@ -30,8 +30,8 @@ Measured results: ``docs/experiments.md``.
 
 from __future__ import annotations
 
-import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +39,6 @@ import numpy as np
 from torch import nn
 
 from ..algorithm import NOPG
-from ..config import NOPGConfig
 from ..data import TransitionDataset
 from ..envs.maze import (
     GOAL_RADIUS,
@@ -51,12 +50,13 @@ from ..envs.maze import (
     umaze_reward,
 )
 from ..evaluation import rollout
-from .common import load_external_dataset, sample_reset_states, subsample
+from .common import TaskSettings, load_external_dataset, subsample, task_settings
 from .runner import ExperimentConfig
+from .task_base import EnvironmentTask, task_config
 
 logger = logging.getLogger("nopg.experiments")
 
-__all__ = ["UMazeTask"]
+__all__ = ["UMazeSettings", "UMazeTask"]
 
 
 def _terminals_to_truncations(fields: dict[str, Any]) -> dict[str, Any]:
@@ -86,7 +86,23 @@ def _terminals_to_truncations(fields: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-class UMazeTask:
+@task_settings
+class UMazeSettings(TaskSettings):
+    """``task.<name>`` settings of umaze."""
+
+    n_samples: int | None = 1000       # transitions drawn from the stream (null keeps all)
+    source_steps: int = 20000          # length of the generated stream
+    action_noise: float = 0.5          # noise of the waypoint controller
+    reward_type: str = "sparse"        # "sparse" or "dense"
+    eval_steps: int = 300              # evaluation episode length
+    n_initial_states: int = 50         # N_mu0, from the reset distribution
+    dataset: str | None = None         # a local data file or Minari id instead
+    dataset_frame: str = "gymnasium"   # its coordinates: "gymnasium" or "d4rl"
+    relabel_rewards: bool = True       # recompute the rewards for the fixed goal
+    terminals_as_timeouts: bool | None = None   # default: on for the "d4rl" frame
+
+
+class UMazeTask(EnvironmentTask):
     """Point-mass U-Maze navigation from D4RL-style waypoint-controller data."""
 
     name = "umaze"
@@ -94,33 +110,23 @@ class UMazeTask:
     action_dim = 2
     action_max = 1.0
 
-    def __init__(self) -> None:
-        self._last_eval: dict[str, Any] | None = None
-
     def default_config(self) -> ExperimentConfig:
-        return ExperimentConfig(
+        return task_config(
+            UMazeSettings(), nopg={"learning_rate": 3e-4, "n_mc_policy": 1},
             n_updates=5000, bandwidth_method="silverman", state_factor=2.0, action_factor=5.0,
-            hidden=(64, 32), sigma_max=1.0, eval_every=500, eval_episodes=5,
-            final_eval_episodes=20,
-            nopg=NOPGConfig(gamma=0.99, learning_rate=3e-4, n_mc_policy=1, top_k=None,
-                            dense_max_n=2000),
-            task={"n_samples": 1000, "source_steps": 20000, "action_noise": 0.5,
-                  "reward_type": "sparse", "eval_steps": 300, "n_initial_states": 50,
-                  "dataset": None, "dataset_frame": "gymnasium", "relabel_rewards": True,
-                  "terminals_as_timeouts": None},
-        )
+            hidden=(64, 32), eval_every=500, eval_episodes=5, final_eval_episodes=20)
 
     # ------------------------------------------------------------------ data
     def make_dataset(self, config: ExperimentConfig, seed: int) -> TransitionDataset:
         t = config.task
-        n = t.get("n_samples")
-        if t.get("dataset"):
+        n = t["n_samples"]
+        if t["dataset"]:
             data = load_external_dataset(t["dataset"], minari_obs_keys="observation")
             if data.state_dim != 4 or data.action_dim != 2:
                 raise ValueError(f"the U-Maze data set must have 4-D states [x, y, vx, vy] and "
                                  f"2-D actions; {t['dataset']} has {data.state_dim}-D states and "
                                  f"{data.action_dim}-D actions")
-            frame = t.get("dataset_frame", "gymnasium")
+            frame = t["dataset_frame"]
             if frame not in ("gymnasium", "d4rl"):
                 raise ValueError(f"task.dataset_frame must be 'gymnasium' or 'd4rl'; got {frame!r}")
             fields = {"states": data.states, "actions": data.actions, "rewards": data.rewards,
@@ -129,35 +135,30 @@ class UMazeTask:
             if frame == "d4rl":
                 fields["states"] = d4rl_to_gymnasium_states(data.states)
                 fields["next_states"] = d4rl_to_gymnasium_states(data.next_states)
-            as_timeouts = t.get("terminals_as_timeouts")
+            as_timeouts = t["terminals_as_timeouts"]
             if as_timeouts if as_timeouts is not None else frame == "d4rl":
                 fields = _terminals_to_truncations(fields)
-            if t.get("relabel_rewards", True):
+            if t["relabel_rewards"]:
                 fields["rewards"] = umaze_reward(fields["next_states"][:, :2],
-                                                 t.get("reward_type", "sparse"))
+                                                 t["reward_type"])
             return subsample(TransitionDataset(**fields), n, seed)
-        steps = int(t.get("source_steps") or n)
+        steps = int(t["source_steps"] or n)
         if n is not None and steps < int(n):
             raise ValueError(f"task.source_steps ({steps}) must be >= task.n_samples ({n})")
         data = collect_umaze_d4rl_style(steps, seed=seed, action_noise=float(t["action_noise"]),
-                                        reward_type=t.get("reward_type", "sparse"))
+                                        reward_type=t["reward_type"])
         return subsample(data, n, seed)
 
-    def _env_fn(self, config: ExperimentConfig) -> Any:
-        steps = int(config.task.get("eval_steps", 300))
-        reward_type = config.task.get("reward_type", "sparse")
+    def env_fn(self, config: ExperimentConfig) -> Callable[[], Any]:
+        steps = int(config.task["eval_steps"])
+        reward_type = config.task["reward_type"]
         return lambda: make_umaze_env(max_episode_steps=steps, reward_type=reward_type)
-
-    def initial_states(self, data: TransitionDataset, config: ExperimentConfig, seed: int
-                       ) -> np.ndarray:
-        # N_mu0 states from the evaluation reset distribution (seeds disjoint from evaluation's).
-        return sample_reset_states(self._env_fn(config), int(config.task["n_initial_states"]),
-                                   seed=10_000 + seed)
 
     # ------------------------------------------------------------ evaluation
     def evaluate(self, policy: nn.Module, config: ExperimentConfig, seed: int, episodes: int
                  ) -> list[float]:
-        env = self._env_fn(config)()
+        """Returns, successes (within the goal radius at some step) and final goal distances."""
+        env = self.env_fn(config)()
         returns, successes, final_dist = [], [], []
         try:
             for k in range(int(episodes)):
@@ -168,25 +169,19 @@ class UMazeTask:
                 final_dist.append(float(dist[-1]))
         finally:
             env.close()
-        self._last_eval = {"returns": returns, "successes": successes,
-                           "success_rate": float(np.mean(successes)),
-                           "final_distance": final_dist}
-        return returns
+        return self.record({"returns": returns, "successes": successes,
+                            "success_rate": float(np.mean(successes)),
+                            "final_distance": final_dist})
 
     def plot(self, algo: NOPG, data: TransitionDataset, config: ExperimentConfig, out_dir: Path
              ) -> list[Path]:
-        paths: list[Path] = []
-        if self._last_eval is not None:
-            ev = self._last_eval
-            summary = {**ev, "return_mean": float(np.mean(ev["returns"])),
-                       "return_std": float(np.std(ev["returns"])), "episodes": len(ev["returns"])}
-            path = out_dir / "evaluation.json"
-            path.write_text(json.dumps(summary, indent=2))
+        """``evaluation.json`` (the last evaluation) and ``maze.png``."""
+        paths, summary = self.write_evaluation(out_dir)
+        if summary is not None:
             logger.info("umaze: %d evaluation episodes, success rate %.2f, return %.2f ± %.2f",
                         summary["episodes"], summary["success_rate"], summary["return_mean"],
                         summary["return_std"])
-            paths.append(path)
-        paths.append(_plot_maze(algo, data, config, out_dir / "maze.png", self._env_fn(config)))
+        paths.append(_plot_maze(algo, data, config, out_dir / "maze.png", self.env_fn(config)))
         return paths
 
 

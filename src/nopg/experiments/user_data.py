@@ -31,8 +31,8 @@ factors 1, ``top_k = 10``, ``solver = "bicgstab"``, evaluation every 100 updates
 
 from __future__ import annotations
 
-import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -49,10 +49,11 @@ from ..envs.mountaincar import (
     make_mountaincar_env,
     reset_states,
 )
-from ..evaluation import collect_episodes, evaluate_episodes, rollout
-from .common import sample_reset_states
+from ..evaluation import collect_episodes, rollout
+from .common import TaskSettings, task_settings
 from .mountaincar_human import plot_mountaincar_portraits
 from .runner import ExperimentConfig
+from .task_base import EnvironmentTask
 from .user_data_pendulum import (
     PendulumControllerTask,
     PendulumUniformTask,
@@ -62,15 +63,16 @@ from .user_data_pendulum import (
 
 logger = logging.getLogger("nopg.experiments")
 
-__all__ = ["INVERTED_PENDULUM_ENV_ID", "USER_DATA_TASKS", "InvertedPendulumRandomTask",
-           "MountainCarUniformTask", "PendulumControllerTask", "PendulumUniformTask",
+__all__ = ["INVERTED_PENDULUM_ENV_ID", "USER_DATA_TASKS", "InvertedPendulumRandomSettings",
+           "InvertedPendulumRandomTask", "MountainCarUniformSettings", "MountainCarUniformTask",
+           "PendulumControllerTask", "PendulumUniformTask",
            "collect_invertedpendulum_random", "collect_mountaincar_uniform",
            "make_invertedpendulum_env"]
 
 INVERTED_PENDULUM_ENV_ID = "InvertedPendulum-v5"
 
 
-def _default_config(task: dict[str, Any]) -> ExperimentConfig:
+def _default_config(task: TaskSettings) -> ExperimentConfig:
     return user_data_config(task, eval_episodes=2, final_eval_episodes=10)
 
 
@@ -103,28 +105,17 @@ def collect_mountaincar_uniform(n_samples: int, seed: int) -> TransitionDataset:
                              truncations=~terminals, episode_ids=np.arange(n))
 
 
-class _EvaluationRecord:
-    """Keeps the last evaluation's episodes and writes them to ``evaluation.json`` in ``plot``."""
+@task_settings
+class MountainCarUniformSettings(TaskSettings):
+    """``task.<name>`` settings of mountaincar-uniform."""
 
-    name: str
-
-    def __init__(self) -> None:
-        self._last_eval: dict[str, Any] | None = None
-
-    def _write_evaluation(self, data: TransitionDataset, out_dir: Path) -> list[Path]:
-        if self._last_eval is None:
-            return []
-        ev = self._last_eval
-        summary = {**ev, "return_mean": float(np.mean(ev["returns"])),
-                   "return_std": float(np.std(ev["returns"])),
-                   "length_mean": float(np.mean(ev["lengths"])), "episodes": len(ev["returns"]),
-                   "data_summary": data.summary()}
-        path = out_dir / "evaluation.json"
-        path.write_text(json.dumps(summary, indent=2))
-        return [path]
+    n_samples: int = 3000              # one-step transitions
+    n_initial_states: int = 15         # the objective's initial states, from reset()
+    eval_steps: int = 999              # evaluation episode length
+    portrait_resolution: int = 80      # grid of the phase portraits, per axis
 
 
-class MountainCarUniformTask(_EvaluationRecord):
+class MountainCarUniformTask(EnvironmentTask):
     """Mountain car from one-step transitions at uniformly random states and actions (user data)."""
 
     name = "mountaincar-uniform"
@@ -133,8 +124,7 @@ class MountainCarUniformTask(_EvaluationRecord):
     action_max = 1.0
 
     def default_config(self) -> ExperimentConfig:
-        return _default_config({"n_samples": 3000, "n_initial_states": 15, "eval_steps": 999,
-                                "portrait_resolution": 80})
+        return _default_config(MountainCarUniformSettings())
 
     def make_dataset(self, config: ExperimentConfig, seed: int) -> TransitionDataset:
         return collect_mountaincar_uniform(config.task["n_samples"], seed)
@@ -144,9 +134,14 @@ class MountainCarUniformTask(_EvaluationRecord):
         return reset_states(check_count("n_initial_states", config.task["n_initial_states"]),
                             seed=1000 * seed)
 
+    def env_fn(self, config: ExperimentConfig) -> Callable[[], Any]:
+        steps = check_count("eval_steps", config.task["eval_steps"])
+        return lambda: make_mountaincar_env(steps)
+
     def evaluate(self, policy: nn.Module, config: ExperimentConfig, seed: int, episodes: int
                  ) -> list[float]:
-        env = make_mountaincar_env(check_count("eval_steps", config.task.get("eval_steps", 999)))
+        """Returns, lengths and goal reaching of episodes from ``reset(seed=10_000 + 100 seed + k)``."""
+        env = self.env_fn(config)()
         returns, lengths, success = [], [], []
         try:
             for k in range(int(episodes)):
@@ -157,16 +152,16 @@ class MountainCarUniformTask(_EvaluationRecord):
         finally:
             env.close()
         rate = float(np.mean(success))
-        self._last_eval = {"returns": returns, "lengths": lengths, "reached_goal": success,
-                           "success_rate": rate}
         logger.info("%s seed %d: %d evaluation episodes, return %.1f, reached the goal in %d "
                     "(success rate %.2f)", self.name, seed, len(returns), np.mean(returns),
                     sum(success), rate)
-        return returns
+        return self.record({"returns": returns, "lengths": lengths, "reached_goal": success,
+                            "success_rate": rate})
 
     def plot(self, algo: NOPG, data: TransitionDataset, config: ExperimentConfig, out_dir: Path
              ) -> list[Path]:
-        paths = self._write_evaluation(data, out_dir)
+        """``evaluation.json`` (the last evaluation) and the phase portraits."""
+        paths, _ = self.write_evaluation(out_dir, data_summary=data.summary())
         env = make_mountaincar_env()
         try:
             traj = rollout(env, algo.policy, seed=10_000)
@@ -174,7 +169,7 @@ class MountainCarUniformTask(_EvaluationRecord):
             env.close()
         paths.append(plot_mountaincar_portraits(
             algo, data, traj["states"], out_dir / "phase_portraits.png",
-            resolution=int(config.task.get("portrait_resolution", 80)),
+            resolution=int(config.task["portrait_resolution"]),
             title=f"Mountain car, uniform one-step data (n = {data.n}), J_hat = {algo.J_:.1f}, "
                   f"evaluation return {traj['return']:.1f}", data_style="points"))
         return paths
@@ -205,7 +200,17 @@ def collect_invertedpendulum_random(n_samples: int, seed: int, episode_length: i
     return collect_episodes(env, n, lambda obs: rng.uniform(low, high), int(seed))
 
 
-class InvertedPendulumRandomTask(_EvaluationRecord):
+@task_settings
+class InvertedPendulumRandomSettings(TaskSettings):
+    """``task.<name>`` settings of invertedpendulum-random."""
+
+    n_samples: int = 5000              # transitions in all
+    episode_length: int = 1000         # data episode length at most (truncation)
+    n_initial_states: int = 15         # the objective's initial states, from reset()
+    eval_steps: int = 1000             # evaluation episode length
+
+
+class InvertedPendulumRandomTask(EnvironmentTask):
     """MuJoCo inverted pendulum from episodes of uniformly random forces (user data)."""
 
     name = "invertedpendulum-random"
@@ -214,38 +219,31 @@ class InvertedPendulumRandomTask(_EvaluationRecord):
     action_max = 3.0
 
     def default_config(self) -> ExperimentConfig:
-        return _default_config({"n_samples": 5000, "episode_length": 1000, "n_initial_states": 15,
-                                "eval_steps": 1000})
+        return _default_config(InvertedPendulumRandomSettings())
 
     def make_dataset(self, config: ExperimentConfig, seed: int) -> TransitionDataset:
         t = config.task
         return collect_invertedpendulum_random(t["n_samples"], seed,
-                                               episode_length=t.get("episode_length", 1000))
+                                               episode_length=t["episode_length"])
 
-    def _env_fn(self, config: ExperimentConfig) -> Any:
-        steps = config.task.get("eval_steps", 1000)
+    def env_fn(self, config: ExperimentConfig) -> Callable[[], Any]:
+        steps = config.task["eval_steps"]
         return lambda: make_invertedpendulum_env(steps)
 
     def initial_states(self, data: TransitionDataset, config: ExperimentConfig, seed: int
                        ) -> np.ndarray:
-        return sample_reset_states(self._env_fn(config),
-                                   check_count("n_initial_states", config.task["n_initial_states"]),
-                                   seed=10_000 + seed)
-
-    def evaluate(self, policy: nn.Module, config: ExperimentConfig, seed: int, episodes: int
-                 ) -> list[float]:
-        self._last_eval = evaluate_episodes(self._env_fn(config)(), policy, episodes,
-                                            seed=1_000_000 + 1000 * seed)
-        return self._last_eval["returns"]
+        check_count("n_initial_states", config.task["n_initial_states"])
+        return super().initial_states(data, config, seed)
 
     def plot(self, algo: NOPG, data: TransitionDataset, config: ExperimentConfig, out_dir: Path
              ) -> list[Path]:
-        paths = self._write_evaluation(data, out_dir)
-        if self._last_eval is not None:
-            ev = self._last_eval
+        """``evaluation.json``: the last evaluation's returns, lengths and falls."""
+        paths, summary = self.write_evaluation(out_dir, data_summary=data.summary())
+        if summary is not None:
             logger.info("%s: %d evaluation episodes, return %.1f ± %.1f, %d fell (data episodes: "
-                        "mean length %.1f)", self.name, len(ev["returns"]), np.mean(ev["returns"]),
-                        np.std(ev["returns"]), sum(ev["fell"]), data.n / data.n_episodes)
+                        "mean length %.1f)", self.name, summary["episodes"],
+                        summary["return_mean"], summary["return_std"], sum(summary["fell"]),
+                        data.n / data.n_episodes)
         return paths
 
 

@@ -35,15 +35,17 @@ from typing import Any
 import numpy as np
 
 from ..algorithm import NOPG
-from ..config import NOPGConfig
 from ..data import TransitionDataset
 from ..envs.pendulum import angle_normalize, angle_to_obs, make_pendulum_env, set_pendulum_state
+from .common import TaskSettings, task_settings
 from .pendulum_grid import PendulumGridTask
 from .runner import ExperimentConfig
+from .task_base import task_config
 
 logger = logging.getLogger("nopg.experiments")
 
-__all__ = ["PendulumControllerTask", "PendulumUniformTask", "collect_pendulum_episodes",
+__all__ = ["PendulumControllerSettings", "PendulumControllerTask", "PendulumUniformSettings",
+           "PendulumUniformTask", "collect_pendulum_episodes",
            "controller_reference_returns", "swingup_action"]
 
 MAX_TORQUE = 2.0
@@ -172,18 +174,32 @@ def controller_reference_returns(noise_std: float = 1.0, n_steps: int = 500,
             "noiseless": controller_return_from_bottom(0.0, n_steps)}
 
 
-def user_data_config(task: dict[str, Any], **changes: Any) -> ExperimentConfig:
+def user_data_config(task: TaskSettings, **changes: Any) -> ExperimentConfig:
     """The settings every user-data task shares (the library's defaults, no tuned factor)."""
-    return ExperimentConfig(
-        n_updates=1500, bandwidth_method="auto", state_factor=1.0, action_factor=1.0,
-        hidden=(50,), eval_every=100,
-        nopg=NOPGConfig(gamma=0.99, learning_rate=1e-2, top_k=10, solver="bicgstab"), task=task,
-        **changes)
+    return task_config(task, nopg={"top_k": 10, "solver": "bicgstab", "dense_max_n": None},
+                       n_updates=1500, **changes)
 
 
-def _default_config(task: dict[str, Any]) -> ExperimentConfig:
-    return user_data_config({"n_episodes": 10, "episode_length": 200, **task, "eval_steps": 500,
-                             "portrait_resolution": 100})
+@task_settings
+class PendulumUniformSettings(TaskSettings):
+    """``task.<name>`` settings of pendulum-uniform."""
+
+    n_episodes: int = 10               # data episodes from env.reset
+    episode_length: int = 200          # steps per data episode
+    eval_steps: int = 500              # evaluation episode length (from the bottom)
+    portrait_resolution: int = 100     # grid of the phase portraits, per axis
+
+
+@task_settings
+class PendulumControllerSettings(TaskSettings):
+    """``task.<name>`` settings of pendulum-controller."""
+
+    n_episodes: int = 10               # data episodes from env.reset
+    episode_length: int = 200          # steps per data episode
+    noise_std: float = 1.0             # the controller's Gaussian action noise
+    reference_episodes: int = 10       # episodes of the noisy controller's reference return
+    eval_steps: int = 500              # evaluation episode length (from the bottom)
+    portrait_resolution: int = 100     # grid of the phase portraits, per axis
 
 
 class PendulumUniformTask(PendulumGridTask):
@@ -193,7 +209,7 @@ class PendulumUniformTask(PendulumGridTask):
     plot_title = "Pendulum uniform actions"
 
     def default_config(self) -> ExperimentConfig:
-        return _default_config({})
+        return user_data_config(PendulumUniformSettings())
 
     def make_dataset(self, config: ExperimentConfig, seed: int) -> TransitionDataset:
         t = config.task
@@ -210,18 +226,18 @@ class PendulumControllerTask(PendulumGridTask):
         self._references: dict[tuple[float, int, int], dict[str, Any]] = {}
 
     def default_config(self) -> ExperimentConfig:
-        return _default_config({"noise_std": 1.0, "reference_episodes": 10})
+        return user_data_config(PendulumControllerSettings())
 
     def make_dataset(self, config: ExperimentConfig, seed: int) -> TransitionDataset:
         t = config.task
         return collect_pendulum_episodes(t["n_episodes"], t["episode_length"], seed, "controller",
-                                         noise_std=t.get("noise_std", 1.0))
+                                         noise_std=t["noise_std"])
 
     def reference_returns(self, config: ExperimentConfig) -> dict[str, Any]:
         """:func:`controller_reference_returns` for ``config``'s noise and evaluation (cached)."""
         t = config.task
-        key = (float(t.get("noise_std", 1.0)), int(t["eval_steps"]),
-               int(t.get("reference_episodes", 10)))
+        key = (float(t["noise_std"]), int(t["eval_steps"]),
+               int(t["reference_episodes"]))
         if key not in self._references:
             self._references[key] = controller_reference_returns(*key)
         return self._references[key]
