@@ -228,6 +228,23 @@ def _fit_once(task: Task, config: ExperimentConfig, data: TransitionDataset, bw:
     return algo, evaluator
 
 
+def _seed_result(seed: int, data: TransitionDataset, algo: NOPG, returns: list[float],
+                 runs: list[dict[str, Any]], bw: Bandwidths, plots: list[Path],
+                 timings: dict[str, float]) -> dict[str, Any]:
+    """The summary of one seed's run; ``timings``: bandwidth, wall and fit seconds."""
+    update_times = [m["update_time_s"] for m in algo.history_]
+    return {
+        "seed": seed, "n_samples": data.n, "return_mean": _mean(returns),
+        "returns": [float(r) for r in returns], "J_hat": algo.J_,
+        "support_gap": algo.support_gap_, "initial_gap": algo.initial_gap_, **timings,
+        "time_per_update_s": float(np.mean(update_times)) if update_times else None,
+        "bandwidths": bw.to_dict(), "plots": [str(p.name) for p in plots],
+        "restarts": [{"restart": run["restart"], "J_hat": run["J_hat"],
+                      "support_gap": run["support_gap"],
+                      "return_mean": _mean(run["returns"])} for run in runs],
+    }
+
+
 def run_seed(task: Task, config: ExperimentConfig, seed: int, out_dir: Path,
              progress: bool = True, tensorboard: bool = False) -> dict[str, Any]:
     """Collect data, select bandwidths, optimise, evaluate and plot for one seed.
@@ -281,19 +298,9 @@ def run_seed(task: Task, config: ExperimentConfig, seed: int, out_dir: Path,
     plot_learning_curve(out_dir / "log.csv", out_dir / "learning_curve.png",
                         title=f"{task.name} seed {seed}")
     plots = task.plot(algo, data, config, out_dir)
-    update_times = [m["update_time_s"] for m in algo.history_]
-    result = {
-        "seed": seed, "n_samples": data.n, "return_mean": _mean(returns),
-        "returns": [float(r) for r in returns], "J_hat": algo.J_,
-        "support_gap": algo.support_gap_, "initial_gap": algo.initial_gap_,
-        "bandwidth_time_s": bw_time,
-        "wall_time_s": time.perf_counter() - start, "fit_time_s": fit_time,
-        "time_per_update_s": float(np.mean(update_times)) if update_times else None,
-        "bandwidths": bw.to_dict(), "plots": [str(p.name) for p in plots],
-        "restarts": [{"restart": run["restart"], "J_hat": run["J_hat"],
-                      "support_gap": run["support_gap"],
-                      "return_mean": _mean(run["returns"])} for run in runs],
-    }
+    timings = {"bandwidth_time_s": bw_time, "wall_time_s": time.perf_counter() - start,
+               "fit_time_s": fit_time}
+    result = _seed_result(seed, data, algo, returns, runs, bw, plots, timings)
     logger.info("seed %d: return %s, J_hat %.4f (support gap %.3f, initial gap %.3f), %.1f s "
                 "(%.2f ms/update)", seed, _format_return(result["return_mean"]), result["J_hat"],
                 result["support_gap"], result["initial_gap"],
