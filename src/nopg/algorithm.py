@@ -40,6 +40,7 @@ from .loggers import (
     show_progress,
 )
 from .policies import is_stochastic
+from .validation import renamed_keyword
 
 logger = logging.getLogger(__name__)
 
@@ -144,19 +145,20 @@ class NOPG:
         self._solution: BellmanSolution | None = None
 
     # ------------------------------------------------------------------ set-up
-    def setup(self, dataset: TransitionDataset, bandwidths: Bandwidths,
+    @renamed_keyword("dataset", "data")
+    def setup(self, data: TransitionDataset, bandwidths: Bandwidths,
               initial_states: np.ndarray | torch.Tensor) -> NOPG:
-        """Build the Bellman model for ``dataset``; called by :meth:`fit` when needed."""
-        c = self.config.resolved(dataset.n)   # concrete top_k, solver, dense_max_n for this n
+        """Build the Bellman model for ``data``; called by :meth:`fit` when needed."""
+        c = self.config.resolved(data.n)   # concrete top_k, solver, dense_max_n for this n
         if self.model_ is None:
-            logger.info("n = %d: top_k=%s, solver=%s (config: top_k=%r, solver=%r)", dataset.n,
+            logger.info("n = %d: top_k=%s, solver=%s (config: top_k=%r, solver=%r)", data.n,
                         c.top_k, c.solver, self.config.top_k, self.config.solver)
         previous = self.model_.solver_state() if self.model_ is not None else self._solver_state
-        self.model_ = NonparametricBellman(dataset, bandwidths, c.gamma,
+        self.model_ = NonparametricBellman(data, bandwidths, c.gamma,
                                            c.model_config(stochastic=self.stochastic))
         if previous:
             self.model_.load_solver_state(previous)
-        self.initial_states_ = as_states(initial_states, dataset.state_dim, "initial_states")
+        self.initial_states_ = as_states(initial_states, data.state_dim, "initial_states")
         self._solution = None
         return self
 
@@ -205,7 +207,8 @@ class NOPG:
                      "residual %(residual_q).1e/%(residual_mu).1e time %(update_time_s).4fs", metrics)
         return metrics
 
-    def updates(self, dataset: TransitionDataset, bandwidths: Bandwidths,
+    @renamed_keyword("dataset", "data")
+    def updates(self, data: TransitionDataset, bandwidths: Bandwidths,
                 initial_states: np.ndarray | torch.Tensor,
                 n_updates: int) -> Iterator[dict[str, Any]]:
         """The fit loop: run up to ``n_updates`` policy updates, yielding each one's metrics.
@@ -218,7 +221,7 @@ class NOPG:
 
         Parameters
         ----------
-        dataset : TransitionDataset
+        data : TransitionDataset
         bandwidths : Bandwidths
         initial_states : array of shape (m, d_s)
             States whose mean value is ``J_hat``.
@@ -234,24 +237,25 @@ class NOPG:
             raise ValueError(f"The 'n_updates' parameter must be a non-negative int. "
                              f"Got {n_updates!r} instead.")
         schedule = self._continuation(n_updates)
-        self.setup(dataset, bandwidths.scaled(schedule[0][1], schedule[0][1])
+        self.setup(data, bandwidths.scaled(schedule[0][1], schedule[0][1])
                    if schedule else bandwidths, initial_states)
-        return self._update_loop(dataset, bandwidths, initial_states, n_updates,
+        return self._update_loop(data, bandwidths, initial_states, n_updates,
                                  dict(schedule[1:]))
 
-    def _update_loop(self, dataset: TransitionDataset, bandwidths: Bandwidths,
+    def _update_loop(self, data: TransitionDataset, bandwidths: Bandwidths,
                      initial_states: np.ndarray | torch.Tensor, n_updates: int,
                      later_stages: dict[int, float]) -> Iterator[dict[str, Any]]:
         for i in range(n_updates):
             if i in later_stages:
                 factor = later_stages[i]
                 logger.info("update %d: bandwidths x %.3g (continuation)", self.update_, factor)
-                self.setup(dataset, bandwidths.scaled(factor, factor), initial_states)
+                self.setup(data, bandwidths.scaled(factor, factor), initial_states)
             metrics = self.step()
             self.history_.append(metrics)
             yield metrics
 
-    def fit(self, dataset: TransitionDataset, bandwidths: Bandwidths,
+    @renamed_keyword("dataset", "data")
+    def fit(self, data: TransitionDataset, bandwidths: Bandwidths,
             initial_states: np.ndarray | torch.Tensor, n_updates: int, *,
             callbacks: Iterable[Callback] = (), log_path: str | Path | None = None,
             progress: bool = True, loggers: Iterable[MetricsLogger] = ()) -> NOPG:
@@ -262,7 +266,7 @@ class NOPG:
 
         Parameters
         ----------
-        dataset, bandwidths, initial_states, n_updates
+        data, bandwidths, initial_states, n_updates
             As for :meth:`updates`.
         callbacks : iterable of Callback
             Called as ``callback(algo, metrics)``; returning ``False`` stops the fit.
@@ -282,7 +286,7 @@ class NOPG:
         -------
         self
         """
-        run = self.updates(dataset, bandwidths, initial_states, n_updates)
+        run = self.updates(data, bandwidths, initial_states, n_updates)
         callbacks, loggers = list(callbacks), list(loggers)
         own: list[MetricsLogger] = []     # the loggers fit builds, and closes
         try:
@@ -426,8 +430,9 @@ class NOPG:
         return read_checkpoint_meta(path)
 
     @classmethod
+    @renamed_keyword("dataset", "data")
     def load(cls, path: str | Path, policy: nn.Module | None = None, *,
-             dataset: TransitionDataset | None = None, device: str | None = None) -> NOPG:
+             data: TransitionDataset | None = None, device: str | None = None) -> NOPG:
         """Restore a checkpoint written by :meth:`save`; ``fit`` then resumes exactly.
 
         Parameters
@@ -435,7 +440,7 @@ class NOPG:
         path : folder written by :meth:`save`
         policy : torch.nn.Module, optional
             Required for custom policies; built-in policies are rebuilt from their spec.
-        dataset : TransitionDataset, optional
+        data : TransitionDataset, optional
             Defaults to the data set stored in the checkpoint (if any); with it the loaded object
             can answer ``value``/``J_`` queries straight away.
         device : str, optional
@@ -449,4 +454,4 @@ class NOPG:
             If the folder is not a checkpoint, its ``format_version`` is unknown or newer than
             :data:`CHECKPOINT_FORMAT_VERSION`, or its device is not available.
         """
-        return load_checkpoint(cls, path, policy, dataset=dataset, device=device)
+        return load_checkpoint(cls, path, policy, data=data, device=device)

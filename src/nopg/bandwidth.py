@@ -16,6 +16,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from .data import TransitionDataset
+from .validation import renamed_keyword
 
 __all__ = [
     "Bandwidths",
@@ -357,8 +358,9 @@ def cross_validated_bandwidth(
     return result
 
 
+@renamed_keyword("dataset", "data")
 def knn_bandwidths(
-    dataset: TransitionDataset,
+    data: TransitionDataset,
     k: int = 10,
     max_queries: int = 20_000,
     rng: np.random.Generator | int | None = None,
@@ -389,7 +391,7 @@ def knn_bandwidths(
 
     Parameters
     ----------
-    dataset : TransitionDataset
+    data : TransitionDataset
     k : int
         Neighbours per next state (capped at ``n``).
     coverage, reach : float
@@ -415,17 +417,17 @@ def knn_bandwidths(
             or max_queries < 1:
         raise ValueError(f"The 'max_queries' parameter must be a positive int. "
                          f"Got {max_queries!r} instead.")
-    states = _columns(dataset.states, "states")
+    states = _columns(data.states, "states")
     try:
         std = _checked_std(states)
     except ValueError as err:
         raise ValueError(f"states: {err}") from None
     try:
-        action_std = _checked_std(_columns(dataset.actions, "actions"))
+        action_std = _checked_std(_columns(data.actions, "actions"))
     except ValueError as err:
         raise ValueError(f"actions: {err}") from None
     n, d = states.shape
-    queries = dataset.next_states
+    queries = data.next_states
     if queries.shape[0] > max_queries:
         queries = queries[_as_rng(rng).choice(queries.shape[0], size=max_queries, replace=False)]
     k = min(int(k), n)
@@ -456,8 +458,9 @@ def resolve_method(method: str) -> str:
     return "knn" if method == "auto" else method
 
 
+@renamed_keyword("dataset", "data")
 def select_bandwidths(
-    dataset: TransitionDataset,
+    data: TransitionDataset,
     method: str = "auto",
     state_factor: ArrayLike = 1.0,
     action_factor: ArrayLike = 1.0,
@@ -470,7 +473,7 @@ def select_bandwidths(
 
     Parameters
     ----------
-    dataset : TransitionDataset
+    data : TransitionDataset
     method : {"auto", "knn", "silverman", "scott", "cv"}
         "auto" (= "knn") is :func:`knn_bandwidths`, local bandwidths that need no factors;
         "silverman" and "scott" are per-column rules of thumb; "cv" maximises the held-out
@@ -482,19 +485,19 @@ def select_bandwidths(
     n_folds, max_samples, rng
         Passed to :func:`cross_validated_bandwidth` (``rng`` also to :func:`knn_bandwidths`).
     """
-    if not isinstance(dataset, TransitionDataset):
+    if not isinstance(data, TransitionDataset):
         raise TypeError(
-            f"dataset must be a TransitionDataset. Got {type(dataset).__name__} instead."
+            f"data must be a TransitionDataset. Got {type(data).__name__} instead."
         )
     resolved = resolve_method(method)
-    s_fac = _factor("state_factor", state_factor, dataset.state_dim)
-    a_fac = _factor("action_factor", action_factor, dataset.action_dim)
+    s_fac = _factor("state_factor", state_factor, data.state_dim)
+    a_fac = _factor("action_factor", action_factor, data.action_dim)
     ns_fac = (
         None if next_state_factor is None
-        else _factor("next_state_factor", next_state_factor, dataset.state_dim)
+        else _factor("next_state_factor", next_state_factor, data.state_dim)
     )
     if resolved == "knn":
-        knn = knn_bandwidths(dataset, rng=rng)
+        knn = knn_bandwidths(data, rng=rng)
         result = Bandwidths(knn.state * s_fac, knn.action * a_fac,
                             None if ns_fac is None else knn.state * ns_fac)
         logger.info("selected bandwidths (%s: local k-NN rule): %s", method, result.to_dict())
@@ -509,11 +512,11 @@ def select_bandwidths(
     else:
         rule = silverman_bandwidth if method == "silverman" else scott_bandwidth
     try:
-        state = rule(dataset.states)
+        state = rule(data.states)
     except ValueError as err:
         raise ValueError(f"states: {err}") from None
     try:
-        action = rule(dataset.actions)
+        action = rule(data.actions)
     except ValueError as err:
         raise ValueError(f"actions: {err}") from None
     result = Bandwidths(state * s_fac, action * a_fac, None if ns_fac is None else state * ns_fac)

@@ -45,6 +45,7 @@ from .policies import is_stochastic
 from .responsibilities import KernelRows, QueryStates
 from .rows import Rows
 from .solvers import SolveInfo
+from .validation import renamed_keyword
 
 __all__ = ["NonparametricBellman", "BellmanSolution", "ModelConfig", "KEYWORD_DEFAULTS", "keyword_config",
            "as_states", "pessimistic_value", "candidate_action_scale", "default_candidates",
@@ -53,10 +54,11 @@ __all__ = ["NonparametricBellman", "BellmanSolution", "ModelConfig", "KEYWORD_DE
 _DENSE_LIMIT = 20_000          # top_k=None beyond this many samples is refused (n x n memory)
 
 
-def pessimistic_value(dataset: TransitionDataset, gamma: float) -> float:
+@renamed_keyword("dataset", "data")
+def pessimistic_value(data: TransitionDataset, gamma: float) -> float:
     """``min(r) / (1 - gamma)``, capped at 0 when the data hold a terminal transition."""
-    value = float(dataset.rewards.min()) / (1.0 - gamma)
-    return min(value, 0.0) if bool(np.any(dataset.terminals)) else value
+    value = float(data.rewards.min()) / (1.0 - gamma)
+    return min(value, 0.0) if bool(np.any(data.terminals)) else value
 
 
 def as_states(x: np.ndarray | torch.Tensor, state_dim: int, name: str) -> np.ndarray:
@@ -172,10 +174,10 @@ def keyword_config(config: ModelConfig | None = None, **settings: Any) -> ModelC
     return replace(config, **settings) if settings else config
 
 
-def _check_data(dataset: TransitionDataset, bandwidths: Bandwidths, gamma: float) -> None:
-    if not isinstance(dataset, TransitionDataset):
+def _check_data(data: TransitionDataset, bandwidths: Bandwidths, gamma: float) -> None:
+    if not isinstance(data, TransitionDataset):
         raise ValueError(
-            f"dataset must be a nopg.TransitionDataset. Got {type(dataset).__name__} instead."
+            f"data must be a nopg.TransitionDataset. Got {type(data).__name__} instead."
         )
     if not isinstance(bandwidths, Bandwidths):
         raise ValueError(
@@ -210,7 +212,7 @@ class NonparametricBellman:
 
     Parameters
     ----------
-    dataset : TransitionDataset
+    data : TransitionDataset
     bandwidths : Bandwidths
         Kernel standard deviations (per dimension) for states, actions and next states.
     gamma : float in [0, 1)
@@ -238,16 +240,17 @@ class NonparametricBellman:
         Solves for ``q`` and ``mu`` and keeps the preconditioner (:mod:`nopg.bellman_solver`).
     """
 
-    def __init__(self, dataset: TransitionDataset, bandwidths: Bandwidths, gamma: float,
+    @renamed_keyword("dataset", "data")
+    def __init__(self, data: TransitionDataset, bandwidths: Bandwidths, gamma: float,
                  config: ModelConfig | None = None, **settings: Any) -> None:
-        _check_data(dataset, bandwidths, gamma)
+        _check_data(data, bandwidths, gamma)
         self.config = config = keyword_config(config, **settings)
-        n = dataset.n
+        n = data.n
         resolved = config.resolved(n)
         neighbors = resolve_neighbors(config.neighbors, resolved.top_k, n)
         _check_resolved(n, resolved.top_k, config.n_candidates)
-        self.dataset = dataset
-        self.bandwidths = bandwidths.broadcast(dataset.state_dim, dataset.action_dim)
+        self.dataset = data
+        self.bandwidths = bandwidths.broadcast(data.state_dim, data.action_dim)
         self.gamma = float(gamma)
         self.top_k = resolved.top_k
         self.n_mc_next = config.n_mc_next
@@ -267,7 +270,7 @@ class NonparametricBellman:
         self.preconditioner = _resolve_preconditioner(config.preconditioner, self.device)
         self.unsupported = config.unsupported
         self.support_radius = float(config.support_radius)
-        self.absorbing_value = (pessimistic_value(dataset, self.gamma)
+        self.absorbing_value = (pessimistic_value(data, self.gamma)
                                 if config.absorbing_value is None else float(config.absorbing_value))
         self._build()
 

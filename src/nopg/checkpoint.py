@@ -116,7 +116,7 @@ def _config_on_device(path: Path, device: str | None) -> NOPGConfig:
 
 
 def load_checkpoint(cls: type[NOPG], path: str | Path, policy: nn.Module | None = None, *,
-                    dataset: TransitionDataset | None = None,
+                    data: TransitionDataset | None = None,
                     device: str | None = None) -> NOPG:
     """Build a ``cls`` (``NOPG`` or a subclass) from a checkpoint folder (see :meth:`NOPG.load`)."""
     path = Path(path)
@@ -134,10 +134,10 @@ def load_checkpoint(cls: type[NOPG], path: str | Path, policy: nn.Module | None 
     algo.load_training_state(torch.load(path / "state.pt", map_location="cpu", weights_only=True))
     algo.update_ = int(meta["update"])
     algo.history_ = read_history(path / "history.csv")
-    if dataset is None and (path / "dataset.npz").exists():
-        dataset = TransitionDataset.load(path / "dataset.npz")
-    if dataset is not None and meta.get("bandwidths") and meta.get("initial_states"):
-        algo.setup(dataset, Bandwidths.from_dict(meta["bandwidths"]),
+    if data is None and (path / "dataset.npz").exists():
+        data = TransitionDataset.load(path / "dataset.npz")
+    if data is not None and meta.get("bandwidths") and meta.get("initial_states"):
+        algo.setup(data, Bandwidths.from_dict(meta["bandwidths"]),
                    np.asarray(meta["initial_states"], dtype=np.float64))
     return algo
 

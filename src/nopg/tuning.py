@@ -40,6 +40,7 @@ from .bellman import NonparametricBellman
 from .data import TransitionDataset
 from .gradient import surrogate_gradient
 from .kernels import log_weights
+from .validation import renamed_keyword
 
 J_REL_ERR_MAX = 0.01
 """Recommendation threshold: ``|J_hat(k) - J_hat(ref)| / |J_hat(ref)|`` at most 1 %."""
@@ -230,7 +231,8 @@ def _kept_mass(model: NonparametricBellman, policy: nn.Module, rows: np.ndarray,
     return {k: np.concatenate(v) for k, v in out.items()}
 
 
-def neighbor_report(dataset: TransitionDataset, bandwidths: Bandwidths, policy: nn.Module,
+@renamed_keyword("dataset", "data")
+def neighbor_report(data: TransitionDataset, bandwidths: Bandwidths, policy: nn.Module,
                     initial_states: np.ndarray, *, gamma: float = 0.99,
                     ks: tuple[int, ...] = (5, 10, 20, 40), candidates: tuple[int, ...] = (16, 32, 64),
                     top_k: int = 10, policy_step: float = 0.05, mass_rows: int = 1000,
@@ -252,19 +254,19 @@ def neighbor_report(dataset: TransitionDataset, bandwidths: Bandwidths, policy: 
     NeighborReport
         With :attr:`NeighborReport.recommended_k`, the smallest ``k`` meeting the thresholds.
     """
-    ks_sorted = sorted({int(k) for k in ks if 1 <= int(k) <= dataset.n})
+    ks_sorted = sorted({int(k) for k in ks if 1 <= int(k) <= data.n})
     if not ks_sorted:
-        raise ValueError(f"ks must hold values between 1 and n = {dataset.n}. Got {ks!r} instead.")
+        raise ValueError(f"ks must hold values between 1 and n = {data.n}. Got {ks!r} instead.")
     policy = copy.deepcopy(policy).to(torch.float64)
     rng = np.random.default_rng(seed)
-    n = dataset.n
+    n = data.n
     rows = rng.choice(n, size=min(mass_rows, n), replace=False)
-    base = NonparametricBellman(dataset, bandwidths, gamma, top_k=max(ks_sorted))
+    base = NonparametricBellman(data, bandwidths, gamma, top_k=max(ks_sorted))
     mass = _kept_mass(base, policy, rows, ks_sorted)
 
     if n <= dense_max_n:
         reference, reference_k = "the dense P (every entry)", None
-        ref_model = NonparametricBellman(dataset, bandwidths, gamma)
+        ref_model = NonparametricBellman(data, bandwidths, gamma)
     else:
         reference, reference_k = f"top_k = {max(ks_sorted)}", max(ks_sorted)
         ref_model = base
@@ -274,7 +276,7 @@ def neighbor_report(dataset: TransitionDataset, bandwidths: Bandwidths, policy: 
                             reference_grad_norm=ref_norm, reference_k=reference_k, top_k=int(top_k),
                             bandwidths=bandwidths.to_dict(), gamma=float(gamma))
     for k in ks_sorted:
-        J, g = _estimate(NonparametricBellman(dataset, bandwidths, gamma, top_k=k), policy, initial_states)
+        J, g = _estimate(NonparametricBellman(data, bandwidths, gamma, top_k=k), policy, initial_states)
         m = mass[k]
         norm = float(np.linalg.norm(g))
         report.k_rows.append({"k": k, "mass_min": float(m.min()), "mass_p5": float(np.percentile(m, 5)),
@@ -284,11 +286,11 @@ def neighbor_report(dataset: TransitionDataset, bandwidths: Bandwidths, policy: 
                               "grad_norm_ratio": norm / ref_norm if ref_norm > 0 else math.inf})
 
     moved = _moved(policy, policy_step, seed)
-    J_exact, g_exact = _estimate(NonparametricBellman(dataset, bandwidths, gamma, top_k=top_k),
+    J_exact, g_exact = _estimate(NonparametricBellman(data, bandwidths, gamma, top_k=top_k),
                                  moved, initial_states)
     for kc in candidates:
-        exact = NonparametricBellman(dataset, bandwidths, gamma, top_k=top_k, n_candidates=kc)
-        approx = NonparametricBellman(dataset, bandwidths, gamma, top_k=top_k, n_candidates=kc,
+        exact = NonparametricBellman(data, bandwidths, gamma, top_k=top_k, n_candidates=kc)
+        approx = NonparametricBellman(data, bandwidths, gamma, top_k=top_k, n_candidates=kc,
                                       refine=False)
         for model in (exact, approx):
             model.transition_matrix(policy)            # candidates built at the current policy

@@ -7,9 +7,14 @@ int, 'auto' or None. Got 0 instead." (``owner`` names the class; without it the 
 
 from __future__ import annotations
 
-from typing import Any, NoReturn
+import functools
+import warnings
+from collections.abc import Callable
+from typing import Any, NoReturn, TypeVar
 
 import numpy as np
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 def fail(name: str, requirement: str, value: Any, owner: str | None = None) -> NoReturn:
@@ -51,3 +56,21 @@ def check_positive_float(name: str, value: Any, owner: str | None = None) -> Non
     """A finite float above 0."""
     if not is_float(value) or not 0 < value < np.inf:
         fail(name, "a positive float", value, owner)
+
+
+def renamed_keyword(old: str, new: str) -> Callable[[_F], _F]:
+    """Accept the former keyword argument ``old`` of a function for ``new``, with a
+    ``DeprecationWarning`` (the API uses one name per concept; ``data`` for a data set)."""
+    def wrap(fn: _F) -> _F:
+        @functools.wraps(fn)
+        def inner(*args: Any, **kwargs: Any) -> Any:
+            if old in kwargs:
+                if new in kwargs:
+                    raise TypeError(f"{fn.__qualname__}() got both '{old}' (its former name) "
+                                    f"and '{new}'")
+                warnings.warn(f"{fn.__qualname__}(): the '{old}' keyword is now called '{new}'",
+                              DeprecationWarning, stacklevel=2)
+                kwargs[new] = kwargs.pop(old)
+            return fn(*args, **kwargs)
+        return inner  # type: ignore[return-value]
+    return wrap
