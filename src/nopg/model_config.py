@@ -23,10 +23,10 @@ from .solvers import check_solver_tol
 from .validation import (
     check_bool,
     check_choice,
+    check_finite_float,
     check_positive_float,
     check_positive_int,
     fail,
-    is_float,
     is_int,
 )
 
@@ -168,9 +168,7 @@ def check_model_settings(values: Mapping[str, Any], owner: str | None = None) ->
         fail("dense_max_n", "a positive int or None", v["dense_max_n"], owner)
     check_choice("preconditioner", v["preconditioner"], PRECONDITIONERS, owner)
     check_choice("unsupported", v["unsupported"], UNSUPPORTED, owner)
-    value = v["absorbing_value"]
-    if value is not None and (not is_float(value) or not np.isfinite(value)):
-        fail("absorbing_value", "a finite float or None", value, owner)
+    check_finite_float("absorbing_value", v["absorbing_value"], owner, allow_none=True)
     check_positive_float("support_radius", v["support_radius"], owner)
     check_choice("dtype", v["dtype"], tuple(DTYPES), owner)
     device = v["device"]

@@ -8,6 +8,7 @@ int, 'auto' or None. Got 0 instead." (``owner`` names the class; without it the 
 from __future__ import annotations
 
 import functools
+import math
 import warnings
 from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
@@ -56,6 +57,21 @@ def check_positive_float(name: str, value: Any, owner: str | None = None) -> Non
     """A finite float above 0."""
     if not is_float(value) or not 0 < value < np.inf:
         fail(name, "a positive float", value, owner)
+
+
+def check_finite_float(name: str, value: Any, owner: str | None = None, *,
+                       allow_none: bool = False) -> None:
+    """A finite real number (or ``None`` with ``allow_none``)."""
+    if value is None and allow_none:
+        return
+    if not is_float(value) or not math.isfinite(value):
+        fail(name, "a finite float or None" if allow_none else "a finite float", value, owner)
+
+
+def check_discount(name: str, value: Any, owner: str | None = None) -> None:
+    """A discount factor: a real number in [0, 1)."""
+    if not is_float(value) or not 0.0 <= value < 1.0:
+        fail(name, "a float in [0, 1)", value, owner)
 
 
 def renamed_keyword(old: str, new: str) -> Callable[[_F], _F]:

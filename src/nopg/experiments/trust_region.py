@@ -63,6 +63,8 @@ from ..model_config import ModelConfig
 from ..policies import LinearPolicy
 from ..validation import (
     check_choice,
+    check_discount,
+    check_finite_float,
     check_positive_float,
     check_positive_int,
     fail,
@@ -126,14 +128,11 @@ class TrustRegionConfig:
         for name in ("action_variance", "state_factor", "action_factor"):
             check_positive_float(name, getattr(self, name), owner)
         for name in ("theta3_min", "theta3_max", "heatmap_theta3"):
-            value = getattr(self, name)
-            if not is_float(value) or not math.isfinite(value):
-                fail(name, "a finite float", value, owner)
+            check_finite_float(name, getattr(self, name), owner)
         if self.theta3_min > self.theta3_max or (self.n_theta3 > 1 and self.theta3_min == self.theta3_max):
             raise ValueError(f"theta3_min must be below theta3_max. Got {self.theta3_min} and "
                              f"{self.theta3_max} instead.")
-        if not is_float(self.gamma) or not 0.0 <= self.gamma < 1.0:
-            fail("gamma", "a float in [0, 1)", self.gamma, owner)
+        check_discount("gamma", self.gamma, owner)
         if not is_float(self.dense_fraction) or not 0.0 < self.dense_fraction <= 1.0:
             fail("dense_fraction", "a float in (0, 1]", self.dense_fraction, owner)
         for name, allowed in (("bandwidth_method", METHODS), ("initial_states", INITIAL_STATES),
