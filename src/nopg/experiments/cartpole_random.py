@@ -48,7 +48,7 @@ from ..envs.cartpole import (
 from ..evaluation import policy_actions
 from .common import TaskSettings, task_settings
 from .runner import ExperimentConfig
-from .task_base import task_config
+from .task_base import TaskBase, task_config
 
 _INIT_STREAM = 1
 _EVAL_STREAM = 2
@@ -90,13 +90,8 @@ class CartpoleRandomSettings(TaskSettings):
     plot_steps: int = 500                       # steps of the episode figure
 
 
-class CartpoleRandomTask:
+class CartpoleRandomTask(TaskBase, name="cartpole-random", state_dim=5, action_dim=1, action_max=5.0):
     """Quanser cart-pole stabilisation from uniform random-agent data."""
-
-    name = "cartpole-random"
-    state_dim = 5
-    action_dim = 1
-    action_max = 5.0
 
     def default_config(self) -> ExperimentConfig:
         return task_config(CartpoleRandomSettings(), nopg={"n_mc_policy": 10}, n_updates=2000,
