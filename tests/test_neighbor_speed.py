@@ -65,11 +65,11 @@ def test_shrunk_candidates_equal_dense_top_k(data, scale, kc, stochastic):
     ref_model = _model(data, "dense", **extra)
     model = _model(data, "candidates", scale=scale, n_candidates=kc, **extra)
     policy = _policy(stochastic)
-    model.evaluate(perturbed(policy, 0.3), S0, torch.Generator().manual_seed(0))
+    model.solution(perturbed(policy, 0.3), S0, torch.Generator().manual_seed(0))
     for step in (0.0, 0.05, 0.3):
         moved = perturbed(policy, step, seed=11)
-        ref = ref_model.evaluate(moved, S0, torch.Generator().manual_seed(4))
-        got = model.evaluate(moved, S0, torch.Generator().manual_seed(4))
+        ref = ref_model.solution(moved, S0, torch.Generator().manual_seed(4))
+        got = model.solution(moved, S0, torch.Generator().manual_seed(4))
         assert got.J == pytest.approx(ref.J, rel=1e-12, abs=1e-12)
         torch.testing.assert_close(got.P.to_dense().detach(), ref.P.to_dense().detach(),
                                    rtol=1e-12, atol=1e-14)

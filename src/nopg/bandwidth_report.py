@@ -220,7 +220,7 @@ def _thinness(model: NonparametricBellman, states: np.ndarray, actions: np.ndarr
     if states.shape[0] == 0:
         return np.zeros(0)
     chunk = states.shape[0] if model.top_k is not None \
-        else max(1, _BLOCK // (model.n * (model.dataset.state_dim + 1)))
+        else max(1, _BLOCK // (model.n * (model.data.state_dim + 1)))
     return model.thinness(None, states, actions=actions, chunk=chunk)
 
 

@@ -113,7 +113,7 @@ class TopKSelector:
         self.action_scale = candidate_action_scale(top_k or 1, self.n_candidates, actions.shape[1])
         """``lambda`` in (0, 1] of the candidate index (exact for any; the speed depends on it)."""
         self.refined_rows = 0
-        """Rows re-centred since the counter was last reset (by the model's ``evaluate``)."""
+        """Rows re-centred since the counter was last reset (by the model's ``solution``)."""
         self._joint: NeighborIndex | None = None
         self._shrunk: NeighborIndex | None = None
         self._shrunk_scale = 1.0

@@ -646,7 +646,7 @@ def _export_command(args: argparse.Namespace) -> int:
         raise ValueError(f"{args.path} holds the checkpoints of seeds {seeds}; choose one with --seed")
     saved = load_saved(found[0][1], found[0][0])
     model = saved.algo.model_
-    example = model.dataset.states[:64] if model is not None else None
+    example = model.data.states[:64] if model is not None else None
     dtype = None if args.dtype is None else getattr(torch, args.dtype)
     try:
         path = export_policy(saved.policy, target, fmt, example_states=example,

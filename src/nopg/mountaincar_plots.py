@@ -39,7 +39,7 @@ def plot_mountaincar_run(algo: NOPG, data: TransitionDataset, path: Path, what: 
         env.close()
     return plot_mountaincar_portraits(
         algo, data, traj["states"], path, resolution=resolution,
-        title=f"Mountain car, {what}, J_hat = {algo.J_:.1f}, "
+        title=f"Mountain car, {what}, J_hat = {algo.J_hat():.1f}, "
               f"evaluation return {traj['return']:.1f}", data_style=data_style)
 
 

@@ -192,7 +192,7 @@ class NeighborReport:
 
 def _estimate(model: NonparametricBellman, policy: nn.Module, s0: np.ndarray
               ) -> tuple[float, np.ndarray]:
-    sol = model.evaluate(policy, s0, torch.Generator().manual_seed(0))
+    sol = model.solution(policy, s0, torch.Generator().manual_seed(0))
     flat = torch.cat([g.reshape(-1) for g in surrogate_gradient(sol.surrogate(),
                                                                 list(policy.parameters()))])
     return sol.J, flat.detach().cpu().numpy().astype(np.float64)

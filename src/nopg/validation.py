@@ -74,6 +74,28 @@ def check_discount(name: str, value: Any, owner: str | None = None) -> None:
         fail(name, "a float in [0, 1)", value, owner)
 
 
+def renamed_attribute(old: str, new: str, *, call: bool = False) -> property:
+    """A property ``old`` for a class whose attribute is now called ``new``: reading (or
+    setting) it warns with a ``DeprecationWarning`` and reads (sets) ``new``; with ``call``,
+    ``new`` is a method and reading ``old`` returns its value."""
+    what = f"{new}()" if call else new
+
+    def warn(obj: Any) -> None:
+        warnings.warn(f"{type(obj).__name__}.{old} is deprecated; use {type(obj).__name__}.{what}",
+                      DeprecationWarning, stacklevel=3)
+
+    def get(obj: Any) -> Any:
+        warn(obj)
+        value = getattr(obj, new)
+        return value() if call else value
+
+    def put(obj: Any, value: Any) -> None:
+        warn(obj)
+        setattr(obj, new, value)
+
+    return property(get, None if call else put, doc=f"Deprecated name of ``{what}``.")
+
+
 def renamed_keyword(old: str, new: str) -> Callable[[_F], _F]:
     """Accept the former keyword argument ``old`` of a function for ``new``, with a
     ``DeprecationWarning`` (the API uses one name per concept; ``data`` for a data set)."""

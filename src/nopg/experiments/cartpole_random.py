@@ -120,7 +120,7 @@ class CartpoleRandomTask(TaskBase, name="cartpole-random", state_dim=5, action_d
              ) -> list[Path]:
         return [plot_cartpole_episode(algo.policy, out_dir / "episode.png",
                                       n_steps=int(config.task["plot_steps"]),
-                                      title=f"cart-pole, n = {data.n}, J_hat = {algo.J_:.2f}")]
+                                      title=f"cart-pole, n = {data.n}, J_hat = {algo.J_hat():.2f}")]
 
 
 def plot_cartpole_episode(policy: nn.Module, path: Path, n_steps: int = 500, seed: int = 0,

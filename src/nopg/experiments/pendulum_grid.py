@@ -81,6 +81,6 @@ class PendulumGridTask(TaskBase, name="pendulum-grid", state_dim=3, action_dim=1
         path = plot_phase_portraits(
             algo.value, algo.visitation, out_dir / "phase_portraits.png",
             resolution=int(config.task["portrait_resolution"]), data_states=data.states,
-            trajectory=traj["states"], title=f"{self.plot_title}, n = {data.n}, J_hat = {algo.J_:.1f}")
+            trajectory=traj["states"], title=f"{self.plot_title}, n = {data.n}, J_hat = {algo.J_hat():.1f}")
         return [path]
 

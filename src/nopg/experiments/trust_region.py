@@ -285,13 +285,13 @@ def gradient_contributions(model: NonparametricBellman, policy: nn.Module,
     """
     if model.stochastic or model.n_mc_next is not None:
         raise ValueError("gradient_contributions needs a deterministic model with n_mc_next=None")
-    sol = model.evaluate(policy, initial_states)
+    sol = model.solution(policy, initial_states)
     params = list(policy.parameters())
     d_a0, d_next, *grads = surrogate_gradient(sol.surrogate(),
                                               [sol.initial_actions, sol.next_actions, *params])
     grad = torch.cat([g.reshape(-1) for g in grads])
     dtype = params[0].dtype                  # the states the policy saw, as the model passes them
-    z = torch.as_tensor(as_states(initial_states, model.dataset.state_dim, "initial_states"),
+    z = torch.as_tensor(as_states(initial_states, model.data.state_dim, "initial_states"),
                         dtype=dtype, device=model.next_states.device)
     per_sample = torch.einsum("na,nap->np", d_next[:, 0].to(dtype),
                               policy_jacobians(policy, model.next_states.to(dtype)))

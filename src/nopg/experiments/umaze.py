@@ -194,7 +194,7 @@ def _plot_maze(algo: NOPG, data: TransitionDataset, config: ExperimentConfig, pa
     ax.set_ylim(-rows / 2, rows / 2)
     ax.set_aspect("equal")
     ax.legend(loc="lower left", fontsize=7)
-    ax.set_title(f"U-Maze, n = {data.n}, J_hat = {algo.J_:.2f}")
+    ax.set_title(f"U-Maze, n = {data.n}, J_hat = {algo.J_hat():.2f}")
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path

@@ -1,0 +1,35 @@
+"""Former public names keep working, with a DeprecationWarning, and give what the new names give."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import nopg
+
+
+def test_model_evaluate_is_solution(dataset, bandwidths, det_policy, initial_states):
+    model = nopg.NonparametricBellman(dataset, bandwidths, 0.9)
+    new = model.solution(det_policy, initial_states)
+    with pytest.warns(DeprecationWarning, match=r"NonparametricBellman.evaluate is deprecated; "
+                                                r"use NonparametricBellman.solution"):
+        old = model.evaluate(det_policy, initial_states)
+    assert old.J == new.J and torch.equal(old.q, new.q) and torch.equal(old.mu, new.mu)
+
+
+def test_model_dataset_is_data(dataset, bandwidths):
+    model = nopg.NonparametricBellman(dataset, bandwidths, 0.9)
+    assert model.data is dataset
+    with pytest.warns(DeprecationWarning, match=r"NonparametricBellman.dataset is deprecated; "
+                                                r"use NonparametricBellman.data"):
+        assert model.dataset is dataset
+
+
+def test_nopg_J_is_J_hat(dataset, bandwidths, det_policy, initial_states):
+    algo = nopg.NOPG(det_policy, nopg.NOPGConfig(gamma=0.9))
+    algo.fit(dataset, bandwidths, initial_states, n_updates=2, progress=False)
+    with pytest.warns(DeprecationWarning, match=r"NOPG.J_ is deprecated; use NOPG.J_hat\(\)"):
+        old = algo.J_
+    assert old == algo.J_hat() == algo.solution().J
+    assert np.isfinite(old)
