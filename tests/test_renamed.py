@@ -33,3 +33,16 @@ def test_nopg_J_is_J_hat(dataset, bandwidths, det_policy, initial_states):
         old = algo.J_
     assert old == algo.J_hat() == algo.solution().J
     assert np.isfinite(old)
+
+
+def test_rows_module_is_row_matrices():
+    import nopg.row_matrices
+    import nopg.rows
+
+    with pytest.warns(DeprecationWarning, match="nopg.rows is now nopg.row_matrices"):
+        from nopg.rows import SparseRows
+    assert SparseRows is nopg.row_matrices.SparseRows
+    with pytest.warns(DeprecationWarning):
+        assert nopg.rows.DenseRows is nopg.row_matrices.DenseRows
+    with pytest.raises(AttributeError):
+        nopg.rows.no_such_name  # noqa: B018

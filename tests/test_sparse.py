@@ -14,7 +14,7 @@ from conftest import perturbed
 import nopg
 from nopg.bellman import NonparametricBellman
 from nopg.neighbors import NeighborIndex
-from nopg.rows import SparseRows
+from nopg.row_matrices import SparseRows
 
 N = 300
 K = 5

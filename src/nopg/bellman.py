@@ -43,7 +43,7 @@ from .defaults import resolve_neighbors
 from .model_config import NEIGHBOR_MODES, PRECONDITIONERS, SOLVERS, UNSUPPORTED, ModelConfig
 from .policies import is_stochastic
 from .responsibilities import KernelRows, QueryStates
-from .rows import Rows
+from .row_matrices import Rows
 from .solvers import SolveInfo
 from .validation import renamed_attribute, renamed_keyword
 

@@ -27,7 +27,7 @@ import torch
 
 from .candidates import CandidateSets, TopKSelector
 from .kernels import expanded_log_weights, log_weights, policy_free_log_weights, thinness
-from .rows import DenseRows, Rows, SparseRows
+from .row_matrices import DenseRows, Rows, SparseRows
 
 
 @dataclass
