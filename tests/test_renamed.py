@@ -46,3 +46,17 @@ def test_rows_module_is_row_matrices():
         assert nopg.rows.DenseRows is nopg.row_matrices.DenseRows
     with pytest.raises(AttributeError):
         nopg.rows.no_such_name  # noqa: B018
+
+
+def test_neighbor_report_keywords_ks_and_candidates(dataset, bandwidths, det_policy, initial_states):
+    from nopg.tuning import neighbor_report
+
+    kw = dict(gamma=0.9, top_k=5, mass_rows=20)
+    new = neighbor_report(dataset, bandwidths, det_policy, initial_states, top_k_values=(3, 8),
+                          n_candidates_values=(12,), **kw)
+    with pytest.warns(DeprecationWarning, match="'ks' keyword is now called 'top_k_values'"):
+        with pytest.warns(DeprecationWarning, match="'candidates' keyword is now called "
+                                                    "'n_candidates_values'"):
+            old = neighbor_report(dataset, bandwidths, det_policy, initial_states, ks=(3, 8),
+                                  candidates=(12,), **kw)
+    assert old.to_dict() == new.to_dict()

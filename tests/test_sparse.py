@@ -275,11 +275,11 @@ def test_200k_samples_update_within_a_memory_cap():
     assert dense.returncode != 0
 
 
-# ---------------------------------------------------------------- the k / K' picking tool
+# ------------------------------------------------- the top_k / n_candidates picking tool
 def test_neighbor_report(data):
     from nopg.tuning import neighbor_report
-    rep = neighbor_report(data, BW, _policy(), S0, gamma=0.95, ks=(3, 5, N), candidates=(8, N),
-                          top_k=K, policy_step=0.3, mass_rows=50)
+    rep = neighbor_report(data, BW, _policy(), S0, gamma=0.95, top_k_values=(3, 5, N),
+                          n_candidates_values=(8, N), top_k=K, policy_step=0.3, mass_rows=50)
     masses = [r["mass_mean"] for r in rep.k_rows]
     assert masses == sorted(masses) and rep.k_rows[-1]["mass_min"] == pytest.approx(1.0)
     # k = n is the dense P: no error against it; smaller k: an error that shrinks with k.

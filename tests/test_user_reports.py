@@ -255,8 +255,8 @@ def test_tune_reports_gradient_norms_and_recommends(tmp_path):
     from nopg.tuning import neighbor_report
     data = target_data(n=120)
     policy = small_det()
-    rep = neighbor_report(data, BW, policy, S0, gamma=0.95, ks=(3, 10, 120), candidates=(16,),
-                          top_k=5, mass_rows=50)
+    rep = neighbor_report(data, BW, policy, S0, gamma=0.95, top_k_values=(3, 10, 120),
+                          n_candidates_values=(16,), top_k=5, mass_rows=50)
     assert rep.reference_grad_norm > 0
     assert all(r["grad_norm"] > 0 and r["grad_norm_ratio"] > 0 for r in rep.k_rows)
     assert rep.k_rows[-1]["grad_norm_ratio"] == pytest.approx(1.0)

@@ -21,7 +21,7 @@ and the missing mass enters an absorbing state of value ``v_abs``:
 ``q = (I - P_w)^{-1} (r + v_abs gamma (1 - w))``, ``J_hat = eps0_w . q + v_abs mean(1 - w_0)``,
 still differentiable end to end.
 
-Sparsification (``top_k=k``) keeps the ``k`` largest responsibilities of every row and
+Sparsification keeps the ``top_k`` largest responsibilities of every row and
 renormalises them; the ``neighbors`` option says how they are found (:mod:`nopg.responsibilities`,
 :mod:`nopg.candidates`).
 """

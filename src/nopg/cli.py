@@ -216,7 +216,7 @@ def _add_data_parser(sub: Any) -> None:
 
 
 def _add_tune_parser(sub: Any) -> None:
-    """The ``tune-k`` subcommand (what ``top_k`` and ``K'`` cost in accuracy)."""
+    """The ``tune-k`` subcommand (what ``top_k`` and ``n_candidates`` cost in accuracy)."""
     tune = _subcommand(
         sub, "tune-k", "measure what top_k and the candidate count cost in accuracy on a data set",
         """
@@ -422,8 +422,9 @@ def _tune_command(args: argparse.Namespace) -> int:
     gamma = 0.99 if gamma is None else gamma
     starts = data.episode_start_states()
     s0 = starts[np.random.default_rng(args.seed).choice(len(starts), min(50, len(starts)), replace=False)]
-    report = neighbor_report(data, bw, policy, s0, gamma=gamma, ks=tuple(args.k),
-                             candidates=tuple(args.candidates), top_k=args.top_k, seed=args.seed)
+    report = neighbor_report(data, bw, policy, s0, gamma=gamma, top_k_values=tuple(args.k),
+                             n_candidates_values=tuple(args.candidates), top_k=args.top_k,
+                             seed=args.seed)
     if args.json:
         print(json.dumps({**report.to_dict(), "bandwidth_source": source}, indent=2))
     else:

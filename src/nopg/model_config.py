@@ -68,7 +68,7 @@ class ModelConfig(TorchPlacement):
         How the top-k entries are found (:mod:`nopg.responsibilities`); ``auto`` is ``dense``
         without ``top_k``, ``candidates`` with it below 50 000 samples and ``knn`` from there on.
     n_candidates : int or None
-        ``K'``, candidate neighbours kept per query (``None``: ``max(4 top_k, 32)``).
+        Candidate neighbours kept per query (``None``: ``max(4 top_k, 32)``).
     refine : bool
         Re-centre the rows the candidates cannot certify (exact top-k). ``False`` approximates.
     neighbor_backend : {"auto", "kdtree", "torch"}

@@ -63,8 +63,10 @@ class SparseRows:
 
     Parameters
     ----------
-    index : long tensor of shape (m, K)
-    values : tensor of shape (m, K)
+    index : long tensor of shape (m, c)
+        The columns of the ``c`` stored entries of every row (``top_k``, times the number of
+        Monte-Carlo vectors averaged).
+    values : tensor of shape (m, c)
     n_cols : int
     """
 
@@ -117,7 +119,7 @@ class SparseRows:
 
         On the CPU the (detached) matrix is converted once to a SciPy CSR matrix, whose products
         measured 6x (``M x``) and 2.5x (``M^T y``) faster than the gather / ``index_add`` forms at
-        n = 10^5, k = 10 on one thread; on a GPU the torch forms are single kernels and are used.
+        n = 10^5, top_k = 10 on one thread; on a GPU the torch forms are single kernels and are used.
         """
         if self.values.device.type != "cpu" or self.values.requires_grad:
             return self.matvec, self.rmatvec
