@@ -128,7 +128,7 @@ def test_noiseless_controller_reaches_the_goal(start):
 
 def test_controller_waypoints_follow_the_path_with_jitter():
     rng = np.random.default_rng(5)
-    controller = WaypointController(rng=rng)
+    controller = WaypointController(seed=rng)
     controller.set_target(UMAZE_GOAL, cell_to_xy((3, 1)))
     waypoints = controller.waypoints
     cells = shortest_path(UMAZE_MAP, (3, 1), (1, 1))[1:]

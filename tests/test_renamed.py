@@ -60,3 +60,48 @@ def test_neighbor_report_keywords_ks_and_candidates(dataset, bandwidths, det_pol
             old = neighbor_report(dataset, bandwidths, det_policy, initial_states, ks=(3, 8),
                                   candidates=(12,), **kw)
     assert old.to_dict() == new.to_dict()
+
+
+def test_bandwidth_keyword_rng_is_seed(dataset):
+    from nopg.bandwidth import cross_validated_bandwidth, knn_bandwidths
+    from nopg.bandwidth_report import bandwidth_report
+
+    with pytest.warns(DeprecationWarning, match="'rng' keyword is now called 'seed'"):
+        assert nopg.select_bandwidths(dataset, "cv", rng=4) == \
+            nopg.select_bandwidths(dataset, "cv", seed=4)
+    with pytest.warns(DeprecationWarning, match="'rng' keyword is now called 'seed'"):
+        assert knn_bandwidths(dataset, max_queries=10, rng=2) == \
+            knn_bandwidths(dataset, max_queries=10, seed=2)
+    with pytest.warns(DeprecationWarning, match="'rng' keyword is now called 'seed'"):
+        old = cross_validated_bandwidth(dataset.states, rng=np.random.default_rng(1))
+    np.testing.assert_array_equal(old, cross_validated_bandwidth(dataset.states, seed=1))
+
+    def untimed(report: object) -> dict:
+        return {k: v for k, v in report.to_dict().items() if k != "seconds"}
+
+    with pytest.warns(DeprecationWarning, match="'rng' keyword is now called 'seed'"):
+        old = untimed(bandwidth_report(dataset, "silverman", rng=3))
+    assert old == untimed(bandwidth_report(dataset, "silverman", seed=3))
+    with pytest.warns(DeprecationWarning, match="'dataset' keyword is now called 'data'"):
+        assert untimed(bandwidth_report(dataset=dataset, method="silverman", seed=3)) == old
+    with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match="seed must be"):
+        cross_validated_bandwidth(dataset.states, rng="x")
+
+
+def test_env_keyword_rng_is_seed():
+    from nopg.envs.cartpole import sample_initial_states
+    from nopg.envs.lqg import PAPER_HORIZON, PAPER_THETA, paper_lqg
+    from nopg.envs.maze import WaypointController
+
+    lqg = paper_lqg()
+    with pytest.warns(DeprecationWarning, match="'rng' keyword is now called 'seed'"):
+        old = lqg.rollout_returns(PAPER_THETA, 1.0, PAPER_HORIZON, 5, rng=3)
+    np.testing.assert_array_equal(old, lqg.rollout_returns(PAPER_THETA, 1.0, PAPER_HORIZON, 5,
+                                                           seed=3))
+    with pytest.warns(DeprecationWarning, match="'rng' keyword is now called 'seed'"):
+        old = sample_initial_states(rng=np.random.default_rng(2), size=3)
+    np.testing.assert_array_equal(old, sample_initial_states(np.random.default_rng(2), 3))
+    np.testing.assert_array_equal(old, sample_initial_states(2, 3))
+    with pytest.warns(DeprecationWarning, match="'rng' keyword is now called 'seed'"):
+        controller = WaypointController(rng=np.random.default_rng(7))
+    assert controller.rng.random() == np.random.default_rng(7).random()

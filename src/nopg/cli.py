@@ -418,7 +418,7 @@ def _tune_command(args: argparse.Namespace) -> int:
                                         action_max=float(np.abs(data.actions).max()))
     if bw is None:
         bw = select_bandwidths(data, source, state_factor=state_factor,
-                               action_factor=action_factor, rng=args.seed)
+                               action_factor=action_factor, seed=args.seed)
     gamma = 0.99 if gamma is None else gamma
     starts = data.episode_start_states()
     s0 = starts[np.random.default_rng(args.seed).choice(len(starts), min(50, len(starts)), replace=False)]
@@ -455,7 +455,7 @@ def _bandwidth_command(args: argparse.Namespace) -> int:
         return values[0] if len(values) == 1 else np.asarray(values)
 
     report = bandwidth_report(data, method=args.method, state_factor=factor(args.state_factor),
-                              action_factor=factor(args.action_factor), rng=args.seed)
+                              action_factor=factor(args.action_factor), seed=args.seed)
     plot_bandwidth_report(report, plot)
     if args.json:
         print(json.dumps({**report.to_dict(), "plot": str(plot)}, indent=2))

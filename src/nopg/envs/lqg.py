@@ -38,6 +38,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.linalg import solve_discrete_lyapunov
 
+from nopg.validation import renamed_keyword
+
 __all__ = [
     "LQG",
     "PAPER_BEHAVIOUR_THETA",
@@ -369,13 +371,15 @@ class LQG:
         return -2.0 * a @ self.R.T - 2.0 * self.gamma * nxt @ (p_next @ self.B)
 
     # ---------------------------------------------------------------------------- sampling
+    @renamed_keyword("rng", "seed")
     def rollout_returns(self, theta: ArrayLike, sigma: ArrayLike, horizon: int, n_episodes: int,
-                        rng: np.random.Generator | int | None = None) -> np.ndarray:
-        """Discounted returns of ``n_episodes`` simulated episodes of ``horizon`` steps, (m,)."""
+                        seed: np.random.Generator | int | None = None) -> np.ndarray:
+        """Discounted returns of ``n_episodes`` simulated episodes of ``horizon`` steps, (m,);
+        ``seed`` (formerly ``rng``) seeds ``numpy.random.default_rng``."""
         horizon = self.horizon_steps(horizon)
         if horizon is None:
             raise ValueError("rollout_returns needs a finite 'horizon'.")
-        rng = np.random.default_rng(rng)
+        rng = np.random.default_rng(seed)
         k = self.gain(theta)
         s_mat = self.noise_matrix(sigma)
         s = np.tile(self.s0, (int(n_episodes), 1))

@@ -178,7 +178,7 @@ def _bandwidths(data: TransitionDataset, config: ExperimentConfig, seed: int, ou
         warnings.simplefilter("always")
         report = bandwidth_report(data, method=config.bandwidth_method,
                                   state_factor=np.asarray(config.state_factor, float),
-                                  action_factor=np.asarray(config.action_factor, float), rng=seed)
+                                  action_factor=np.asarray(config.action_factor, float), seed=seed)
     for w in caught:
         logger.warning("%s: %s", w.category.__name__, w.message)
     (out_dir / "bandwidths.json").write_text(json.dumps(report.to_dict(), indent=2))

@@ -404,7 +404,7 @@ def _model(data: TransitionDataset, config: TrustRegionConfig
     """The data's bandwidths, the dense (or top-k) model and the ``eps0`` states."""
     bw: Bandwidths = select_bandwidths(data, method=config.bandwidth_method,
                                        state_factor=config.state_factor,
-                                       action_factor=config.action_factor, rng=config.seed)
+                                       action_factor=config.action_factor, seed=config.seed)
     logger.info("trust region: %r, action mean %.4f variance %.4f; bandwidths state=%s action=%s",
                 data, data.actions.mean(), data.actions.var(), np.round(bw.state, 4).tolist(),
                 np.round(bw.action, 4).tolist())
