@@ -28,7 +28,7 @@ renormalises them; the ``neighbors`` option says how they are found (:mod:`nopg.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -40,7 +40,15 @@ from .bellman_solver import BellmanSolver
 from .candidates import CandidateSets, TopKSelector, candidate_action_scale, default_candidates
 from .data import TransitionDataset, check_gamma
 from .defaults import resolve_neighbors
-from .model_config import NEIGHBOR_MODES, PRECONDITIONERS, SOLVERS, UNSUPPORTED, ModelConfig
+from .model_config import (
+    KEYWORD_DEFAULTS,
+    NEIGHBOR_MODES,
+    PRECONDITIONERS,
+    SOLVERS,
+    UNSUPPORTED,
+    ModelConfig,
+    keyword_config,
+)
 from .policies import is_stochastic
 from .responsibilities import KernelRows, QueryStates
 from .row_matrices import Rows
@@ -156,24 +164,6 @@ class BellmanSolution:
         return out
 
 
-KEYWORD_DEFAULTS: dict[str, Any] = {"top_k": None, "n_mc_policy": 10, "solver_tol": 1e-10,
-                                    "dense_max_n": 2000}
-"""Defaults of :class:`NonparametricBellman`'s keyword settings that differ from
-:class:`~nopg.model_config.ModelConfig`'s (used when no ``config`` is given)."""
-
-
-def keyword_config(config: ModelConfig | None = None, **settings: Any) -> ModelConfig:
-    """The configuration of ``NonparametricBellman(data, bandwidths, gamma, config, **settings)``:
-    ``config`` with ``settings`` replaced, or :data:`KEYWORD_DEFAULTS` with them."""
-    if config is not None and not isinstance(config, ModelConfig):
-        raise ValueError(f"config must be a nopg.ModelConfig. Got {type(config).__name__} instead.")
-    if "n_mc_policy" in settings and settings["n_mc_policy"] is None:
-        settings = {**settings, "n_mc_policy": KEYWORD_DEFAULTS["n_mc_policy"]}
-    if config is None:
-        return ModelConfig(**{**KEYWORD_DEFAULTS, **settings})
-    return replace(config, **settings) if settings else config
-
-
 def _check_data(data: TransitionDataset, bandwidths: Bandwidths, gamma: float) -> None:
     if not isinstance(data, TransitionDataset):
         raise ValueError(
@@ -222,10 +212,11 @@ class NonparametricBellman:
     **settings
         Fields of :class:`~nopg.model_config.ModelConfig` (e.g. ``top_k=10``,
         ``stochastic=True``), replacing those of ``config``. Without ``config`` the fields not
-        given take :data:`KEYWORD_DEFAULTS` where it has them (the paper's dense model with
-        tight solves: ``top_k=None``, ``n_mc_policy=10``, ``solver_tol=1e-10``,
-        ``dense_max_n=2000``) and :class:`~nopg.model_config.ModelConfig`'s defaults otherwise;
-        ``n_mc_policy=None`` means 10 (:func:`keyword_config`).
+        given take :data:`~nopg.model_config.KEYWORD_DEFAULTS` where it has them (the paper's
+        dense model with tight solves: ``top_k=None``, ``n_mc_policy=10``, ``solver_tol=1e-10``,
+        ``dense_max_n=2000``; why they differ from :class:`~nopg.model_config.ModelConfig`'s is
+        written there) and ``ModelConfig``'s defaults otherwise; ``n_mc_policy=None`` means 10
+        (:func:`~nopg.model_config.keyword_config`).
 
     Attributes
     ----------

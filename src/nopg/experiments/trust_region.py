@@ -55,11 +55,11 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from ..bandwidth import METHODS, Bandwidths, select_bandwidths
-from ..bellman import NonparametricBellman, as_states, keyword_config
+from ..bellman import NonparametricBellman, as_states
 from ..data import TransitionDataset
 from ..envs.pendulum import BOTTOM_STATE, angle_to_obs, make_pendulum_env, obs_to_angle
 from ..gradient import surrogate_gradient
-from ..model_config import ModelConfig
+from ..model_config import ModelConfig, keyword_config
 from ..policies import LinearPolicy
 from ..validation import (
     check_choice,
@@ -88,7 +88,7 @@ _PAPER_ORDER = [1, 0, 2, 3]  # flat [w_cos, w_sin, w_wdot, bias] -> [th0, th1, t
 class TrustRegionConfig:
     """Settings of the trust-region experiment (defaults: see the module docstring).
 
-    ``model`` holds the Bellman model's settings (default :data:`nopg.bellman.KEYWORD_DEFAULTS`:
+    ``model`` holds the Bellman model's settings (default :data:`nopg.model_config.KEYWORD_DEFAULTS`:
     the dense ``P``, float64); it may be given as a dict of changes, and ``top_k`` under its
     former name.
     """
