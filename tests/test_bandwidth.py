@@ -174,7 +174,7 @@ def test_cv_warns_on_grid_data():
 def test_cv_subsampling_is_reproducible():
     x = np.random.default_rng(3).normal(size=(1200, 1))
     a = cross_validated_bandwidth(x, max_samples=300, seed=7)
-    b = cross_validated_bandwidth(x, max_samples=300, rng=np.random.default_rng(7))
+    b = cross_validated_bandwidth(x, max_samples=300, seed=np.random.default_rng(7))
     c = cross_validated_bandwidth(x, max_samples=300)
     d = cross_validated_bandwidth(x, max_samples=300)
     np.testing.assert_array_equal(a, b)
