@@ -166,7 +166,7 @@ def accuracy(algo: NOPG, data: TransitionDataset, args: argparse.Namespace) -> d
     from nopg.bellman import NonparametricBellman
 
     def estimate(model: NonparametricBellman) -> tuple[float, np.ndarray]:
-        sol = model.evaluate(algo.policy, algo.initial_states_)
+        sol = model.solution(algo.policy, algo.initial_states_)
         grads = torch.autograd.grad(sol.surrogate(), list(algo.policy.parameters()))
         return sol.J, torch.cat([g.reshape(-1) for g in grads]).double().cpu().numpy()
 

@@ -168,18 +168,18 @@ def run_variant(name: str, data: TransitionDataset, bw: Any, updates: int, check
         finally:
             build_log.append(time.perf_counter() - t)
     model.linear_solver.build_ilu = timed_build
-    inner_evaluate = model.evaluate
+    inner_solution = model.solution
     counter = {"update": 0}
 
-    def checked_evaluate(policy: Any, initial_states: Any, generator: Any = None, warm_start: Any = None):
-        sol = inner_evaluate(policy, initial_states, generator, warm_start)
+    def checked_solution(policy: Any, initial_states: Any, generator: Any = None, warm_start: Any = None):
+        sol = inner_solution(policy, initial_states, generator, warm_start)
         counter["update"] += 1
         if counter["update"] in checks:
             t = time.perf_counter()
             accuracy.append(dict(update=counter["update"], **_accuracy(model, sol, policy)))
             check_log.append(time.perf_counter() - t)
         return sol
-    model.evaluate = checked_evaluate
+    model.solution = checked_solution
     times, its, Js = [], [], []
     try:
         for _ in range(updates):
@@ -244,7 +244,7 @@ def default_accuracy(n: int, updates: int, lr: float) -> dict[str, Any]:
     params = list(algo.policy.parameters())
 
     def estimate(model: Any, warm: Any) -> tuple[float, torch.Tensor, Any]:
-        sol = model.evaluate(algo.policy, algo.initial_states_, warm_start=warm)
+        sol = model.solution(algo.policy, algo.initial_states_, warm_start=warm)
         return sol.J, _flat(torch.autograd.grad(sol.surrogate(), params)), sol
 
     state = algo.training_state()

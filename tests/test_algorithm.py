@@ -71,10 +71,10 @@ def test_updates_increase_J_hat(target_data, target_bw, make, stochastic):
     algo = nopg.NOPG(make(), config)
     assert algo.stochastic is stochastic
     algo.setup(target_data, target_bw, S0)
-    j_start = algo.J_
+    j_start = algo.J_hat()
     a_start = algo.predict(S0)
     algo.fit(target_data, target_bw, S0, n_updates=20, progress=False)
-    j_end = algo.J_
+    j_end = algo.J_hat()
     assert j_end > j_start + 0.3 * abs(j_start), (j_start, j_end)
     # The actions moved towards the target.
     assert np.abs(algo.predict(S0) - TARGET).mean() < np.abs(a_start - TARGET).mean()
@@ -194,7 +194,7 @@ def test_checkpoint_resume_is_exact(tmp_path, target_data, target_bw, solver):
     assert [h["J_hat"] for h in resumed.history_] == [h["J_hat"] for h in full.history_]
     assert [h["sigma_scale"] for h in resumed.history_] == [h["sigma_scale"] for h in full.history_]
     assert float(resumed.policy.sigma_scale) == float(full.policy.sigma_scale)
-    assert resumed.J_ == full.J_
+    assert resumed.J_hat() == full.J_hat()
 
 
 def test_checkpoint_round_trip_queries(tmp_path, target_data, target_bw):
@@ -205,7 +205,7 @@ def test_checkpoint_round_trip_queries(tmp_path, target_data, target_bw):
     assert meta["update"] == 2
     loaded = nopg.NOPG.load(tmp_path / "c")  # data set, bandwidths and s0 come from the folder
     assert loaded.config == algo.config
-    assert loaded.J_ == algo.J_
+    assert loaded.J_hat() == algo.J_hat()
     s = np.linspace(-1, 1, 7)[:, None]
     np.testing.assert_array_equal(loaded.value(s), algo.value(s))
 
@@ -294,7 +294,7 @@ def test_float32_config_runs_close_to_float64(target_data, target_bw):
         algo = nopg.NOPG(small_det(), nopg.NOPGConfig(gamma=0.8, dtype=dtype))
         algo.setup(target_data, target_bw, S0)
         assert next(algo.policy.parameters()).dtype == getattr(torch, dtype)
-        j[dtype] = algo.J_
+        j[dtype] = algo.J_hat()
     assert j["float32"] == pytest.approx(j["float64"], rel=1e-4)
 
 
@@ -314,11 +314,11 @@ def test_nopg_bad_inputs(target_data, target_bw):
 
 
 def test_queries_before_fit_raise_runtime_error():
-    """Like ``J_``, the other estimates must say that fit()/setup() is needed."""
+    """Like ``J_hat()``, the other estimates must say that fit()/setup() is needed."""
     algo = nopg.NOPG(small_det())
     s, a = np.zeros((2, 1)), np.zeros((2, 1))
     with pytest.raises(RuntimeError, match="fit"):
-        _ = algo.J_
+        _ = algo.J_hat()
     with pytest.raises(RuntimeError, match="fit"):
         algo.value(s)
     with pytest.raises(RuntimeError, match="fit"):
@@ -378,7 +378,7 @@ def test_former_dataset_keyword_still_works_with_a_deprecation_warning(dataset, 
     assert bw == nopg.select_bandwidths(dataset)
     with pytest.warns(DeprecationWarning):
         model = nopg.NonparametricBellman(dataset=dataset, bandwidths=bandwidths, gamma=0.9)
-    assert model.dataset is dataset
+    assert model.data is dataset
     with pytest.raises(TypeError, match="got both 'dataset'"):
         algo.fit(dataset=dataset, data=dataset, bandwidths=bandwidths,
                  initial_states=initial_states, n_updates=1)

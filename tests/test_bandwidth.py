@@ -153,7 +153,7 @@ def test_cv_recovers_gaussian_scale():
 def test_cv_prefers_small_bandwidth_for_bimodal_data():
     rng = np.random.default_rng(0)
     x = np.concatenate([rng.normal(-5, 0.5, 500), rng.normal(5, 0.5, 500)])
-    assert cross_validated_bandwidth(x, rng=1)[0] < 0.5 * silverman_bandwidth(x)[0]
+    assert cross_validated_bandwidth(x, seed=1)[0] < 0.5 * silverman_bandwidth(x)[0]
 
 
 def test_cv_multi_column_and_custom_grid():
@@ -173,8 +173,8 @@ def test_cv_warns_on_grid_data():
 
 def test_cv_subsampling_is_reproducible():
     x = np.random.default_rng(3).normal(size=(1200, 1))
-    a = cross_validated_bandwidth(x, max_samples=300, rng=7)
-    b = cross_validated_bandwidth(x, max_samples=300, rng=np.random.default_rng(7))
+    a = cross_validated_bandwidth(x, max_samples=300, seed=7)
+    b = cross_validated_bandwidth(x, max_samples=300, seed=np.random.default_rng(7))
     c = cross_validated_bandwidth(x, max_samples=300)
     d = cross_validated_bandwidth(x, max_samples=300)
     np.testing.assert_array_equal(a, b)
@@ -193,8 +193,8 @@ def test_cv_invalid_inputs():
         cross_validated_bandwidth(y, max_samples=1)
     with pytest.raises(ValueError, match="'grid' parameter"):
         cross_validated_bandwidth(y, grid=[1.0, -1.0])
-    with pytest.raises(ValueError, match="rng must be"):
-        cross_validated_bandwidth(y, rng="seed")
+    with pytest.raises(ValueError, match="seed must be"):
+        cross_validated_bandwidth(y, seed="seed")
     with pytest.raises(ValueError, match="n_folds=30 is larger"):
         cross_validated_bandwidth(y, n_folds=30)
 
@@ -221,7 +221,7 @@ def test_select_two_point_actions_times_three():
 
 def test_select_cv_warns_on_grid_data():
     ds = make_dataset(400)
-    assert select_bandwidths(ds, "cv", rng=0) == select_bandwidths(ds, "cv", rng=0)
+    assert select_bandwidths(ds, "cv", seed=0) == select_bandwidths(ds, "cv", seed=0)
     grid_ds = make_dataset(400, actions=np.tile([-1.0, 0.0, 1.0, 1.0], 100))
     with pytest.warns(DuplicatedDataWarning):
         select_bandwidths(grid_ds, "cv")
@@ -231,10 +231,10 @@ def test_auto_is_the_knn_rule_and_deterministic():
     ds = make_dataset(400)
     auto = select_bandwidths(ds)
     assert auto == select_bandwidths(ds, "knn") == knn_bandwidths(ds)
-    assert auto == select_bandwidths(ds, "auto", rng=3)   # no subsampling below max_queries
-    big = knn_bandwidths(ds, max_queries=50, rng=1)
-    assert big == knn_bandwidths(ds, max_queries=50, rng=1)
-    assert big != knn_bandwidths(ds, max_queries=50, rng=2)
+    assert auto == select_bandwidths(ds, "auto", seed=3)   # no subsampling below max_queries
+    big = knn_bandwidths(ds, max_queries=50, seed=1)
+    assert big == knn_bandwidths(ds, max_queries=50, seed=1)
+    assert big != knn_bandwidths(ds, max_queries=50, seed=2)
     scaled = select_bandwidths(ds, state_factor=2.0, action_factor=0.5)
     np.testing.assert_allclose(scaled.state, 2 * auto.state)
     np.testing.assert_allclose(scaled.action, 0.5 * auto.action)

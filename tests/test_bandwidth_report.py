@@ -38,9 +38,9 @@ def trajectory() -> nopg.TransitionDataset:
 @pytest.mark.parametrize("method, state_factor, action_factor", [
     ("silverman", 1.0, 1.0), ("scott", [0.5, 2.0], 3.0), ("knn", 1.0, 0.5), ("cv", 2.0, 1.0)])
 def test_bandwidths_are_select_bandwidths(dataset, method, state_factor, action_factor):
-    report = bandwidth_report(dataset, method, state_factor, action_factor, rng=3)
+    report = bandwidth_report(dataset, method, state_factor, action_factor, seed=3)
     expected = select_bandwidths(dataset, method=method, state_factor=state_factor,
-                                 action_factor=action_factor, rng=3)
+                                 action_factor=action_factor, seed=3)
     assert report.bandwidths == expected.broadcast(dataset.state_dim, dataset.action_dim)
     assert report.method == method and report.method_used.split(":")[0] == method
     assert report.seconds >= 0.0
@@ -55,9 +55,9 @@ def test_bandwidths_are_select_bandwidths(dataset, method, state_factor, action_
 def test_auto_reports_the_rule_and_leaves_logging_alone(dataset):
     logger = logging.getLogger("nopg.bandwidth")
     level = logger.level
-    report = bandwidth_report(dataset, "auto", rng=1)
+    report = bandwidth_report(dataset, "auto", seed=1)
     assert report.method == "auto" and report.method_used == "knn"
-    assert report.bandwidths == select_bandwidths(dataset, method="auto", rng=1)
+    assert report.bandwidths == select_bandwidths(dataset, method="auto", seed=1)
     assert logger.level == level and not logger.filters
 
 
@@ -99,11 +99,11 @@ def test_no_own_actions_for_independent_transitions(dataset):
 
 def test_large_data_paths(trajectory, monkeypatch):
     """Above DENSE_MAX_N the model keeps top_k entries; probes are subsampled."""
-    dense = bandwidth_report(trajectory, "silverman", rng=5)
+    dense = bandwidth_report(trajectory, "silverman", seed=5)
     monkeypatch.setattr(br, "DENSE_MAX_N", 10)
     monkeypatch.setattr(br, "MAX_PROBE_STATES", 20)
     monkeypatch.setattr(br, "MAX_OWN_QUERIES", 30)
-    sparse = bandwidth_report(trajectory, "silverman", rng=5)
+    sparse = bandwidth_report(trajectory, "silverman", seed=5)
     assert sparse.support_model == "top_k=10" and dense.support_model == "dense"
     assert sparse.n_probe_states == 20 and sparse.thinness_uniform.shape == (20 * 16,)
     assert sparse.own_available == 72 and sparse.thinness_own.shape == (30,)
@@ -125,7 +125,7 @@ def test_to_dict_is_json_and_text_lists_bandwidths(trajectory):
 
 @pytest.mark.parametrize("kwargs, message", [
     ({"method": "nope"}, "method"), ({"state_factor": 0.0}, "state_factor"),
-    ({"n_action_probes": 0}, "n_action_probes"), ({"rng": "x"}, "rng")])
+    ({"n_action_probes": 0}, "n_action_probes"), ({"seed": "x"}, "seed")])
 def test_bad_arguments(dataset, kwargs, message):
     with pytest.raises(ValueError, match=message):
         bandwidth_report(dataset, **kwargs)

@@ -37,7 +37,7 @@ def test_value_bound_near_and_far(dataset, bandwidths, initial_states, det_polic
     stochastic = kind == "gauss"
     policy = gauss_policy if stochastic else det_policy
     m = model(dataset, bandwidths, top_k=top_k, stochastic=stochastic, n_mc_policy=4)
-    sol = m.evaluate(policy, initial_states)
+    sol = m.solution(policy, initial_states)
     bound = np.abs(dataset.rewards).max() / (1 - GAMMA)
     near, far = query_states(dataset)
     for states in (near, far):
@@ -58,7 +58,7 @@ def test_value_far_away_is_nearest_neighbour_value(dataset, bandwidths, initial_
                                                    det_policy):
     """Far from the data the softmax must not underflow to 0/0: it picks the closest sample."""
     m = model(dataset, bandwidths)
-    sol = m.evaluate(det_policy, initial_states)
+    sol = m.solution(det_policy, initial_states)
     s = np.array([[2e3, -1e3]])
     a = np.array([[0.0]])
     h_s, h_a = np.asarray(bandwidths.state), np.asarray(bandwidths.action)
@@ -116,9 +116,9 @@ def test_top_k_rows_are_renormalised_largest_dense_entries(dataset, bandwidths, 
 def test_top_k_equal_n_matrix_equals_dense(dataset, bandwidths, initial_states, gauss_policy):
     kw = dict(stochastic=True, n_mc_policy=3, n_mc_next=2)
     with torch.no_grad():
-        d = model(dataset, bandwidths, **kw).evaluate(gauss_policy, initial_states,
+        d = model(dataset, bandwidths, **kw).solution(gauss_policy, initial_states,
                                                       torch.Generator().manual_seed(4))
-        s = model(dataset, bandwidths, top_k=dataset.n, **kw).evaluate(
+        s = model(dataset, bandwidths, top_k=dataset.n, **kw).solution(
             gauss_policy, initial_states, torch.Generator().manual_seed(4))
     np.testing.assert_allclose(s.P.to_dense().numpy(), d.P.to_dense().numpy(), atol=1e-12)
     np.testing.assert_allclose(s.eps0.numpy(), d.eps0.numpy(), atol=1e-12)
@@ -142,7 +142,7 @@ def test_eps0_and_responsibilities_are_distributions(dataset, bandwidths, initia
 # ---------------------------------------------------------------------------- closed forms
 def test_gamma_zero_J_is_eps0_dot_r(dataset, bandwidths, initial_states, det_policy):
     m = model(dataset, bandwidths, gamma=0.0)
-    sol = m.evaluate(det_policy, initial_states)
+    sol = m.solution(det_policy, initial_states)
     r = dataset.rewards
     np.testing.assert_allclose(sol.q.numpy(), r, rtol=0, atol=1e-14)
     assert sol.J == pytest.approx(float(sol.eps0.detach().numpy() @ r), abs=1e-14)
@@ -183,7 +183,7 @@ def test_matches_brute_force_reference(request, dataset, bandwidths, initial_sta
     h_s, h_a = np.asarray(bandwidths.state), np.asarray(bandwidths.action)
     ref = _reference(dataset, h_s, h_a, GAMMA, policy, initial_states)
     m = model(dataset, bandwidths)
-    sol = m.evaluate(policy, initial_states)
+    sol = m.solution(policy, initial_states)
     np.testing.assert_allclose(sol.P.to_dense().detach().numpy(), ref["P"], rtol=0, atol=1e-12)
     np.testing.assert_allclose(sol.eps0.detach().numpy(), ref["eps0"], rtol=0, atol=1e-12)
     np.testing.assert_allclose(sol.q.numpy(), ref["q"], rtol=1e-10, atol=1e-10)
@@ -207,11 +207,11 @@ def test_next_state_bandwidth_is_used_for_monte_carlo_only(dataset, bandwidths, 
     """``h_s'`` only enters through the Monte-Carlo next states; the kernel mean ignores it."""
     wide = nopg.Bandwidths(state=bandwidths.state, action=bandwidths.action, next_state=[3.0, 3.0])
     with torch.no_grad():
-        a = model(dataset, bandwidths).evaluate(det_policy, initial_states)
-        b = model(dataset, wide).evaluate(det_policy, initial_states)
-        c = model(dataset, bandwidths, n_mc_next=2).evaluate(
+        a = model(dataset, bandwidths).solution(det_policy, initial_states)
+        b = model(dataset, wide).solution(det_policy, initial_states)
+        c = model(dataset, bandwidths, n_mc_next=2).solution(
             det_policy, initial_states, torch.Generator().manual_seed(0))
-        d = model(dataset, wide, n_mc_next=2).evaluate(
+        d = model(dataset, wide, n_mc_next=2).solution(
             det_policy, initial_states, torch.Generator().manual_seed(0))
     assert a.J == pytest.approx(b.J, abs=1e-14)
     assert abs(c.J - d.J) > 1e-6
@@ -220,7 +220,7 @@ def test_next_state_bandwidth_is_used_for_monte_carlo_only(dataset, bandwidths, 
 def test_q_at_policy_action_equals_value(dataset, bandwidths, initial_states, det_policy):
     for top_k in (None, 8):
         m = model(dataset, bandwidths, top_k=top_k)
-        sol = m.evaluate(det_policy, initial_states)
+        sol = m.solution(det_policy, initial_states)
         near, far = query_states(dataset)
         states = np.vstack([near, far, dataset.states])
         v = m.value(det_policy, states, sol.q)
@@ -230,7 +230,7 @@ def test_q_at_policy_action_equals_value(dataset, bandwidths, initial_states, de
 
 def test_bellman_equation_and_terminal_values(dataset, bandwidths, initial_states, det_policy):
     m = model(dataset, bandwidths, top_k=8)
-    sol = m.evaluate(det_policy, initial_states)
+    sol = m.solution(det_policy, initial_states)
     q = sol.q.numpy()
     P = sol.P.to_dense().detach().numpy()
     np.testing.assert_allclose(q, dataset.rewards + P @ q, atol=1e-10)
@@ -244,7 +244,7 @@ def test_bellman_equation_and_terminal_values(dataset, bandwidths, initial_state
 
 def test_visitation_no_terminals(dataset_no_terminals, bandwidths, initial_states, det_policy):
     m = model(dataset_no_terminals, bandwidths)
-    sol = m.evaluate(det_policy, initial_states)
+    sol = m.solution(det_policy, initial_states)
     mu = sol.mu.numpy()
     assert np.all(mu >= -1e-12)
     assert mu.sum() == pytest.approx(1.0 / (1.0 - GAMMA), rel=1e-10)
@@ -258,7 +258,7 @@ def test_visitation_no_terminals(dataset_no_terminals, bandwidths, initial_state
 def test_visitation_mass_with_terminals(dataset, bandwidths, initial_states, gauss_policy, top_k):
     """1^T mu = 1^T eps0 + (P 1)^T mu = 1 + sum_i gamma_i mu_i (terminal rows contribute 0)."""
     m = model(dataset, bandwidths, top_k=top_k, stochastic=True, n_mc_policy=3)
-    sol = m.evaluate(gauss_policy, initial_states, torch.Generator().manual_seed(0))
+    sol = m.solution(gauss_policy, initial_states, torch.Generator().manual_seed(0))
     mu = sol.mu.numpy()
     gam = dataset.discounts(GAMMA)
     assert np.all(mu >= -1e-12)
@@ -271,7 +271,7 @@ def test_visitation_mass_with_terminals(dataset, bandwidths, initial_states, gau
 def test_query_seed_makes_stochastic_value_reproducible(dataset, bandwidths, initial_states,
                                                         gauss_policy):
     m = model(dataset, bandwidths, stochastic=True, n_mc_policy=3)
-    sol = m.evaluate(gauss_policy, initial_states)
+    sol = m.solution(gauss_policy, initial_states)
     s = query_states(dataset)[0]
     np.testing.assert_array_equal(m.value(gauss_policy, s, sol.q, seed=3),
                                   m.value(gauss_policy, s, sol.q, seed=3))
@@ -280,7 +280,7 @@ def test_query_seed_makes_stochastic_value_reproducible(dataset, bandwidths, ini
 def test_value_accepts_large_query_batches_in_chunks(dataset, bandwidths, initial_states,
                                                      det_policy):
     m = model(dataset, bandwidths)
-    sol = m.evaluate(det_policy, initial_states)
+    sol = m.solution(det_policy, initial_states)
     s = np.random.default_rng(0).normal(size=(50, 2))
     whole = m._query(det_policy, s, sol.q, chunk=4096)
     chunked = m._query(det_policy, s, sol.q, chunk=7)
@@ -321,24 +321,24 @@ def test_model_bad_dataset_and_bandwidths(dataset, bandwidths):
 ])
 def test_evaluate_bad_initial_states(dataset, bandwidths, det_policy, s0, match):
     with pytest.raises(ValueError, match=match):
-        model(dataset, bandwidths).evaluate(det_policy, s0)
+        model(dataset, bandwidths).solution(det_policy, s0)
 
 
 def test_evaluate_stochastic_needs_gaussian_policy(dataset, bandwidths, initial_states,
                                                    det_policy):
     with pytest.raises(ValueError, match="stochastic=True"):
-        model(dataset, bandwidths, stochastic=True).evaluate(det_policy, initial_states)
+        model(dataset, bandwidths, stochastic=True).solution(det_policy, initial_states)
 
 
 def test_evaluate_wrong_action_dimension(dataset, bandwidths, initial_states):
     policy = nn.Linear(2, 3).double()
     with pytest.raises(ValueError, match="dimension 3"):
-        model(dataset, bandwidths).evaluate(policy, initial_states)
+        model(dataset, bandwidths).solution(policy, initial_states)
 
 
 def test_query_bad_shapes(dataset, bandwidths, initial_states, det_policy):
     m = model(dataset, bandwidths)
-    sol = m.evaluate(det_policy, initial_states)
+    sol = m.solution(det_policy, initial_states)
     with pytest.raises(ValueError, match="states"):
         m.value(det_policy, np.zeros((4, 5)), sol.q)
     with pytest.raises(ValueError, match="rows"):
@@ -350,7 +350,7 @@ def test_solution_exposes_the_queried_actions(dataset, bandwidths, initial_state
     ``P``: chained with the policy's Jacobians, the surrogate's gradient through them is the full
     gradient (the public hook for per-query gradient terms)."""
     m = model(dataset, bandwidths)
-    sol = m.evaluate(det_policy, initial_states)
+    sol = m.solution(det_policy, initial_states)
     z = torch.as_tensor(initial_states, dtype=torch.float64)
     assert sol.initial_actions.shape == (z.shape[0], 1, dataset.action_dim)
     assert sol.next_actions.shape == (dataset.n, 1, dataset.action_dim)

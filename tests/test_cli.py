@@ -40,7 +40,7 @@ def test_reproduce_writes_results_folder(tmp_path, stochastic):
     # The checkpoint reloads on its own and reproduces the reported J_hat.
     algo = NOPG.load(run / "seed_0" / "checkpoint")
     assert algo.update_ == 4 and algo.stochastic == stochastic
-    assert algo.J_ == pytest.approx(seed["J_hat"], rel=1e-12)
+    assert algo.J_hat() == pytest.approx(seed["J_hat"], rel=1e-12)
     assert np.allclose(algo.initial_states_, BOTTOM_STATE[None])
 
 

@@ -52,7 +52,7 @@ def test_fit_without_environment_writes_results(data_file, tmp_path, capsys):
     data = TransitionDataset.load(data_file)
     # Default initial states: the states that start the data's three episodes.
     assert np.allclose(algo.initial_states_, data.states[[0, 30, 60]])
-    assert algo.J_ == pytest.approx(seed["J_hat"], rel=1e-12)
+    assert algo.J_hat() == pytest.approx(seed["J_hat"], rel=1e-12)
     # Action bound from the data (uniform torques in +-2): the policy cannot leave that range.
     assert np.allclose(algo.policy.action_max.numpy(), np.abs(data.actions).max(axis=0))
 

@@ -48,7 +48,7 @@ def _gaussian_mean(fn, mean: np.ndarray, chol: np.ndarray) -> np.ndarray:
 def test_finite_horizon_return_matches_monte_carlo(sigma):
     lqg = paper_lqg()
     exact = lqg.expected_return(PAPER_THETA, sigma, PAPER_HORIZON)
-    returns = lqg.rollout_returns(PAPER_THETA, sigma, PAPER_HORIZON, 20000, rng=0)
+    returns = lqg.rollout_returns(PAPER_THETA, sigma, PAPER_HORIZON, 20000, seed=0)
     if sigma == 0.0:
         np.testing.assert_allclose(returns, exact, rtol=1e-12)
     else:
@@ -64,7 +64,7 @@ def test_infinite_horizon_return_matches_long_monte_carlo_and_recursion():
     exact = lqg.expected_return(theta, 0.5, None)
     # gamma^400 < 1e-28: the truncated recursion equals the Lyapunov solution
     np.testing.assert_allclose(lqg.expected_return(theta, 0.5, 400), exact, rtol=1e-10)
-    returns = lqg.rollout_returns(theta, 0.5, 200, 20000, rng=1)
+    returns = lqg.rollout_returns(theta, 0.5, 200, 20000, seed=1)
     se = returns.std(ddof=1) / np.sqrt(returns.size)
     assert abs(returns.mean() - exact) < 2 * se
 

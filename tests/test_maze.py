@@ -36,7 +36,7 @@ class ControllerPolicy:
     """The noiseless waypoint controller aimed at the fixed goal, as an obs -> action callable."""
 
     def __init__(self) -> None:
-        self.controller = WaypointController(noise=0.0, rng=np.random.default_rng(0))
+        self.controller = WaypointController(noise=0.0, seed=np.random.default_rng(0))
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
         if self.controller.target is None:
@@ -115,7 +115,7 @@ def test_umaze_reward_sparse_and_dense():
 def test_noiseless_controller_reaches_the_goal(start):
     env = make_umaze_env(max_episode_steps=300)
     obs, _ = env.reset(seed=11, options={"reset_cell": start})
-    controller = WaypointController(noise=0.0, rng=np.random.default_rng(1))
+    controller = WaypointController(noise=0.0, seed=np.random.default_rng(1))
     controller.set_target(UMAZE_GOAL, obs[:2])
     budget = 60 * len(shortest_path(UMAZE_MAP, start, (1, 1)))
     for _ in range(budget):
@@ -128,7 +128,7 @@ def test_noiseless_controller_reaches_the_goal(start):
 
 def test_controller_waypoints_follow_the_path_with_jitter():
     rng = np.random.default_rng(5)
-    controller = WaypointController(rng=rng)
+    controller = WaypointController(seed=rng)
     controller.set_target(UMAZE_GOAL, cell_to_xy((3, 1)))
     waypoints = controller.waypoints
     cells = shortest_path(UMAZE_MAP, (3, 1), (1, 1))[1:]

@@ -73,8 +73,8 @@ def test_model_from_a_config_equals_the_model_from_keywords(dataset, bandwidths,
     from_keywords = NonparametricBellman(dataset, bandwidths, GAMMA, top_k=8, solver="bicgstab",
                                          solver_tol=1e-9, n_mc_policy=15, dense_max_n=None)
     assert from_config.config == from_keywords.config
-    a = from_config.evaluate(det_policy, initial_states)
-    b = from_keywords.evaluate(det_policy, initial_states)
+    a = from_config.solution(det_policy, initial_states)
+    b = from_keywords.solution(det_policy, initial_states)
     assert a.J == b.J
     # keywords replace the fields of a given config
     assert NonparametricBellman(dataset, bandwidths, GAMMA, config, top_k=5).top_k == 5

@@ -56,20 +56,20 @@ def test_scale_rule():
     assert NonparametricBellman(_data(), BW, 0.95, top_k=10).candidate_action_scale == 1.0
 
 
-@pytest.mark.parametrize("scale, kc", [(0.5, 16), (0.25, 32), (0.1, 64), (0.02, 8)])
+@pytest.mark.parametrize("scale, n_candidates", [(0.5, 16), (0.25, 32), (0.1, 64), (0.02, 8)])
 @pytest.mark.parametrize("stochastic", [False, True])
-def test_shrunk_candidates_equal_dense_top_k(data, scale, kc, stochastic):
+def test_shrunk_candidates_equal_dense_top_k(data, scale, n_candidates, stochastic):
     """Candidates built at one policy, evaluated at several others: J_hat and the gradient equal
     the dense top-k computation whatever the shrink factor (a tiny one forces the fallback)."""
     extra = {"stochastic": stochastic, "n_mc_policy": 4 if stochastic else None}
     ref_model = _model(data, "dense", **extra)
-    model = _model(data, "candidates", scale=scale, n_candidates=kc, **extra)
+    model = _model(data, "candidates", scale=scale, n_candidates=n_candidates, **extra)
     policy = _policy(stochastic)
-    model.evaluate(perturbed(policy, 0.3), S0, torch.Generator().manual_seed(0))
+    model.solution(perturbed(policy, 0.3), S0, torch.Generator().manual_seed(0))
     for step in (0.0, 0.05, 0.3):
         moved = perturbed(policy, step, seed=11)
-        ref = ref_model.evaluate(moved, S0, torch.Generator().manual_seed(4))
-        got = model.evaluate(moved, S0, torch.Generator().manual_seed(4))
+        ref = ref_model.solution(moved, S0, torch.Generator().manual_seed(4))
+        got = model.solution(moved, S0, torch.Generator().manual_seed(4))
         assert got.J == pytest.approx(ref.J, rel=1e-12, abs=1e-12)
         torch.testing.assert_close(got.P.to_dense().detach(), ref.P.to_dense().detach(),
                                    rtol=1e-12, atol=1e-14)
@@ -94,7 +94,7 @@ def test_shrunk_candidates_two_dimensional_actions():
 
 
 def test_tiny_scale_falls_back_to_joint_neighbours(data):
-    """With a shrink factor far too small for K', the shrunk sets cannot certify their own centre;
+    """With a shrink factor far too small for n_candidates, the shrunk sets cannot certify their own centre;
     those rows take the joint neighbours (scale 1) and stay exact and certified."""
     policy = _policy()
     model = _model(data, "candidates", scale=0.01, n_candidates=8)

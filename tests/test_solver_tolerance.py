@@ -56,7 +56,7 @@ def test_auto_tolerance_proves_its_bound_and_keeps_the_gradient(data300, bandwid
     opt = torch.optim.Adam(policy.parameters(), lr=0.05)
     warm, loose = None, 0
     for _ in range(8):
-        sol = model.evaluate(policy, initial_states, warm_start=warm)
+        sol = model.solution(policy, initial_states, warm_start=warm)
         rewards = model.rewards
         extra = None
         if unsupported == "absorb":
@@ -106,7 +106,7 @@ def test_explicit_tolerances_unchanged(data300, bandwidths, initial_states):
         model = NonparametricBellman(data300, bandwidths, GAMMA, top_k=8, solver="bicgstab",
                                      solver_tol=tol)
         assert model.solver_tol == tol and model.linear_solver.refresh == "iterations"
-        sol = model.evaluate(_policy(), initial_states)
+        sol = model.solution(_policy(), initial_states)
         P64 = sol.P.detach().to(torch.float64)
         matvec, rmatvec = P64.operators()
         pre_q, pre_mu = model.linear_solver.ilu
@@ -232,8 +232,8 @@ def test_auto_solver_state_round_trip(data300, bandwidths, initial_states):
     model = NonparametricBellman(data300, bandwidths, GAMMA, top_k=8, solver="bicgstab",
                                  solver_tol="auto")
     policy = _policy()
-    sol = model.evaluate(policy, initial_states)
-    model.evaluate(policy, initial_states, warm_start=(sol.q, sol.mu))
+    sol = model.solution(policy, initial_states)
+    model.solution(policy, initial_states, warm_start=(sol.q, sol.mu))
     model.linear_solver.ilu_excess = 7
     state = model.solver_state()
     other = NonparametricBellman(data300, bandwidths, GAMMA, top_k=8, solver="bicgstab",

@@ -137,7 +137,7 @@ def test_model_bicgstab_matches_dense(dataset, bandwidths, initial_states, det_p
     for solver in ("dense", "bicgstab"):
         m = NonparametricBellman(dataset, bandwidths, 0.97, top_k=top_k, n_mc_next=n_mc_next,
                                  solver=solver)
-        sols[solver] = m.evaluate(det_policy, initial_states, torch.Generator().manual_seed(0))
+        sols[solver] = m.solution(det_policy, initial_states, torch.Generator().manual_seed(0))
     d, it = sols["dense"], sols["bicgstab"]
     assert d.info_q.method == "dense"
     assert it.info_q.method == "bicgstab" and it.info_mu.method == "bicgstab"
@@ -149,24 +149,24 @@ def test_model_bicgstab_matches_dense(dataset, bandwidths, initial_states, det_p
 
 def test_model_bicgstab_warm_start(dataset, bandwidths, initial_states, det_policy):
     m = NonparametricBellman(dataset, bandwidths, 0.97, solver="bicgstab")
-    cold = m.evaluate(det_policy, initial_states)
-    warm = m.evaluate(det_policy, initial_states, warm_start=(cold.q, cold.mu))
+    cold = m.solution(det_policy, initial_states)
+    warm = m.solution(det_policy, initial_states, warm_start=(cold.q, cold.mu))
     assert warm.info_q.iterations == 0 and warm.info_mu.iterations == 0
     np.testing.assert_allclose(warm.q.numpy(), cold.q.numpy(), atol=1e-12)
 
 
 def test_model_auto_solver_switches_on_size(dataset, bandwidths, initial_states, det_policy):
     small = NonparametricBellman(dataset, bandwidths, GAMMA, solver="auto")
-    assert small.evaluate(det_policy, initial_states).info_q.method == "dense"
+    assert small.solution(det_policy, initial_states).info_q.method == "dense"
     big = NonparametricBellman(dataset, bandwidths, GAMMA, solver="auto", dense_max_n=10)
-    assert big.evaluate(det_policy, initial_states).info_q.method == "bicgstab"
+    assert big.solution(det_policy, initial_states).info_q.method == "bicgstab"
 
 
 def test_model_solver_iteration_cap_warns(dataset, bandwidths, initial_states, det_policy):
     m = NonparametricBellman(dataset, bandwidths, 0.99, solver="bicgstab", solver_max_iter=1,
                              solver_tol=1e-14)
     with pytest.warns(nopg.SolverWarning):
-        sol = m.evaluate(det_policy, initial_states)
+        sol = m.solution(det_policy, initial_states)
     assert not sol.info_q.converged
 
 

@@ -14,7 +14,7 @@ from conftest import perturbed
 import nopg
 from nopg.bellman import NonparametricBellman
 from nopg.neighbors import NeighborIndex
-from nopg.rows import SparseRows
+from nopg.row_matrices import SparseRows
 
 N = 300
 K = 5
@@ -107,10 +107,10 @@ def test_sparse_paths_equal_dense_top_k(data, mode, kw, variant):
     policy = _policy(stochastic)
     ref_model = _model(data, "dense", **extra)
     model = _model(data, mode, **extra, **kw)
-    model.evaluate(perturbed(policy, 0.3), S0, torch.Generator().manual_seed(0))  # prime caches
+    model.solution(perturbed(policy, 0.3), S0, torch.Generator().manual_seed(0))  # prime caches
     gen_ref, gen = torch.Generator().manual_seed(4), torch.Generator().manual_seed(4)
-    ref = ref_model.evaluate(policy, S0, gen_ref)
-    got = model.evaluate(policy, S0, gen)
+    ref = ref_model.solution(policy, S0, gen_ref)
+    got = model.solution(policy, S0, gen)
     assert got.J == pytest.approx(ref.J, rel=1e-12, abs=1e-12)
     np.testing.assert_allclose(got.q, ref.q, rtol=1e-10, atol=1e-10)
     np.testing.assert_allclose(got.mu, ref.mu, rtol=1e-10, atol=1e-12)
@@ -165,7 +165,7 @@ def test_queries_equal_dense_top_k(data, mode):
     policy = _policy()
     ref = NonparametricBellman(data, BW, 0.95, top_k=K, neighbors="dense")
     got = NonparametricBellman(data, BW, 0.95, top_k=K, neighbors=mode, n_candidates=8)
-    sol = ref.evaluate(policy, S0)
+    sol = ref.solution(policy, S0)
     rng = np.random.default_rng(5)
     qs = rng.uniform(-1.5, 1.5, (50, 3))
     qa = rng.uniform(-1, 1, (50, 1))
@@ -180,8 +180,8 @@ def test_finite_differences_on_candidate_path_with_bicgstab(data):
     policy = _policy()
     model = NonparametricBellman(data, BW, 0.95, top_k=K, n_candidates=8, solver="bicgstab",
                                  solver_tol=1e-13)
-    model.evaluate(perturbed(policy, 0.3), S0)      # candidates built elsewhere
-    sol = model.evaluate(policy, S0)
+    model.solution(perturbed(policy, 0.3), S0)      # candidates built elsewhere
+    sol = model.solution(policy, S0)
     grads = torch.autograd.grad(sol.surrogate(), list(policy.parameters()))
     flat = torch.nn.utils.parameters_to_vector(policy.parameters()).detach().clone()
     rng = np.random.default_rng(0)
@@ -192,7 +192,7 @@ def test_finite_differences_on_candidate_path_with_bicgstab(data):
             v = flat.clone()
             v[i] += sign * eps
             torch.nn.utils.vector_to_parameters(v, policy.parameters())
-            vals.append(model.evaluate(policy, S0).J)
+            vals.append(model.solution(policy, S0).J)
         torch.nn.utils.vector_to_parameters(flat, policy.parameters())
         fd = (vals[0] - vals[1]) / (2 * eps)
         ad = torch.cat([g.reshape(-1) for g in grads])[i].item()
@@ -275,11 +275,11 @@ def test_200k_samples_update_within_a_memory_cap():
     assert dense.returncode != 0
 
 
-# ---------------------------------------------------------------- the k / K' picking tool
+# ------------------------------------------------- the top_k / n_candidates picking tool
 def test_neighbor_report(data):
     from nopg.tuning import neighbor_report
-    rep = neighbor_report(data, BW, _policy(), S0, gamma=0.95, ks=(3, 5, N), candidates=(8, N),
-                          top_k=K, policy_step=0.3, mass_rows=50)
+    rep = neighbor_report(data, BW, _policy(), S0, gamma=0.95, top_k_values=(3, 5, N),
+                          n_candidates_values=(8, N), top_k=K, policy_step=0.3, mass_rows=50)
     masses = [r["mass_mean"] for r in rep.k_rows]
     assert masses == sorted(masses) and rep.k_rows[-1]["mass_min"] == pytest.approx(1.0)
     # k = n is the dense P: no error against it; smaller k: an error that shrinks with k.

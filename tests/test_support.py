@@ -40,7 +40,7 @@ def test_absorb_closed_form(dataset, bandwidths, initial_states, det_policy):
     model = NonparametricBellman(dataset, bw, GAMMA, unsupported="absorb", absorbing_value=-7.0)
     plain = NonparametricBellman(dataset, bw, GAMMA)
     with torch.no_grad():
-        sol = model.evaluate(det_policy, initial_states)
+        sol = model.solution(det_policy, initial_states)
         P_full = plain.transition_matrix(det_policy).to_dense()
         eps0_full = plain.initial_vector(det_policy, initial_states)
     thin_next = plain.thinness(det_policy, dataset.next_states)
@@ -57,7 +57,7 @@ def test_absorb_closed_form(dataset, bandwidths, initial_states, det_policy):
     J = eps0 @ q + -7.0 * thin0.mean()
     assert sol.J == pytest.approx(J, rel=1e-10)
     assert thin_next.max() > 0.05 and thin_next.min() < 0.95     # the test is not vacuous
-    assert sol.J < plain.evaluate(det_policy, initial_states).J   # pessimism lowers J_hat
+    assert sol.J < plain.solution(det_policy, initial_states).J   # pessimism lowers J_hat
     np.testing.assert_allclose(eps0_full.detach().numpy().sum(), 1.0)
 
 
@@ -120,8 +120,8 @@ def test_initial_gap_is_the_thinness_at_the_initial_states(dataset, bandwidths, 
     model = NonparametricBellman(dataset, bandwidths, 0.99)
     far = dataset.states[:4] + 50.0
     with torch.no_grad():
-        sol_far = model.evaluate(det_policy, far)
-        sol_near = model.evaluate(det_policy, dataset.states[:4])
+        sol_far = model.solution(det_policy, far)
+        sol_near = model.solution(det_policy, dataset.states[:4])
     assert sol_far.initial_gap == pytest.approx(float(model.thinness(det_policy, far).mean()))
     assert sol_far.initial_gap > 1 - 1e-9
     assert sol_far.support_gap < 0.5 < sol_far.initial_gap

@@ -67,8 +67,8 @@ def test_gradient_matches_finite_differences_of_J_hat(small):
     data, bw, model, s0 = small
     th3, eps = 0.3, 1e-5
     split = gradient_contributions(model, constant_policy(th3), s0)
-    j_plus = model.evaluate(constant_policy(th3 + eps), s0).J
-    j_minus = model.evaluate(constant_policy(th3 - eps), s0).J
+    j_plus = model.solution(constant_policy(th3 + eps), s0).J
+    j_minus = model.solution(constant_policy(th3 - eps), s0).J
     fd = (j_plus - j_minus) / (2 * eps)
     assert split.grad[3] == pytest.approx(fd, rel=1e-5, abs=1e-6)
 

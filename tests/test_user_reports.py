@@ -137,7 +137,7 @@ def test_model_with_solver_max_iter_1_still_warns():
     model = nopg.NonparametricBellman(data, nopg.Bandwidths(state=0.05, action=0.05), 0.99,
                                       solver="bicgstab", solver_max_iter=1, preconditioner="none")
     with pytest.warns(nopg.SolverWarning):
-        sol = model.evaluate(small_det().double(), S0)
+        sol = model.solution(small_det().double(), S0)
     assert not sol.info_q.converged
 
 
@@ -171,7 +171,7 @@ def test_load_cuda_checkpoint_on_cpu_with_device(tmp_path, monkeypatch):
     loaded = nopg.NOPG.load(path, device="cpu")
     assert loaded.config.device == "cpu" and loaded.device == torch.device("cpu")
     assert all(p.device.type == "cpu" for p in loaded.policy.parameters())
-    assert loaded.update_ == 3 and loaded.J_ == pytest.approx(algo.J_, rel=1e-12)
+    assert loaded.update_ == 3 and loaded.J_hat() == pytest.approx(algo.J_hat(), rel=1e-12)
     loaded.fit(target_data(), BW, S0, n_updates=1, progress=False)   # it resumes
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="device='cpu'"):
@@ -255,8 +255,8 @@ def test_tune_reports_gradient_norms_and_recommends(tmp_path):
     from nopg.tuning import neighbor_report
     data = target_data(n=120)
     policy = small_det()
-    rep = neighbor_report(data, BW, policy, S0, gamma=0.95, ks=(3, 10, 120), candidates=(16,),
-                          top_k=5, mass_rows=50)
+    rep = neighbor_report(data, BW, policy, S0, gamma=0.95, top_k_values=(3, 10, 120),
+                          n_candidates_values=(16,), top_k=5, mass_rows=50)
     assert rep.reference_grad_norm > 0
     assert all(r["grad_norm"] > 0 and r["grad_norm_ratio"] > 0 for r in rep.k_rows)
     assert rep.k_rows[-1]["grad_norm_ratio"] == pytest.approx(1.0)

@@ -40,7 +40,7 @@ from .loggers import (
     show_progress,
 )
 from .policies import is_stochastic
-from .validation import renamed_keyword
+from .validation import renamed_attribute, renamed_keyword
 
 logger = logging.getLogger(__name__)
 
@@ -120,7 +120,7 @@ class NOPG:
     --------
     >>> algo = NOPG(DeterministicMLPPolicy(3, 1, action_max=2.0), NOPGConfig(gamma=0.99))
     >>> algo.fit(data, bandwidths, initial_states=s0, n_updates=1500)
-    >>> algo.J_, algo.value(states)
+    >>> algo.J_hat(), algo.value(states)
     """
 
     def __init__(self, policy: nn.Module, config: NOPGConfig | None = None, *,
@@ -183,7 +183,7 @@ class NOPG:
             raise RuntimeError("call fit() or setup() before step()")
         start = time.perf_counter()
         sigma_scale = self._apply_sigma_scale()
-        sol = self.model_.evaluate(self.policy, self.initial_states_, self.generator, self._warm)
+        sol = self.model_.solution(self.policy, self.initial_states_, self.generator, self._warm)
         params = [p for p in self.policy.parameters() if p.requires_grad]
         grads = surrogate_gradient(sol.surrogate(), params)
         for p, g in zip(params, grads):
@@ -357,14 +357,15 @@ class NOPG:
             self._apply_sigma_scale()
             gen = torch.Generator().manual_seed(self.config.seed)
             with torch.no_grad():
-                self._solution = model.evaluate(self.policy, self.initial_states_, gen,
-                                                      self._warm)
+                self._solution = model.solution(self.policy, self.initial_states_, gen, self._warm)
         return self._solution
 
-    @property
-    def J_(self) -> float:
-        """``J_hat`` of the current policy."""
+    def J_hat(self) -> float:
+        """``J_hat`` of the current policy: the model's discounted return from the initial
+        states (:meth:`solution`, solved once per policy update and cached)."""
         return self.solution().J
+
+    J_ = renamed_attribute("J_", "J_hat", call=True)
 
     def _fitted_model(self) -> NonparametricBellman:
         if self.model_ is None:
@@ -442,7 +443,7 @@ class NOPG:
             Required for custom policies; built-in policies are rebuilt from their spec.
         data : TransitionDataset, optional
             Defaults to the data set stored in the checkpoint (if any); with it the loaded object
-            can answer ``value``/``J_`` queries straight away.
+            can answer ``value``/``J_hat`` queries straight away.
         device : str, optional
             Load onto this device (``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"auto"``) instead of the
             one in the checkpoint's config, e.g. ``device="cpu"`` to open a GPU checkpoint on a

@@ -26,6 +26,7 @@ __all__ = [
     "knn_bandwidths",
     "resolve_method",
     "scott_bandwidth",
+    "seed_generator",
     "select_bandwidths",
     "silverman_bandwidth",
 ]
@@ -246,14 +247,16 @@ def is_grid_like(x: ArrayLike, max_unique_fraction: float = 0.5) -> np.ndarray:
     return n_unique <= max_unique_fraction * n
 
 
-def _as_rng(rng: np.random.Generator | int | None) -> np.random.Generator:
-    if rng is None:
+def seed_generator(seed: np.random.Generator | int | None) -> np.random.Generator:
+    """The NumPy generator of a ``seed``: an int, a Generator (returned as it is, so its stream
+    continues) or ``None`` (seed 0)."""
+    if seed is None:
         return np.random.default_rng(0)
-    if isinstance(rng, np.random.Generator):
-        return rng
-    if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool):
-        return np.random.default_rng(int(rng))
-    raise ValueError(f"rng must be a numpy Generator, an int seed or None. Got {rng!r} instead.")
+    if isinstance(seed, np.random.Generator):
+        return seed
+    if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
+        return np.random.default_rng(int(seed))
+    raise ValueError(f"seed must be a numpy Generator, an int or None. Got {seed!r} instead.")
 
 
 def _heldout_loglik(train: np.ndarray, test: np.ndarray, grid: np.ndarray) -> np.ndarray:
@@ -282,12 +285,13 @@ def _heldout_loglik(train: np.ndarray, test: np.ndarray, grid: np.ndarray) -> np
     return total - test.shape[0] * log_norm
 
 
+@renamed_keyword("rng", "seed")
 def cross_validated_bandwidth(
     x: ArrayLike,
     n_folds: int = 5,
     grid: ArrayLike | None = None,
     max_samples: int = 5000,
-    rng: np.random.Generator | int | None = None,
+    seed: np.random.Generator | int | None = None,
 ) -> np.ndarray:
     """Per-column bandwidth maximising the K-fold held-out log-likelihood of a 1-D KDE.
 
@@ -301,8 +305,8 @@ def cross_validated_bandwidth(
         Default: 30 log-spaced factors from 0.05 to 5.
     max_samples : int
         Columns are subsampled (without replacement) to this many points first.
-    rng : numpy Generator or int, optional
-        Randomness for subsampling and folds; default seed 0 (reproducible).
+    seed : numpy Generator or int, optional
+        Randomness for subsampling and folds; default seed 0 (reproducible). Formerly ``rng``.
 
     Returns
     -------
@@ -325,7 +329,7 @@ def cross_validated_bandwidth(
     factors = _DEFAULT_GRID if grid is None else np.asarray(grid, dtype=np.float64).reshape(-1)
     if factors.size == 0 or not np.all(np.isfinite(factors) & (factors > 0)):
         raise ValueError("The 'grid' parameter must be a non-empty array of positive factors.")
-    generator = _as_rng(rng)
+    generator = seed_generator(seed)
     reference = silverman_bandwidth(cols)  # also rejects constant columns
     grid_like = is_grid_like(cols)
     if np.any(grid_like):
@@ -359,11 +363,12 @@ def cross_validated_bandwidth(
 
 
 @renamed_keyword("dataset", "data")
+@renamed_keyword("rng", "seed")
 def knn_bandwidths(
     data: TransitionDataset,
     k: int = 10,
     max_queries: int = 20_000,
-    rng: np.random.Generator | int | None = None,
+    seed: np.random.Generator | int | None = None,
     coverage: float = 0.9,
     reach: float = 8.0,
 ) -> Bandwidths:
@@ -398,8 +403,8 @@ def knn_bandwidths(
         The replay guard (see above); ``reach=inf`` turns it off.
     max_queries : int
         At most this many next states (drawn without replacement) are queried.
-    rng : numpy Generator or int, optional
-        Randomness of that subsample (default seed 0).
+    seed : numpy Generator or int, optional
+        Randomness of that subsample (default seed 0). Formerly ``rng``.
 
     Returns
     -------
@@ -429,7 +434,7 @@ def knn_bandwidths(
     n, d = states.shape
     queries = data.next_states
     if queries.shape[0] > max_queries:
-        queries = queries[_as_rng(rng).choice(queries.shape[0], size=max_queries, replace=False)]
+        queries = queries[seed_generator(seed).choice(queries.shape[0], size=max_queries, replace=False)]
     k = min(int(k), n)
     _, idx = cKDTree(states / std).query(queries / std, k=k)
     diff = np.abs(queries[:, None, :] - states[idx.reshape(queries.shape[0], k)])
@@ -459,6 +464,7 @@ def resolve_method(method: str) -> str:
 
 
 @renamed_keyword("dataset", "data")
+@renamed_keyword("rng", "seed")
 def select_bandwidths(
     data: TransitionDataset,
     method: str = "auto",
@@ -467,7 +473,7 @@ def select_bandwidths(
     next_state_factor: ArrayLike | None = None,
     n_folds: int = 5,
     max_samples: int = 5000,
-    rng: np.random.Generator | int | None = None,
+    seed: np.random.Generator | int | None = None,
 ) -> Bandwidths:
     """Select state/action bandwidths from a dataset.
 
@@ -482,8 +488,9 @@ def select_bandwidths(
         Positive multipliers applied to the selected bandwidths.
     next_state_factor : float or array-like, optional
         If given, ``next_state = (state rule) * next_state_factor``; else None.
-    n_folds, max_samples, rng
-        Passed to :func:`cross_validated_bandwidth` (``rng`` also to :func:`knn_bandwidths`).
+    n_folds, max_samples, seed
+        Passed to :func:`cross_validated_bandwidth` (``seed``, formerly ``rng``, also to
+        :func:`knn_bandwidths`).
     """
     if not isinstance(data, TransitionDataset):
         raise TypeError(
@@ -497,17 +504,17 @@ def select_bandwidths(
         else _factor("next_state_factor", next_state_factor, data.state_dim)
     )
     if resolved == "knn":
-        knn = knn_bandwidths(data, rng=rng)
+        knn = knn_bandwidths(data, seed=seed)
         result = Bandwidths(knn.state * s_fac, knn.action * a_fac,
                             None if ns_fac is None else knn.state * ns_fac)
         logger.info("selected bandwidths (%s: local k-NN rule): %s", method, result.to_dict())
         return result
     if method == "cv":
-        generator = _as_rng(rng)
+        generator = seed_generator(seed)
 
         def rule(x: np.ndarray) -> np.ndarray:
             return cross_validated_bandwidth(
-                x, n_folds=n_folds, max_samples=max_samples, rng=generator
+                x, n_folds=n_folds, max_samples=max_samples, seed=generator
             )
     else:
         rule = silverman_bandwidth if method == "silverman" else scott_bandwidth

@@ -30,9 +30,16 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.spatial import cKDTree
 
-from .bandwidth import Bandwidths, resolve_method, select_bandwidths, silverman_bandwidth
+from .bandwidth import (
+    Bandwidths,
+    resolve_method,
+    seed_generator,
+    select_bandwidths,
+    silverman_bandwidth,
+)
 from .bellman import NonparametricBellman
 from .data import TransitionDataset
+from .validation import renamed_keyword
 
 __all__ = ["BandwidthReport", "bandwidth_report"]
 
@@ -220,21 +227,21 @@ def _thinness(model: NonparametricBellman, states: np.ndarray, actions: np.ndarr
     if states.shape[0] == 0:
         return np.zeros(0)
     chunk = states.shape[0] if model.top_k is not None \
-        else max(1, _BLOCK // (model.n * (model.dataset.state_dim + 1)))
+        else max(1, _BLOCK // (model.n * (model.data.state_dim + 1)))
     return model.thinness(None, states, actions=actions, chunk=chunk)
 
 
-def _own_next_pairs(dataset: TransitionDataset) -> tuple[np.ndarray, np.ndarray]:
+def _own_next_pairs(data: TransitionDataset) -> tuple[np.ndarray, np.ndarray]:
     """Indices ``(i, j)``: ``j`` follows the non-terminal transition ``i`` in its episode."""
     first, second = [], []
-    for idx in dataset.episodes():
+    for idx in data.episodes():
         if idx.shape[0] > 1:
             first.append(idx[:-1])
             second.append(idx[1:])
     if not first:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     i, j = np.concatenate(first), np.concatenate(second)
-    keep = ~dataset.terminals[i]
+    keep = ~data.terminals[i]
     return i[keep], j[keep]
 
 
@@ -246,25 +253,29 @@ def _check_probes(value: int) -> int:
 
 
 # ------------------------------------------------------------------------------ report
+@renamed_keyword("dataset", "data")
+@renamed_keyword("rng", "seed")
 def bandwidth_report(
-    dataset: TransitionDataset,
+    data: TransitionDataset,
     method: str = "auto",
     state_factor: ArrayLike = 1.0,
     action_factor: ArrayLike = 1.0,
-    rng: np.random.Generator | int | None = 0,
+    seed: np.random.Generator | int | None = 0,
     n_action_probes: int = 16,
 ) -> BandwidthReport:
-    """Select bandwidths for ``dataset`` and measure what they mean for the model.
+    """Select bandwidths for ``data`` and measure what they mean for the model.
 
     Parameters
     ----------
-    dataset : TransitionDataset
+    data : TransitionDataset
+        Formerly ``dataset``.
     method, state_factor, action_factor
         Passed to :func:`nopg.bandwidth.select_bandwidths` (``method`` one of
         :data:`nopg.bandwidth.METHODS`).
-    rng : numpy Generator or int or None
+    seed : numpy Generator or int or None
         Passed to :func:`select_bandwidths`; with an int or ``None`` (seed 0) the probes draw from
         their own generator of that seed, a Generator is shared (used after the selection).
+        Formerly ``rng``.
     n_action_probes : int
         Uniform actions drawn per probed next state for the support check (b).
 
@@ -276,23 +287,19 @@ def bandwidth_report(
         At most 2000 next states are probed with uniform actions and at most 20 000 with the
         data's own next actions (random subsets).
     """
-    if not isinstance(dataset, TransitionDataset):
-        raise TypeError(f"dataset must be a TransitionDataset. Got {type(dataset).__name__} instead.")
+    if not isinstance(data, TransitionDataset):
+        raise TypeError(f"data must be a TransitionDataset. Got {type(data).__name__} instead.")
     used = resolve_method(method)
     n_action_probes = _check_probes(n_action_probes)
-    if rng is None:
-        rng = 0
-    if not isinstance(rng, np.random.Generator) and (
-            isinstance(rng, bool) or not isinstance(rng, (int, np.integer))):
-        raise ValueError(f"rng must be a numpy Generator, an int seed or None. Got {rng!r} instead.")
+    seed = 0 if seed is None else seed
+    generator = seed_generator(seed)      # checks the seed before any work
     start = time.perf_counter()
-    bw = select_bandwidths(dataset, method=method, state_factor=state_factor,
-                           action_factor=action_factor, rng=rng)
+    bw = select_bandwidths(data, method=method, state_factor=state_factor,
+                           action_factor=action_factor, seed=seed)
     seconds = time.perf_counter() - start
-    bw = bw.broadcast(dataset.state_dim, dataset.action_dim)
-    generator = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(int(rng))
-    n = dataset.n
-    states, actions, nxt = dataset.states, dataset.actions, dataset.next_states
+    bw = bw.broadcast(data.state_dim, data.action_dim)
+    n = data.n
+    states, actions, nxt = data.states, data.actions, data.next_states
 
     # Criterion: next states against data states, in chosen state bandwidths.
     k = min(N_NEIGHBORS, n)
@@ -301,8 +308,8 @@ def bandwidth_report(
 
     # Support of the data for the model.
     top_k = None if n <= DENSE_MAX_N else min(TOP_K, n)
-    model = NonparametricBellman(dataset, bw, _GAMMA, top_k=top_k)
-    i, j = _own_next_pairs(dataset)
+    model = NonparametricBellman(data, bw, _GAMMA, top_k=top_k)
+    i, j = _own_next_pairs(data)
     own_available = int(i.shape[0])
     if own_available > MAX_OWN_QUERIES:
         keep = np.sort(generator.choice(own_available, MAX_OWN_QUERIES, replace=False))
@@ -311,17 +318,17 @@ def bandwidth_report(
     rows = np.arange(n) if n <= MAX_PROBE_STATES \
         else np.sort(generator.choice(n, MAX_PROBE_STATES, replace=False))
     low, high = actions.min(axis=0), actions.max(axis=0)
-    probes = generator.uniform(low, high, size=(rows.shape[0], n_action_probes, dataset.action_dim))
+    probes = generator.uniform(low, high, size=(rows.shape[0], n_action_probes, data.action_dim))
     probe_states = np.repeat(nxt[rows], n_action_probes, axis=0)
-    thin_uniform = _thinness(model, probe_states, probes.reshape(-1, dataset.action_dim))
+    thin_uniform = _thinness(model, probe_states, probes.reshape(-1, data.action_dim))
 
     return BandwidthReport(
-        n=n, state_dim=dataset.state_dim, action_dim=dataset.action_dim,
+        n=n, state_dim=data.state_dim, action_dim=data.action_dim,
         method=method, method_used=used,
         state_factor=np.broadcast_to(np.asarray(state_factor, dtype=np.float64),
-                                     (dataset.state_dim,)).copy(),
+                                     (data.state_dim,)).copy(),
         action_factor=np.broadcast_to(np.asarray(action_factor, dtype=np.float64),
-                                      (dataset.action_dim,)).copy(),
+                                      (data.action_dim,)).copy(),
         seconds=seconds, bandwidths=bw,
         state_std=states.std(axis=0, ddof=1), action_std=actions.std(axis=0, ddof=1),
         state_silverman=silverman_bandwidth(states), action_silverman=silverman_bandwidth(actions),

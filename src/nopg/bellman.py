@@ -21,14 +21,14 @@ and the missing mass enters an absorbing state of value ``v_abs``:
 ``q = (I - P_w)^{-1} (r + v_abs gamma (1 - w))``, ``J_hat = eps0_w . q + v_abs mean(1 - w_0)``,
 still differentiable end to end.
 
-Sparsification (``top_k=k``) keeps the ``k`` largest responsibilities of every row and
+Sparsification keeps the ``top_k`` largest responsibilities of every row and
 renormalises them; the ``neighbors`` option says how they are found (:mod:`nopg.responsibilities`,
 :mod:`nopg.candidates`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -40,12 +40,20 @@ from .bellman_solver import BellmanSolver
 from .candidates import CandidateSets, TopKSelector, candidate_action_scale, default_candidates
 from .data import TransitionDataset, check_gamma
 from .defaults import resolve_neighbors
-from .model_config import NEIGHBOR_MODES, PRECONDITIONERS, SOLVERS, UNSUPPORTED, ModelConfig
+from .model_config import (
+    KEYWORD_DEFAULTS,
+    NEIGHBOR_MODES,
+    PRECONDITIONERS,
+    SOLVERS,
+    UNSUPPORTED,
+    ModelConfig,
+    keyword_config,
+)
 from .policies import is_stochastic
 from .responsibilities import KernelRows, QueryStates
-from .rows import Rows
+from .row_matrices import Rows
 from .solvers import SolveInfo
-from .validation import renamed_keyword
+from .validation import renamed_attribute, renamed_keyword
 
 __all__ = ["NonparametricBellman", "BellmanSolution", "ModelConfig", "KEYWORD_DEFAULTS", "keyword_config",
            "as_states", "pessimistic_value", "candidate_action_scale", "default_candidates",
@@ -156,24 +164,6 @@ class BellmanSolution:
         return out
 
 
-KEYWORD_DEFAULTS: dict[str, Any] = {"top_k": None, "n_mc_policy": 10, "solver_tol": 1e-10,
-                                    "dense_max_n": 2000}
-"""Defaults of :class:`NonparametricBellman`'s keyword settings that differ from
-:class:`~nopg.model_config.ModelConfig`'s (used when no ``config`` is given)."""
-
-
-def keyword_config(config: ModelConfig | None = None, **settings: Any) -> ModelConfig:
-    """The configuration of ``NonparametricBellman(dataset, bandwidths, gamma, config, **settings)``:
-    ``config`` with ``settings`` replaced, or :data:`KEYWORD_DEFAULTS` with them."""
-    if config is not None and not isinstance(config, ModelConfig):
-        raise ValueError(f"config must be a nopg.ModelConfig. Got {type(config).__name__} instead.")
-    if "n_mc_policy" in settings and settings["n_mc_policy"] is None:
-        settings = {**settings, "n_mc_policy": KEYWORD_DEFAULTS["n_mc_policy"]}
-    if config is None:
-        return ModelConfig(**{**KEYWORD_DEFAULTS, **settings})
-    return replace(config, **settings) if settings else config
-
-
 def _check_data(data: TransitionDataset, bandwidths: Bandwidths, gamma: float) -> None:
     if not isinstance(data, TransitionDataset):
         raise ValueError(
@@ -222,10 +212,11 @@ class NonparametricBellman:
     **settings
         Fields of :class:`~nopg.model_config.ModelConfig` (e.g. ``top_k=10``,
         ``stochastic=True``), replacing those of ``config``. Without ``config`` the fields not
-        given take :data:`KEYWORD_DEFAULTS` where it has them (the paper's dense model with
-        tight solves: ``top_k=None``, ``n_mc_policy=10``, ``solver_tol=1e-10``,
-        ``dense_max_n=2000``) and :class:`~nopg.model_config.ModelConfig`'s defaults otherwise;
-        ``n_mc_policy=None`` means 10 (:func:`keyword_config`).
+        given take :data:`~nopg.model_config.KEYWORD_DEFAULTS` where it has them (the paper's
+        dense model with tight solves: ``top_k=None``, ``n_mc_policy=10``, ``solver_tol=1e-10``,
+        ``dense_max_n=2000``; why they differ from :class:`~nopg.model_config.ModelConfig`'s is
+        written there) and ``ModelConfig``'s defaults otherwise; ``n_mc_policy=None`` means 10
+        (:func:`~nopg.model_config.keyword_config`).
 
     Attributes
     ----------
@@ -249,7 +240,7 @@ class NonparametricBellman:
         resolved = config.resolved(n)
         neighbors = resolve_neighbors(config.neighbors, resolved.top_k, n)
         _check_resolved(n, resolved.top_k, config.n_candidates)
-        self.dataset = data
+        self.data = data
         self.bandwidths = bandwidths.broadcast(data.state_dim, data.action_dim)
         self.gamma = float(gamma)
         self.top_k = resolved.top_k
@@ -280,12 +271,12 @@ class NonparametricBellman:
         self.h_s = t(bw.state)
         self.h_a = t(bw.action)
         self.h_next = t(bw.next_state_or_state)
-        self.states = t(self.dataset.states)
-        self.next_states = t(self.dataset.next_states)
+        self.states = t(self.data.states)
+        self.next_states = t(self.data.next_states)
         self.states_scaled = self.states / self.h_s                              # (n, d_s)
-        self.actions_scaled = t(self.dataset.actions) / self.h_a                 # (n, d_a)
-        self.rewards = torch.tensor(self.dataset.rewards, dtype=torch.float64, device=self.device)
-        self.discounts = t(self.dataset.discounts(self.gamma))                   # (n,)
+        self.actions_scaled = t(self.data.actions) / self.h_a                 # (n, d_a)
+        self.rewards = torch.tensor(self.data.rewards, dtype=torch.float64, device=self.device)
+        self.discounts = t(self.data.discounts(self.gamma))                   # (n,)
         self.selector = TopKSelector(self.states_scaled, self.actions_scaled, self.top_k,
                                      self.n_candidates, self.refine, self.neighbor_backend)
         absorb = self.unsupported == "absorb"
@@ -302,7 +293,7 @@ class NonparametricBellman:
 
     @property
     def n(self) -> int:
-        return self.dataset.n
+        return self.data.n
 
     @property
     def candidate_action_scale(self) -> float:
@@ -315,7 +306,7 @@ class NonparametricBellman:
 
     @property
     def refined_rows_(self) -> int:
-        """Rows re-centred by the candidate search since the last :meth:`evaluate`."""
+        """Rows re-centred by the candidate search since the last :meth:`solution`."""
         return self.selector.refined_rows
 
     @refined_rows_.setter
@@ -352,10 +343,10 @@ class NonparametricBellman:
             actions = mean[:, None, :] + std[:, None, :] * xi
         else:
             actions = policy(states)[:, None, :]
-        if actions.shape[-1] != self.dataset.action_dim:
+        if actions.shape[-1] != self.data.action_dim:
             raise ValueError(
                 f"the policy returned actions of dimension {actions.shape[-1]}, but the data set's "
-                f"actions have dimension {self.dataset.action_dim}"
+                f"actions have dimension {self.data.action_dim}"
             )
         return actions.to(self.dtype)
 
@@ -375,7 +366,7 @@ class NonparametricBellman:
                          generator: torch.Generator | None = None) -> Rows:
         """``eps_pi(s)`` for query states of shape (m, d_s): rows of an (m, n) matrix (scaled by
         the support weights ``w`` in the support-aware model)."""
-        s = self._tensor(as_states(states, self.dataset.state_dim, "states"))
+        s = self._tensor(as_states(states, self.data.state_dim, "states"))
         return self._policy_rows(policy, s, self._prepare(s), 1, generator)[0]
 
     def thinness(self, policy: nn.Module | None, states: np.ndarray | torch.Tensor,
@@ -399,8 +390,8 @@ class NonparametricBellman:
                 self._next_queries = self._prepare(self.next_states, cache=True)
             states, queries, group = self.next_states, self._next_queries, 1
         else:
-            xi = self._noise((self.n, self.n_mc_next, self.dataset.state_dim), generator)
-            states = (self.next_states[:, None, :] + self.h_next * xi).reshape(-1, self.dataset.state_dim)
+            xi = self._noise((self.n, self.n_mc_next, self.data.state_dim), generator)
+            states = (self.next_states[:, None, :] + self.h_next * xi).reshape(-1, self.data.state_dim)
             queries, group = self._prepare(states), self.n_mc_next
         rows, thin, actions = self._policy_rows(policy, states, queries, group, generator)
         return rows.scale_rows(self.discounts), thin * self.discounts, actions
@@ -414,7 +405,7 @@ class NonparametricBellman:
                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``eps0`` (n,), the mean thinness of the initial queries (a scalar tensor) and the
         policy's actions at the initial states."""
-        z = as_states(initial_states, self.dataset.state_dim, "initial_states")
+        z = as_states(initial_states, self.data.state_dim, "initial_states")
         zt = self._tensor(z)
         if self._init_cache is None or not np.array_equal(self._init_cache[0], z):
             self._init_cache = (z, self._prepare(zt, cache=True))
@@ -445,10 +436,11 @@ class NonparametricBellman:
         """Restore :meth:`solver_state` (ignored when it belongs to another data set size)."""
         self.linear_solver.load_state(state)
 
-    def evaluate(self, policy: nn.Module, initial_states: np.ndarray | torch.Tensor,
+    def solution(self, policy: nn.Module, initial_states: np.ndarray | torch.Tensor,
                  generator: torch.Generator | None = None,
                  warm_start: tuple[torch.Tensor, torch.Tensor] | None = None) -> BellmanSolution:
-        """Build ``eps0`` and ``P`` at the current policy and solve for ``q`` and ``mu``."""
+        """Build ``eps0`` and ``P`` at the policy and solve for ``q`` and ``mu`` (one update's
+        model: ``J_hat``, the gradient surrogate, the support diagnostics)."""
         if self.stochastic and not is_stochastic(policy):
             raise ValueError(
                 "stochastic=True needs a policy with a 'mean_std(states) -> (mean, std)' method, "
@@ -472,16 +464,19 @@ class NonparametricBellman:
                                absorbing_value=v_abs, initial_actions=actions0,
                                next_actions=actions_next, initial_gap=thin064)
 
+    evaluate = renamed_attribute("evaluate", "solution")
+    dataset = renamed_attribute("dataset", "data")
+
     # ------------------------------------------------------------------ queries
     @torch.no_grad()
     def _query(self, policy: nn.Module | None, states: np.ndarray | torch.Tensor,
                vector: torch.Tensor | None, actions: np.ndarray | torch.Tensor | None = None,
                chunk: int = 4096, seed: int = 0, absorbing: bool = False) -> np.ndarray:
         """``rows . vector`` at the queries (``vector=None``: the rows' thinness), in chunks."""
-        s_all = as_states(states, self.dataset.state_dim, "states")
+        s_all = as_states(states, self.data.state_dim, "states")
         a_all = None
         if actions is not None:
-            a_all = as_states(actions, self.dataset.action_dim, "actions")
+            a_all = as_states(actions, self.data.action_dim, "actions")
             if a_all.shape[0] != s_all.shape[0]:
                 raise ValueError(f"actions has {a_all.shape[0]} rows but states has {s_all.shape[0]}")
         generator = torch.Generator().manual_seed(seed)

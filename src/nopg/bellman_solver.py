@@ -22,7 +22,7 @@ import logging
 
 import torch
 
-from .rows import Rows, SparseRows
+from .row_matrices import Rows, SparseRows
 from .solvers import AUTO_ERROR, SolveInfo, bicgstab, ilu_preconditioner, solve_bellman_auto, solve_dense
 
 logger = logging.getLogger(__name__)

@@ -1,21 +1,21 @@
 """Exact top-k selection of the kernel log-weights, with cached and certified candidates.
 
-Sparsification (``top_k=k``) keeps the ``k`` largest responsibilities of every row. With Gaussian
-kernels the ``k`` largest log-weights at a query ``(s, a)`` are the ``k`` nearest neighbours of
+Sparsification keeps the ``top_k`` largest responsibilities of every row. With Gaussian kernels
+the ``top_k`` largest log-weights at a query ``(s, a)`` are the ``top_k`` nearest neighbours of
 ``(s/h_s, a/h_a)`` among the scaled data pairs ``(s_j/h_s, a_j/h_a)`` (:mod:`nopg.kernels`), so
 :class:`TopKSelector` finds them with the k-NN search of :mod:`nopg.neighbors`:
 
 - one-off queries (values, thinness, ``neighbors="knn"``): an exact k-NN query per pair;
 - the rows of ``P`` and ``eps0``, whose query states are fixed (``neighbors="candidates"``): the
-  ``K'`` nearest neighbours of the pair at a *centre* action are kept as candidates
+  ``n_candidates`` nearest neighbours of the pair at a *centre* action are kept as candidates
   (:class:`CandidateSets`), with the distance ``R`` of the nearest point left out. Every update
-  re-ranks only the candidates at the policy's new action ``a`` (a gather, ``O(n K')``). A row
-  whose ``k``-th candidate is nearer than every point left out can be (:meth:`certified`) is
+  re-ranks only the candidates at the policy's new action ``a`` (a gather, ``O(n n_candidates)``).
+  A row whose ``top_k``-th candidate is nearer than every point left out can be (:meth:`certified`) is
   exact; the others are re-centred at their current action by a k-NN query, so the result always
   equals the dense top-k (up to ties). The policy moves slowly, so few rows need it per update,
   and their number is counted in :attr:`TopKSelector.refined_rows`.
 
-With ``K'`` above ``4 k`` the candidates are found with the action axes shrunk by ``lambda``
+With ``n_candidates`` above ``4 top_k`` the candidates are found with the action axes shrunk by ``lambda``
 (:func:`candidate_action_scale`): they reach ``1 / lambda`` times further along the actions, where
 the policy moves, and :meth:`TopKSelector.certified` gives the bound that still holds.
 ``refine=False`` skips the certificate (candidates from the first update only): an approximation.
@@ -30,22 +30,22 @@ import torch
 from .neighbors import NeighborIndex
 
 _BLOCK = 1 << 22               # elements per block of candidate scores (bounds peak memory)
-_SCALE_MARGIN = 4.0            # candidate_action_scale rule: lambda^d_a = margin * k / K'
+_SCALE_MARGIN = 4.0            # candidate_action_scale rule: lambda^d_a = margin * top_k / n_candidates
 
 
 def candidate_action_scale(top_k: int, n_candidates: int, action_dim: int) -> float:
-    """Default ``lambda`` of the candidate index: ``min(1, 4 k / K') ** (1 / d_a)``.
+    """Default ``lambda`` of the candidate index: ``min(1, 4 top_k / n_candidates) ** (1 / d_a)``.
 
     Shrinking the action axes by ``lambda`` puts about ``lambda^d_a`` times fewer points in a
-    ball, so ``K'`` candidates found that way span about as much of the state space as ``4 k``
-    would unshrunk (a margin over the ``k`` kept), while they reach ``1 / lambda`` times further
-    along the actions, where the policy moves.
+    ball, so ``n_candidates`` candidates found that way span about as much of the state space as
+    ``4 top_k`` would unshrunk (a margin over the ``top_k`` kept), while they reach
+    ``1 / lambda`` times further along the actions, where the policy moves.
     """
     return min(1.0, _SCALE_MARGIN * top_k / max(n_candidates, 1)) ** (1.0 / max(action_dim, 1))
 
 
 def default_candidates(top_k: int) -> int:
-    """Default candidate count ``K'`` for ``k`` kept entries per row: ``max(4 k, 32)``."""
+    """Default ``n_candidates`` for ``top_k`` kept entries per row: ``max(4 top_k, 32)``."""
     return max(4 * top_k, 32)
 
 
@@ -57,10 +57,10 @@ class CandidateSets:
     ----------
     states : tensor of shape (m, d_s)
         The query states divided by ``h_s``.
-    index : long tensor of shape (m, K'), or None before the first selection
-        The ``K'`` nearest data points of ``(s, lambda centre)`` with the action axes shrunk by
+    index : long tensor of shape (m, n_candidates), or None before the first selection
+        The ``n_candidates`` nearest data points of ``(s, lambda centre)`` with the action axes shrunk by
         ``scale``.
-    sq_state : tensor of shape (m, K')
+    sq_state : tensor of shape (m, n_candidates)
         Their squared scaled state distances.
     centre : tensor of shape (m, d_a)
         The scaled action each set was found at.
@@ -89,16 +89,16 @@ class CandidateSets:
 
 
 class TopKSelector:
-    """Indices of the ``k`` largest log-weights of query pairs (module docstring).
+    """Indices of the ``top_k`` largest log-weights of query pairs (module docstring).
 
     Parameters
     ----------
     states, actions : tensors of shape (n, d_s) and (n, d_a)
         The data's states and actions divided by their bandwidths.
     top_k : int or None
-        ``k`` (``None``: the model keeps every entry and never selects).
+        The entries kept per row (``None``: the model keeps every entry and never selects).
     n_candidates : int
-        ``K'``, the candidates kept per query (at most ``n``).
+        The candidates kept per query (at most ``n``).
     refine : bool
         Re-centre the rows the certificate cannot vouch for (exact). ``False`` approximates.
     backend : {"auto", "kdtree", "torch"}
@@ -113,7 +113,7 @@ class TopKSelector:
         self.action_scale = candidate_action_scale(top_k or 1, self.n_candidates, actions.shape[1])
         """``lambda`` in (0, 1] of the candidate index (exact for any; the speed depends on it)."""
         self.refined_rows = 0
-        """Rows re-centred since the counter was last reset (by the model's ``evaluate``)."""
+        """Rows re-centred since the counter was last reset (by the model's ``solution``)."""
         self._joint: NeighborIndex | None = None
         self._shrunk: NeighborIndex | None = None
         self._shrunk_scale = 1.0
@@ -122,7 +122,7 @@ class TopKSelector:
     def n(self) -> int:
         return self.states.shape[0]
 
-    def _k(self) -> int:
+    def _top_k(self) -> int:
         if self.top_k is None:
             raise ValueError("top-k selection needs top_k (the entries kept per row)")
         return self.top_k
@@ -155,7 +155,7 @@ class TopKSelector:
         return self.joint_index().query(torch.cat([states, actions], dim=-1), k)
 
     def _sq_state(self, states: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
-        """Squared scaled state distances (r, K) from ``states`` (r, d_s) to the points ``idx``."""
+        """Squared scaled state distances (r, c) from ``states`` (r, d_s) to the points ``idx``."""
         diff = states[:, None, :] - self.states[idx]
         return (diff * diff).sum(-1)
 
@@ -163,29 +163,31 @@ class TopKSelector:
                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(index, radius, sq_state, lambda)`` of new candidate sets in the shrunk space; rows
         whose shrunk set cannot certify its own centre take the joint neighbours (``lambda = 1``)."""
-        kc = self.n_candidates
+        n_candidates = self.n_candidates
         lam = torch.full((states.shape[0],), float(self.action_scale), dtype=states.dtype,
                          device=states.device)
         d2, idx = self.candidate_index().query(torch.cat([states, lam[:, None] * centre], dim=-1),
-                                               kc + 1)
-        radius, idx = d2[:, kc].sqrt(), idx[:, :kc]
+                                               n_candidates + 1)
+        radius, idx = d2[:, n_candidates].sqrt(), idx[:, :n_candidates]
         sq_state = self._sq_state(states, idx)
         if float(self.action_scale) < 1.0:
             da = centre[:, None, :] - self.actions[idx]
-            kth = torch.kthvalue(sq_state + (da * da).sum(-1), self._k(), dim=1).values
+            kth = torch.kthvalue(sq_state + (da * da).sum(-1), self._top_k(), dim=1).values
             bad = torch.nonzero(kth > radius * radius).reshape(-1)
             if bad.numel():  # rare: fall back to the joint neighbours of these rows
-                d2b, idxb = self.exact_knn(states[bad], centre[bad], kc + 1)
-                idx[bad], radius[bad], lam[bad] = idxb[:, :kc], d2b[:, kc].sqrt(), 1.0
+                d2b, idxb = self.exact_knn(states[bad], centre[bad], n_candidates + 1)
+                idx[bad], radius[bad], lam[bad] = (idxb[:, :n_candidates],
+                                                   d2b[:, n_candidates].sqrt(), 1.0)
                 sq_state[bad] = self._sq_state(states[bad], idx[bad])
         return idx, radius, sq_state, lam
 
     def recentre(self, sets: CandidateSets, rows: torch.Tensor, centre: torch.Tensor) -> None:
-        """New candidate sets for ``rows``: the ``K'`` neighbours of ``(s, lambda centre)`` in the
-        space of :meth:`candidate_index`, and ``radius``, the distance there to the next one.
+        """New candidate sets for ``rows``: the ``n_candidates`` neighbours of ``(s, lambda centre)``
+        in the space of :meth:`candidate_index`, and ``radius``, the distance there to the next one.
 
-        A row whose shrunk set cannot certify its own centre (its ``k``-th candidate lies beyond
-        ``radius``) takes the ``K'`` joint neighbours instead (``lambda = 1``), which always can.
+        A row whose shrunk set cannot certify its own centre (its ``top_k``-th candidate lies
+        beyond ``radius``) takes the ``n_candidates`` joint neighbours instead (``lambda = 1``),
+        which always can.
         """
         if sets.index is None:
             sets.allocate(self.n_candidates, centre.shape[1])
@@ -207,19 +209,20 @@ class TopKSelector:
 
     def rerank(self, sets: CandidateSets, rows: torch.Tensor, actions: torch.Tensor
                ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Top-k of the candidates of ``rows`` at ``actions`` (r, G, d_a): (index, k-th sqdist)."""
+        """Top-k of the candidates of ``rows`` at ``actions`` (r, G, d_a): (index, the
+        ``top_k``-th sqdist)."""
         assert sets.index is not None and sets.sq_state is not None
-        k = self._k()
+        top_k = self._top_k()
         G, d_a = actions.shape[1:]
-        kc = sets.index.shape[1]
-        block = max(1, _BLOCK // (G * kc * d_a))
+        n_candidates = sets.index.shape[1]
+        block = max(1, _BLOCK // (G * n_candidates * d_a))
         idx_parts, kth_parts = [], []
         for s0 in range(0, rows.numel(), block):
             r = rows[s0:s0 + block]
-            c = sets.index[r]                                                    # (b, K')
+            c = sets.index[r]                                           # (b, n_candidates)
             da = actions[s0:s0 + block, :, None, :] - self.actions[c][:, None, :, :]
-            d2 = sets.sq_state[r][:, None, :] + (da * da).sum(-1)                  # (b, G, K')
-            vals, pos = torch.topk(d2, k, dim=-1, largest=False)
+            d2 = sets.sq_state[r][:, None, :] + (da * da).sum(-1)       # (b, G, n_candidates)
+            vals, pos = torch.topk(d2, top_k, dim=-1, largest=False)
             idx_parts.append(c[:, None, :].expand(-1, G, -1).gather(2, pos))
             kth_parts.append(vals[..., -1])
         return torch.cat(idx_parts), torch.cat(kth_parts)
@@ -237,7 +240,7 @@ class TopKSelector:
             (R / lambda - t)_+^2                  otherwise
 
         (for ``lambda = 1``: ``(R - t)_+^2``, the triangle inequality). The row is exact when its
-        ``k``-th candidate lies no further than that bound.
+        ``top_k``-th candidate lies no further than that bound.
         """
         assert sets.centre is not None and sets.radius is not None and sets.scale is not None
         t = torch.linalg.vector_norm(actions - sets.centre[rows][:, None, :], dim=-1)
@@ -254,7 +257,7 @@ class TopKSelector:
     @torch.no_grad()
     def select(self, states: torch.Tensor, actions: torch.Tensor,
                sets: CandidateSets | None = None) -> torch.Tensor:
-        """Indices (M, G, k) of the ``k`` largest log-weights for query states and actions.
+        """Indices (M, G, top_k) of the ``top_k`` largest log-weights for query states and actions.
 
         ``states`` (M, d_s) and ``actions`` (M, G, d_a) are scaled by their bandwidths. Without
         ``sets`` every pair gets an exact k-NN query; with them (cached candidates of ``states``),
@@ -262,11 +265,11 @@ class TopKSelector:
         :attr:`refined_rows`) and pairs still uncertified get an exact k-NN query.
         """
         M, G, _ = actions.shape
-        k = self._k()
+        top_k = self._top_k()
         if sets is None:
             points = states[:, None, :].expand(M, G, -1).reshape(M * G, -1)
             joint = torch.cat([points, actions.reshape(M * G, -1)], dim=-1)
-            return self.joint_index().query_index(joint, k).reshape(M, G, k)
+            return self.joint_index().query_index(joint, top_k).reshape(M, G, top_k)
         centre = actions.mean(1)                                               # (M, d_a)
         all_rows = torch.arange(M, device=actions.device)
         if sets.index is None:
@@ -284,6 +287,6 @@ class TopKSelector:
             r_bad, g_bad = torch.nonzero(~ok, as_tuple=True)                  # stochastic outliers
             if r_bad.numel():
                 r = rows[r_bad]
-                _, exact = self.exact_knn(sets.states[r], actions[r, g_bad], k)
+                _, exact = self.exact_knn(sets.states[r], actions[r, g_bad], top_k)
                 idx[r, g_bad] = exact
         return idx

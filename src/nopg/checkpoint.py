@@ -71,7 +71,7 @@ def save_checkpoint(algo: NOPG, path: str | Path, *, include_data: bool = True) 
         writer.writeheader()
         writer.writerows(algo.history_)
     if include_data and model is not None:
-        model.dataset.save(path / "dataset.npz")
+        model.data.save(path / "dataset.npz")
     return path
 
 

@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import logging
 import sys
@@ -126,6 +127,21 @@ _JSON_HELP = "print JSON instead of text"
 _SAVED_RUN_HELP = "run folder (seed_<k>/checkpoint/) or checkpoint folder"
 
 
+def _subcommand(sub: Any, name: str, help_text: str, description: str | None = None,
+                **kwargs: Any) -> argparse.ArgumentParser:
+    """Add the subcommand ``name``; ``description`` may be an indented triple-quoted string."""
+    text = None if description is None else inspect.cleandoc(description)
+    return sub.add_parser(name, help=help_text, description=text, **kwargs)
+
+
+def _add_factor_args(parser: argparse.ArgumentParser, note: str = "") -> None:
+    """``--state-factor`` and ``--action-factor``: one factor, or one per dimension."""
+    for kind in ("state", "action"):
+        parser.add_argument(f"--{kind}-factor", type=float, nargs="+", default=[1.0], metavar="F",
+                            help=f"{kind} bandwidth factor(s): one, or one per {kind} dimension"
+                                 f"{note}")
+
+
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="nopg", description="Nonparametric Off-Policy Policy Gradient (batch RL).")
@@ -161,13 +177,13 @@ def _add_reproduce_parser(sub: Any) -> None:
 
 def _add_fit_parser(sub: Any) -> None:
     """The ``fit`` subcommand (NOPG on the user's own data file)."""
-    fit = sub.add_parser(
-        "fit", help="train NOPG on your own data file (.npz, .hdf5/.h5, minari:<id>)",
-        description="nopg fit DATA: select bandwidths, optimise a policy on the data and write a "
-                    "results folder like `nopg reproduce` (log, learning curves, bandwidth report, "
-                    "checkpoint). J_hat is the model's discounted return from the initial states "
-                    "(by default the states that start the data's episodes); with --env the policy "
-                    "is also rolled out in that gymnasium environment.")
+    fit = _subcommand(sub, "fit", "train NOPG on your own data file (.npz, .hdf5/.h5, minari:<id>)",
+                      """
+        nopg fit DATA: select bandwidths, optimise a policy on the data and write a results
+        folder like `nopg reproduce` (log, learning curves, bandwidth report, checkpoint). J_hat
+        is the model's discounted return from the initial states (by default the states that
+        start the data's episodes); with --env the policy is also rolled out in that gymnasium
+        environment.""")
     fit.add_argument("data", help=_DATA_HELP)
     fit.add_argument("--env", help="gymnasium id to evaluate in during and after training")
     fit.add_argument("--eval-episodes", type=int, help="episodes of the final evaluation (10)")
@@ -178,60 +194,55 @@ def _add_fit_parser(sub: Any) -> None:
     fit.add_argument("--action-max", type=float, nargs="+", metavar="A",
                      help="policy action bound(s) (default: the env's, else the data's max |a|)")
     fit.add_argument("--hidden", type=int, nargs="+", help="policy MLP hidden widths (50)")
-    fit.add_argument("--obs-key", action="append",
-                     help=_OBS_KEY_HELP)
+    fit.add_argument("--obs-key", action="append", help=_OBS_KEY_HELP)
     _add_training_args(fit, seeds="0")
 
 
 def _add_data_parser(sub: Any) -> None:
     """The ``data`` subcommand (inspect or convert a data set)."""
-    data = sub.add_parser(
-        "data", help="inspect or convert a data set (.npz, .hdf5/.h5, minari:<id>)",
-        description="nopg data PATH: summarise a data set (JSON by default). "
-                    "nopg data convert IN OUT: convert; the format follows the extension "
-                    "(.npz, .hdf5, .h5) or the prefix minari:<dataset id> (local Minari data "
-                    "sets only, never downloaded). A file named 'convert' can be given as ./convert.")
+    data = _subcommand(sub, "data", "inspect or convert a data set (.npz, .hdf5/.h5, minari:<id>)",
+                       """
+        nopg data PATH: summarise a data set (JSON by default). nopg data convert IN OUT:
+        convert; the format follows the extension (.npz, .hdf5, .h5) or the prefix
+        minari:<dataset id> (local Minari data sets only, never downloaded). A file named
+        'convert' can be given as ./convert.""")
     data.add_argument("args", nargs="+", metavar="PATH | convert IN OUT",
                       help="a data set to inspect, or `convert IN OUT`")
     data.add_argument("--format", dest="output_format", choices=["json", "text"], default="json",
                       help="inspection output (default json)")
-    data.add_argument("--obs-key", action="append",
-                      help=_OBS_KEY_HELP)
+    data.add_argument("--obs-key", action="append", help=_OBS_KEY_HELP)
     data.add_argument("--overwrite", action="store_true", help="convert: replace OUT if it exists")
     data.add_argument("--env-id", help="convert to Minari: gymnasium id recorded with the data set")
 
 
 def _add_tune_parser(sub: Any) -> None:
-    """The ``tune-k`` subcommand (what ``top_k`` and ``K'`` cost in accuracy)."""
-    tune = sub.add_parser(
-        "tune-k", help="measure what top_k and the candidate count cost in accuracy on a data set",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="For a data set and a policy (a checkpoint's, or a fresh MLP), compare NOPG's\n"
-                    "sparse P (top_k = k) with the dense P (or, above 4000 samples, the largest k)\n"
-                    "and recommend a k. Columns of the k table:\n"
-                    "  mass min/p5/mean  share of a row's kernel mass in its k kept entries\n"
-                    "  J rel err         |J_hat(k) - J_hat(ref)| / |J_hat(ref)|\n"
-                    "  grad cos          cosine between the policy gradients of k and the reference\n"
-                    "  |grad|/|ref|      gradient norm over the reference's; '*' marks a gradient at\n"
-                    "                    round-off level, whose cosine is noise (either sign)\n"
-                    "Recommended: the smallest k with J rel err <= 0.01, grad cos >= 0.99 and\n"
-                    "|grad|/|ref| in [0.5, 2]. The candidate table gives, per candidate count K',\n"
-                    "the rows still certified after a typical policy update and the error of\n"
-                    "refine=False. With --checkpoint, its policy, bandwidths and gamma are used\n"
-                    "(--bandwidth / --gamma override them).")
+    """The ``tune-k`` subcommand (what ``top_k`` and ``n_candidates`` cost in accuracy)."""
+    tune = _subcommand(
+        sub, "tune-k", "measure what top_k and the candidate count cost in accuracy on a data set",
+        """
+        For a data set and a policy (a checkpoint's, or a fresh MLP), compare NOPG's sparse P
+        (top_k = k) with the dense P (or, above 4000 samples, the largest k) and recommend a k.
+        Columns of the k table:
+          mass min/p5/mean  share of a row's kernel mass in its k kept entries
+          J rel err         |J_hat(k) - J_hat(ref)| / |J_hat(ref)|
+          grad cos          cosine between the policy gradients of k and the reference
+          |grad|/|ref|      gradient norm over the reference's; '*' marks a gradient at
+                            round-off level, whose cosine is noise (either sign)
+        Recommended: the smallest k with J rel err <= 0.01, grad cos >= 0.99 and |grad|/|ref|
+        in [0.5, 2]. The candidate table gives, per n_candidates value, the rows still
+        certified after a typical policy update and the error of refine=False. With
+        --checkpoint, its policy, bandwidths and gamma are used (--bandwidth / --gamma
+        override them).""", formatter_class=argparse.RawDescriptionHelpFormatter)
     tune.add_argument("data", help=_DATA_HELP)
     tune.add_argument("--checkpoint",
                       help="use this checkpoint's policy, bandwidths and gamma (default: a fresh MLP)")
     tune.add_argument("--k", type=int, nargs="+", default=[5, 10, 20, 40], help="top_k values")
     tune.add_argument("--candidates", type=int, nargs="+", default=[16, 32, 64],
-                      help="candidate counts K' (at --top-k)")
+                      help="n_candidates values (at --top-k)")
     tune.add_argument("--top-k", type=int, default=10, help="top_k for the candidate rows")
     tune.add_argument("--bandwidth",
                       help="bandwidth rule (default: the checkpoint's bandwidths, else silverman)")
-    tune.add_argument("--state-factor", type=float, nargs="+", default=[1.0],
-                      help="state bandwidth factor(s) (also applied to a checkpoint's bandwidths)")
-    tune.add_argument("--action-factor", type=float, nargs="+", default=[1.0],
-                      help="action bandwidth factor(s) (also applied to a checkpoint's bandwidths)")
+    _add_factor_args(tune, " (also applied to a checkpoint's bandwidths)")
     tune.add_argument("--gamma", type=float, help="discount (default: the checkpoint's, else 0.99)")
     tune.add_argument("--seed", type=int, default=0)
     tune.add_argument("--json", action="store_true", help=_JSON_HELP)
@@ -239,20 +250,16 @@ def _add_tune_parser(sub: Any) -> None:
 
 def _add_bandwidth_parser(sub: Any) -> None:
     """The ``bandwidth`` subcommand (the bandwidths chosen and the data's support)."""
-    bw = sub.add_parser(
-        "bandwidth", help="show the kernel bandwidths chosen for a data set and its support",
-        description="nopg bandwidth DATA: select the bandwidths (timed), compare them with "
-                    "Silverman's per dimension, give the distances of the next states to the data "
-                    "states in bandwidths, and the thinness of the data at the next states with "
-                    "the data's own next actions and with uniform actions. Prints a summary (or "
-                    "JSON) and saves a figure.")
+    bw = _subcommand(sub, "bandwidth", "show the kernel bandwidths chosen for a data set and its support",
+                     """
+        nopg bandwidth DATA: select the bandwidths (timed), compare them with Silverman's per
+        dimension, give the distances of the next states to the data states in bandwidths, and
+        the thinness of the data at the next states with the data's own next actions and with
+        uniform actions. Prints a summary (or JSON) and saves a figure.""")
     bw.add_argument("data", help=_DATA_HELP)
     bw.add_argument("--method", default="auto", metavar="METHOD",
                     help=f"bandwidth rule, one of {', '.join(METHODS)} (default auto)")
-    bw.add_argument("--state-factor", type=float, nargs="+", default=[1.0], metavar="F",
-                    help="state bandwidth factor(s): one, or one per state dimension")
-    bw.add_argument("--action-factor", type=float, nargs="+", default=[1.0], metavar="F",
-                    help="action bandwidth factor(s): one, or one per action dimension")
+    _add_factor_args(bw)
     bw.add_argument("--seed", type=int, default=0, help="seed of cv and the probes (default 0)")
     bw.add_argument("--plot", default="bandwidth_report.png", metavar="PATH",
                     help="figure to write (default ./bandwidth_report.png); its folder must exist")
@@ -275,13 +282,13 @@ def _add_collect_parser(sub: Any) -> None:
 
 def _add_evaluate_export_parsers(sub: Any) -> None:
     """The ``evaluate`` and ``export`` subcommands (a saved policy, after training)."""
-    ev = sub.add_parser(
-        "evaluate", help="evaluate a saved policy in an environment and/or on another data set",
-        description="nopg evaluate RUN_OR_CHECKPOINT: for every seed's checkpoint of a run folder "
-                    "(or one checkpoint folder), roll the policy out in a gymnasium environment "
-                    "(--env; mean return with a 95% bootstrap interval) and/or compute its J_hat "
-                    "and support gap on another data set (--data) with the checkpoint's bandwidths "
-                    "and settings, from the states that start the data's episodes.")
+    ev = _subcommand(sub, "evaluate", "evaluate a saved policy in an environment and/or on another data set",
+                     """
+        nopg evaluate RUN_OR_CHECKPOINT: for every seed's checkpoint of a run folder (or one
+        checkpoint folder), roll the policy out in a gymnasium environment (--env; mean return
+        with a 95% bootstrap interval) and/or compute its J_hat and support gap on another data
+        set (--data) with the checkpoint's bandwidths and settings, from the states that start
+        the data's episodes.""")
     ev.add_argument("path", help=_SAVED_RUN_HELP)
     ev.add_argument("--env", help="gymnasium id to roll the policy out in")
     ev.add_argument("--episodes", type=int, default=10, help="episodes per checkpoint (10)")
@@ -290,12 +297,10 @@ def _add_evaluate_export_parsers(sub: Any) -> None:
     ev.add_argument("--data", help="data set for J_hat (.npz, .hdf5/.h5, minari:<id>)")
     ev.add_argument("--json", action="store_true", help=_JSON_HELP)
 
-    ex = sub.add_parser(
-        "export", help="export a saved policy as TorchScript or ONNX",
-        description="nopg export RUN_OR_CHECKPOINT --out FILE: write the policy (a Gaussian "
-                    "policy's mean action) as a TorchScript or ONNX file mapping states "
-                    "(batch, state_dim) to actions (batch, action_dim), and check that the file "
-                    "reproduces the policy's actions.")
+    ex = _subcommand(sub, "export", "export a saved policy as TorchScript or ONNX", """
+        nopg export RUN_OR_CHECKPOINT --out FILE: write the policy (a Gaussian policy's mean
+        action) as a TorchScript or ONNX file mapping states (batch, state_dim) to actions
+        (batch, action_dim), and check that the file reproduces the policy's actions.""")
     ex.add_argument("path", help=_SAVED_RUN_HELP)
     ex.add_argument("--out", required=True, help="output file (.pt for TorchScript, .onnx)")
     ex.add_argument("--format", dest="export_format", choices=["torchscript", "onnx"],
@@ -413,12 +418,13 @@ def _tune_command(args: argparse.Namespace) -> int:
                                         action_max=float(np.abs(data.actions).max()))
     if bw is None:
         bw = select_bandwidths(data, source, state_factor=state_factor,
-                               action_factor=action_factor, rng=args.seed)
+                               action_factor=action_factor, seed=args.seed)
     gamma = 0.99 if gamma is None else gamma
     starts = data.episode_start_states()
     s0 = starts[np.random.default_rng(args.seed).choice(len(starts), min(50, len(starts)), replace=False)]
-    report = neighbor_report(data, bw, policy, s0, gamma=gamma, ks=tuple(args.k),
-                             candidates=tuple(args.candidates), top_k=args.top_k, seed=args.seed)
+    report = neighbor_report(data, bw, policy, s0, gamma=gamma, top_k_values=tuple(args.k),
+                             n_candidates_values=tuple(args.candidates), top_k=args.top_k,
+                             seed=args.seed)
     if args.json:
         print(json.dumps({**report.to_dict(), "bandwidth_source": source}, indent=2))
     else:
@@ -449,7 +455,7 @@ def _bandwidth_command(args: argparse.Namespace) -> int:
         return values[0] if len(values) == 1 else np.asarray(values)
 
     report = bandwidth_report(data, method=args.method, state_factor=factor(args.state_factor),
-                              action_factor=factor(args.action_factor), rng=args.seed)
+                              action_factor=factor(args.action_factor), seed=args.seed)
     plot_bandwidth_report(report, plot)
     if args.json:
         print(json.dumps({**report.to_dict(), "plot": str(plot)}, indent=2))
@@ -476,6 +482,24 @@ def _analysis_changes(args: argparse.Namespace) -> dict[str, Any]:
     return changes
 
 
+def _refuse_analysis_flags(args: argparse.Namespace, task: bool = False, parallel: bool = False
+                           ) -> None:
+    """Refuse ``--task`` (sample-efficiency's) and ``--full``/``--workers``/``--ray-address``
+    (sample-efficiency's and gradient-analysis's) where they do not apply."""
+    if task and args.task is not None:
+        raise ValueError("--task applies to sample-efficiency only")
+    if parallel and (args.full or args.workers is not None or args.ray_address is not None):
+        raise ValueError("--full, --workers and --ray-address apply to sample-efficiency and "
+                         "gradient-analysis only")
+
+
+def _set_threads(args: argparse.Namespace) -> None:
+    """torch's thread count from ``--threads``."""
+    if args.threads < 1:
+        raise ValueError(f"--threads must be >= 1. Got {args.threads} instead.")
+    torch.set_num_threads(args.threads)
+
+
 def _analysis_command(args: argparse.Namespace) -> int:
     changes = _analysis_changes(args)
     progress = not args.no_progress
@@ -492,8 +516,7 @@ def _analysis_command(args: argparse.Namespace) -> int:
         print(f"sample-efficiency {task}: {summary['n_runs']} runs{failed} in "
               f"{summary['wall_time_s']:.0f} s; results in {summary['run_dir']}")
         return 0
-    if args.task is not None:
-        raise ValueError("--task applies to sample-efficiency only")
+    _refuse_analysis_flags(args, task=True)
     if args.experiment == "gradient-analysis":
         from .experiments.gradient_analysis import GradientAnalysisConfig, run_gradient_analysis
 
@@ -504,9 +527,7 @@ def _analysis_command(args: argparse.Namespace) -> int:
         print(f"gradient-analysis: {summary['n_data_sets']} data sets in "
               f"{summary['wall_time_s']:.0f} s; results in {summary['run_dir']}")
         return 0
-    if args.full or args.workers is not None or args.ray_address is not None:
-        raise ValueError("--full, --workers and --ray-address apply to sample-efficiency and "
-                         "gradient-analysis only")
+    _refuse_analysis_flags(args, parallel=True)
     from .experiments.trust_region import TrustRegionConfig, run_trust_region
 
     summary = run_trust_region(TrustRegionConfig().replace(**changes), out=args.out,
@@ -540,30 +561,15 @@ def _dispatch(args: argparse.Namespace) -> int:
         for name, doc in ANALYSES.items():
             print(f"{name:{width}s} {doc}")
         return 0
-    if args.command == "data":
-        return _data_command(args)
-    if args.command == "collect":
-        return _collect_command(args)
-    if args.command == "tune-k":
-        return _tune_command(args)
-    if args.command == "bandwidth":
-        return _bandwidth_command(args)
-    if args.command == "fit":
-        return _fit_command(args)
-    if args.command == "evaluate":
-        return _evaluate_command(args)
-    if args.command == "export":
-        return _export_command(args)
-    if args.threads < 1:
-        raise ValueError(f"--threads must be >= 1. Got {args.threads} instead.")
-    torch.set_num_threads(args.threads)
+    commands = {"data": _data_command, "collect": _collect_command, "tune-k": _tune_command,
+                "bandwidth": _bandwidth_command, "fit": _fit_command,
+                "evaluate": _evaluate_command, "export": _export_command}
+    if args.command in commands:
+        return commands[args.command](args)
+    _set_threads(args)
     if args.experiment in ANALYSES:
         return _analysis_command(args)
-    if args.task is not None:
-        raise ValueError("--task applies to sample-efficiency only")
-    if args.full or args.workers is not None or args.ray_address is not None:
-        raise ValueError("--full, --workers and --ray-address apply to sample-efficiency and "
-                         "gradient-analysis only")
+    _refuse_analysis_flags(args, task=True, parallel=True)
     task = get_task(args.experiment)
     config = task.default_config().replace(**_overrides(args))
     summary = run_experiment(task, config, out=args.out, progress=not args.no_progress,
@@ -591,9 +597,7 @@ def _fit_command(args: argparse.Namespace) -> int:
     from .experiments import run_experiment
     from .experiments.data_file import DataFileTask
 
-    if args.threads < 1:
-        raise ValueError(f"--threads must be >= 1. Got {args.threads} instead.")
-    torch.set_num_threads(args.threads)
+    _set_threads(args)
     task = DataFileTask(args.data, env_id=args.env, initial_states=args.initial_states,
                         obs_keys=args.obs_key, action_max=args.action_max)
     changes = _overrides(args)
@@ -643,7 +647,7 @@ def _export_command(args: argparse.Namespace) -> int:
         raise ValueError(f"{args.path} holds the checkpoints of seeds {seeds}; choose one with --seed")
     saved = load_saved(found[0][1], found[0][0])
     model = saved.algo.model_
-    example = model.dataset.states[:64] if model is not None else None
+    example = model.data.states[:64] if model is not None else None
     dtype = None if args.dtype is None else getattr(torch, args.dtype)
     try:
         path = export_policy(saved.policy, target, fmt, example_states=example,

@@ -22,7 +22,14 @@ from .model_config import (
     plain_numbers,
 )
 from .neighbors import BACKENDS
-from .validation import check_positive_float, check_positive_int, fail, is_float, is_int
+from .validation import (
+    check_discount,
+    check_positive_float,
+    check_positive_int,
+    fail,
+    is_float,
+    is_int,
+)
 
 __all__ = ["NOPGConfig", "OPTIMIZERS", "SOLVERS", "NEIGHBORS", "NEIGHBOR_BACKENDS",
            "PRECONDITIONERS", "DTYPES"]
@@ -159,8 +166,7 @@ class NOPGConfig(TorchPlacement):
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if not is_float(self.gamma) or not 0.0 <= self.gamma < 1.0:
-            fail("gamma", "a float in [0, 1)", self.gamma, _OWNER)
+        check_discount("gamma", self.gamma, _OWNER)
         check_positive_float("learning_rate", self.learning_rate, _OWNER)
         if self.optimizer not in OPTIMIZERS:
             fail("optimizer", f"one of {OPTIMIZERS}", self.optimizer, _OWNER)

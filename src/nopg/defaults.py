@@ -80,7 +80,7 @@ def resolve_neighbors(neighbors: str, top_k: int | None, n: int,
     """Concrete neighbour mode: ``"auto"`` is ``"dense"`` without ``top_k``, ``"candidates"``
     below ``candidates_max_n`` samples and ``"knn"`` from there on (``top_k`` already resolved).
 
-    Both sparse modes are exact. The crossover is measured (one thread, Pendulum-like data, k = 10,
+    Both sparse modes are exact. The crossover is measured (one thread, Pendulum-like data, top_k = 10,
     Adam 1e-2, mean top-k selection time over the first 100 updates, ``benchmarks/bench_scale.py``):
     candidates 19 vs k-NN 23 ms at 10^4, 43 vs 52 ms at 2 x 10^4, 108 vs 108 ms at 4 x 10^4,
     572 vs 295 ms at 10^5, where Silverman's bandwidths have shrunk so far that the policy's
@@ -109,8 +109,8 @@ def resolve_settings(n: int, top_k: int | str | None = AUTO, solver: str = AUTO,
     ``solver="auto"`` is ``"dense"`` for ``n <= dense_max_n`` (see :func:`resolve_dense_max_n`)
     and ``"bicgstab"`` above; ``"dense"`` and ``"bicgstab"`` are kept.
     """
-    k = resolve_top_k(top_k, n, sparse_min_n, neighbors)
-    limit = resolve_dense_max_n(dense_max_n, k)
+    resolved_top_k = resolve_top_k(top_k, n, sparse_min_n, neighbors)
+    limit = resolve_dense_max_n(dense_max_n, resolved_top_k)
     if solver == AUTO:
         solver = "dense" if n <= limit else "bicgstab"
-    return ResolvedSettings(k, solver, limit)
+    return ResolvedSettings(resolved_top_k, solver, limit)

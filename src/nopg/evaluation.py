@@ -20,6 +20,7 @@ __all__ = [
     "policy_actions",
     "evaluate_policy",
     "rollout",
+    "rollouts",
 ]
 
 PolicyLike = torch.nn.Module | Callable[[np.ndarray], Any]
@@ -190,6 +191,16 @@ def rollout(
     }
 
 
+def rollouts(env: gym.Env, policy: PolicyLike, episodes: int, seed: int, **options: Any
+             ) -> list[dict[str, Any]]:
+    """:func:`rollout` of ``episodes`` episodes from reset seeds ``seed + k`` (``options``: its
+    ``initial_state_setter`` and ``max_steps``); the env is closed at the end."""
+    try:
+        return [rollout(env, policy, seed=int(seed) + k, **options) for k in range(int(episodes))]
+    finally:
+        env.close()
+
+
 def evaluate_policy(
     env_fn: Callable[[], gym.Env],
     policy: PolicyLike,
@@ -234,24 +245,14 @@ def evaluate_policy(
         raise ValueError(f"The 'n_episodes' parameter must be a positive int. Got {n_episodes}.")
     if not callable(env_fn):
         raise ValueError("The 'env_fn' parameter must be a zero-argument environment factory.")
-    env = env_fn()
-    returns: list[float] = []
-    lengths: list[int] = []
-    try:
-        for k in range(int(n_episodes)):
-            result = rollout(
-                env, policy, initial_state_setter=initial_state_setter,
-                seed=int(seed) + k, max_steps=max_steps,
-            )
-            returns.append(result["return"])
-            lengths.append(result["length"])
-    finally:
-        env.close()
+    episodes = rollouts(env_fn(), policy, n_episodes, seed,
+                        initial_state_setter=initial_state_setter, max_steps=max_steps)
+    returns = [ep["return"] for ep in episodes]
     return {
         "returns": returns,
         "mean": float(np.mean(returns)),
         "std": float(np.std(returns)),
-        "lengths": lengths,
+        "lengths": [ep["length"] for ep in episodes],
     }
 
 
@@ -301,13 +302,6 @@ def evaluate_episodes(env: gym.Env, policy: PolicyLike, episodes: int, seed: int
                       ) -> dict[str, list]:
     """Returns, lengths and ``terminated`` flags of ``episodes`` rollouts (reset seeds
     ``seed + k``); the env is closed at the end."""
-    out: dict[str, list] = {"returns": [], "lengths": [], "fell": []}
-    try:
-        for k in range(int(episodes)):
-            ep = rollout(env, policy, seed=seed + k)
-            out["returns"].append(ep["return"])
-            out["lengths"].append(ep["length"])
-            out["fell"].append(ep["terminated"])
-    finally:
-        env.close()
-    return out
+    done = rollouts(env, policy, episodes, seed)
+    return {"returns": [ep["return"] for ep in done], "lengths": [ep["length"] for ep in done],
+            "fell": [ep["terminated"] for ep in done]}

@@ -108,7 +108,7 @@ def policy_gradient(
     model = NonparametricBellman(data, bandwidths, gamma, config,
                                  **{**settings, "dtype": dtype, "device": params[0].device})
     generator = torch.Generator().manual_seed(int(seed))  # CPU noise, moved to the device
-    sol = model.evaluate(policy, initial_states, generator)
+    sol = model.solution(policy, initial_states, generator)
     grads = surrogate_gradient(sol.surrogate(), params)
     return PolicyGradientResult(
         J=sol.J, q=sol.q.cpu().numpy(), mu=sol.mu.cpu().numpy(), grads=grads,

@@ -86,7 +86,30 @@ def _per_dim(name: str, value: float | Sequence[float], action_dim: int) -> np.n
     return np.broadcast_to(arr, (action_dim,)).copy()
 
 
-class DeterministicMLPPolicy(nn.Module):
+class _ScaledMLPPolicy(nn.Module):
+    """An MLP on the scaled state ``(s - state_shift) / state_scale``, with positive
+    per-action-dimension bounds (``action_max``, ...) as buffers and its arguments as its spec."""
+
+    def __init__(self, state_dim: int, action_dim: int, bounds: dict[str, float | Sequence[float]],
+                 n_outputs: int, hidden: Sequence[int], activation: str,
+                 state_shift: Sequence[float] | None, state_scale: Sequence[float] | None) -> None:
+        super().__init__()
+        _check_dims(state_dim, action_dim)
+        values = {name: _per_dim(name, value, action_dim) for name, value in bounds.items()}
+        self._spec = dict(state_dim=int(state_dim), action_dim=int(action_dim),
+                          **{name: v.tolist() for name, v in values.items()},
+                          hidden=[int(h) for h in hidden], activation=activation)
+        self._spec.update(_input_scaling(self, int(state_dim), state_shift, state_scale))
+        self.net = _mlp(state_dim, n_outputs, hidden, activation)
+        for name, v in values.items():
+            self.register_buffer(name, torch.tensor(v))
+
+    def spec(self) -> dict[str, Any]:
+        """JSON-serialisable constructor arguments (see :func:`policy_from_spec`)."""
+        return {"type": type(self).__name__, "kwargs": dict(self._spec)}
+
+
+class DeterministicMLPPolicy(_ScaledMLPPolicy):
     """``a = a_max * tanh(f_theta(s))`` with an MLP ``f_theta`` (paper appendix: 1 x 50 ReLU).
 
     Parameters
@@ -113,26 +136,15 @@ class DeterministicMLPPolicy(nn.Module):
         state_shift: Sequence[float] | None = None,
         state_scale: Sequence[float] | None = None,
     ) -> None:
-        super().__init__()
-        _check_dims(state_dim, action_dim)
-        a_max = _per_dim("action_max", action_max, action_dim)
-        self._spec = dict(state_dim=int(state_dim), action_dim=int(action_dim),
-                          action_max=a_max.tolist(), hidden=[int(h) for h in hidden],
-                          activation=activation)
-        self._spec.update(_input_scaling(self, int(state_dim), state_shift, state_scale))
-        self.net = _mlp(state_dim, action_dim, hidden, activation)
-        self.register_buffer("action_max", torch.tensor(a_max))
+        super().__init__(state_dim, action_dim, {"action_max": action_max}, action_dim, hidden,
+                         activation, state_shift, state_scale)
 
     def forward(self, states: torch.Tensor) -> torch.Tensor:
         """Actions of shape (batch, action_dim) for states of shape (batch, state_dim)."""
         return self.action_max.to(states.dtype) * torch.tanh(self.net(_scaled_input(self, states)))
 
-    def spec(self) -> dict[str, Any]:
-        """JSON-serialisable constructor arguments (see :func:`policy_from_spec`)."""
-        return {"type": type(self).__name__, "kwargs": dict(self._spec)}
 
-
-class GaussianMLPPolicy(nn.Module):
+class GaussianMLPPolicy(_ScaledMLPPolicy):
     """Gaussian policy ``N(mu(s), diag(sigma(s)^2))`` (paper appendix, NOPG-S).
 
     One MLP with ``2 * action_dim`` outputs ``[f, g]``: ``mu = a_max * tanh(f)``,
@@ -153,18 +165,9 @@ class GaussianMLPPolicy(nn.Module):
         state_shift: Sequence[float] | None = None,
         state_scale: Sequence[float] | None = None,
     ) -> None:
-        super().__init__()
-        _check_dims(state_dim, action_dim)
-        a_max = _per_dim("action_max", action_max, action_dim)
-        s_max = _per_dim("sigma_max", sigma_max, action_dim)
-        self._spec = dict(state_dim=int(state_dim), action_dim=int(action_dim),
-                          action_max=a_max.tolist(), sigma_max=s_max.tolist(),
-                          hidden=[int(h) for h in hidden], activation=activation)
-        self._spec.update(_input_scaling(self, int(state_dim), state_shift, state_scale))
+        super().__init__(state_dim, action_dim, {"action_max": action_max, "sigma_max": sigma_max},
+                         2 * action_dim, hidden, activation, state_shift, state_scale)
         self.action_dim = int(action_dim)
-        self.net = _mlp(state_dim, 2 * action_dim, hidden, activation)
-        self.register_buffer("action_max", torch.tensor(a_max))
-        self.register_buffer("sigma_max", torch.tensor(s_max))
         self.register_buffer("sigma_scale", torch.ones(()))
 
     def mean_std(self, states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -184,9 +187,6 @@ class GaussianMLPPolicy(nn.Module):
         mean, std = self.mean_std(states)
         xi = torch.randn(mean.shape, generator=generator, dtype=mean.dtype, device=mean.device)
         return mean + std * xi
-
-    def spec(self) -> dict[str, Any]:
-        return {"type": type(self).__name__, "kwargs": dict(self._spec)}
 
 
 class LinearPolicy(nn.Module):

@@ -8,7 +8,7 @@ the ``neighbors`` mode:
 - ``"dense"``: the full ``(m, n)`` log-weights, from the policy-free part computed once per query
   state (:meth:`KernelRows.prepare`) plus a matrix product per update; with ``top_k`` a
   ``topk`` over them (the paper's method). ``O(n^2)`` time and memory per update.
-- ``"candidates"`` and ``"knn"``: the ``k`` largest entries selected by
+- ``"candidates"`` and ``"knn"``: the ``top_k`` largest entries selected by
   :class:`nopg.candidates.TopKSelector` (cached candidates for the fixed rows of ``P`` and
   ``eps0`` in candidate mode, exact k-NN otherwise). The kept log-weights are then recomputed
   from the coordinates of the kept points, so gradients flow through them (the selection itself
@@ -27,7 +27,7 @@ import torch
 
 from .candidates import CandidateSets, TopKSelector
 from .kernels import expanded_log_weights, log_weights, policy_free_log_weights, thinness
-from .rows import DenseRows, Rows, SparseRows
+from .row_matrices import DenseRows, Rows, SparseRows
 
 
 @dataclass
@@ -102,7 +102,7 @@ class KernelRows:
 
     def _normalised(self, logits: torch.Tensor, shift: torch.Tensor | None
                     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Responsibilities (..., k) of log-weights (..., k) and their thinness (...).
+        """Responsibilities (..., c) of log-weights (..., c) and their thinness (...).
 
         ``shift`` adds the term dropped from ``logits`` to the log kernel mass. In the
         support-aware model the responsibilities are scaled by ``w = 1 - thinness``; otherwise
@@ -122,7 +122,7 @@ class KernelRows:
         if top_k is None:
             weights, thin = self._normalised(logits, shift)
             return DenseRows(weights.mean(1)), thin.mean(1)
-        vals, idx = torch.topk(logits, top_k, dim=-1)                          # (m, G, k)
+        vals, idx = torch.topk(logits, top_k, dim=-1)                          # (m, G, top_k)
         weights, thin = self._normalised(vals, shift)
         return SparseRows(idx.reshape(m, -1), (weights / g).reshape(m, -1), n), thin.mean(1)
 
@@ -131,9 +131,9 @@ class KernelRows:
         """Rows over the selected entries, log-weights recomputed so gradients reach ``actions``."""
         M, G, _ = actions.shape
         sel = self.selector
-        idx = sel.select(queries.scaled, actions.detach(), queries.candidates)  # (M, G, k)
+        idx = sel.select(queries.scaled, actions.detach(), queries.candidates)  # (M, G, top_k)
         logits = log_weights(queries.scaled[:, None, None, :], actions[:, :, None, :],
-                             sel.states[idx], sel.actions[idx])               # (M, G, k)
+                             sel.states[idx], sel.actions[idx])               # (M, G, top_k)
         weights, thin = self._normalised(logits, None)
         m = M // group
         return (SparseRows(idx.reshape(m, -1), (weights / (G * group)).reshape(m, -1), self.n),

@@ -1,137 +1,18 @@
-"""Row-wise representations of responsibility matrices: dense, or sparse with ``k`` entries per row.
+"""The former name of :mod:`nopg.row_matrices` (the dense and sparse row matrices).
 
-Both classes expose the few operations NOPG needs (``P x``, ``P^T y``, row scaling, column means),
-so the Bellman model and the solvers do not care which one they hold.
+Its names still import from here, with a ``DeprecationWarning``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import warnings
+from typing import Any
 
-import numpy as np
-import scipy.sparse
-import torch
-
-Operator = Callable[[torch.Tensor], torch.Tensor]
+from . import row_matrices
 
 
-class DenseRows:
-    """A dense ``(m, n)`` matrix of responsibilities."""
-
-    def __init__(self, matrix: torch.Tensor) -> None:
-        self.matrix = matrix
-
-    @property
-    def shape(self) -> tuple[int, int]:
-        return tuple(self.matrix.shape)  # type: ignore[return-value]
-
-    def matvec(self, x: torch.Tensor) -> torch.Tensor:
-        """``M x`` for ``x`` of shape (n,)."""
-        return self.matrix @ x
-
-    def rmatvec(self, y: torch.Tensor) -> torch.Tensor:
-        """``M^T y`` for ``y`` of shape (m,)."""
-        return y @ self.matrix
-
-    def scale_rows(self, w: torch.Tensor) -> DenseRows:
-        """``diag(w) M``."""
-        return DenseRows(self.matrix * w[:, None])
-
-    def column_mean(self) -> torch.Tensor:
-        """``1/m * sum_i M[i, :]``, shape (n,)."""
-        return self.matrix.mean(0)
-
-    def detach(self) -> DenseRows:
-        return DenseRows(self.matrix.detach())
-
-    def to(self, dtype: torch.dtype) -> DenseRows:
-        return DenseRows(self.matrix.to(dtype))
-
-    def to_dense(self) -> torch.Tensor:
-        return self.matrix
-
-    def operators(self) -> tuple[Operator, Operator]:
-        """``(x -> M x, y -> M^T y)`` for repeated products (e.g. in a Krylov solver)."""
-        return self.matvec, self.rmatvec
-
-
-class SparseRows:
-    """A matrix whose row ``i`` holds ``values[i, j]`` at column ``index[i, j]``.
-
-    Column indices may repeat within a row (their values add up), which is how Monte-Carlo
-    averages of several sparse responsibility vectors are stored without merging.
-
-    Parameters
-    ----------
-    index : long tensor of shape (m, K)
-    values : tensor of shape (m, K)
-    n_cols : int
-    """
-
-    def __init__(self, index: torch.Tensor, values: torch.Tensor, n_cols: int) -> None:
-        self.index = index
-        self.values = values
-        self.n_cols = int(n_cols)
-
-    @property
-    def shape(self) -> tuple[int, int]:
-        return (self.index.shape[0], self.n_cols)
-
-    def matvec(self, x: torch.Tensor) -> torch.Tensor:
-        return (self.values * x[self.index]).sum(-1)
-
-    def rmatvec(self, y: torch.Tensor) -> torch.Tensor:
-        out = torch.zeros(self.n_cols, dtype=self.values.dtype, device=self.values.device)
-        return out.index_add(0, self.index.reshape(-1), (self.values * y[:, None]).reshape(-1))
-
-    def scale_rows(self, w: torch.Tensor) -> SparseRows:
-        return SparseRows(self.index, self.values * w[:, None], self.n_cols)
-
-    def column_mean(self) -> torch.Tensor:
-        m = self.index.shape[0]
-        ones = torch.full((m,), 1.0 / m, dtype=self.values.dtype, device=self.values.device)
-        return self.rmatvec(ones)
-
-    def detach(self) -> SparseRows:
-        return SparseRows(self.index, self.values.detach(), self.n_cols)
-
-    def to(self, dtype: torch.dtype) -> SparseRows:
-        return SparseRows(self.index, self.values.to(dtype), self.n_cols)
-
-    def to_dense(self) -> torch.Tensor:
-        m = self.index.shape[0]
-        out = torch.zeros(m, self.n_cols, dtype=self.values.dtype, device=self.values.device)
-        return out.scatter_add(1, self.index, self.values)
-
-    def to_scipy(self) -> scipy.sparse.csr_matrix:
-        """The (detached, CPU) matrix as a SciPy CSR matrix (repeated columns add up in products)."""
-        m, width = self.index.shape
-        values = self.values.detach().cpu().numpy().reshape(-1)
-        indptr = np.arange(0, m * width + 1, width, dtype=np.int64)
-        csr = scipy.sparse.csr_matrix((values, self.index.cpu().numpy().reshape(-1), indptr),
-                                      shape=(m, self.n_cols))
-        return csr
-
-    def operators(self) -> tuple[Operator, Operator]:
-        """``(x -> M x, y -> M^T y)`` for repeated products (e.g. in a Krylov solver).
-
-        On the CPU the (detached) matrix is converted once to a SciPy CSR matrix, whose products
-        measured 6x (``M x``) and 2.5x (``M^T y``) faster than the gather / ``index_add`` forms at
-        n = 10^5, k = 10 on one thread; on a GPU the torch forms are single kernels and are used.
-        """
-        if self.values.device.type != "cpu" or self.values.requires_grad:
-            return self.matvec, self.rmatvec
-        csr = self.to_scipy()
-        csc_t = csr.T  # a CSC view: M^T y without building the transpose
-        dtype = self.values.dtype
-
-        def matvec(x: torch.Tensor) -> torch.Tensor:
-            return torch.from_numpy(csr @ x.numpy()).to(dtype)
-
-        def rmatvec(y: torch.Tensor) -> torch.Tensor:
-            return torch.from_numpy(csc_t @ y.numpy()).to(dtype)
-
-        return matvec, rmatvec
-
-
-Rows = DenseRows | SparseRows
+def __getattr__(name: str) -> Any:
+    value = getattr(row_matrices, name)
+    warnings.warn(f"nopg.rows is now nopg.row_matrices; import {name} from there",
+                  DeprecationWarning, stacklevel=2)
+    return value

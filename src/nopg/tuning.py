@@ -1,12 +1,13 @@
-"""Pick the sparsification ``k`` and the candidate count ``K'`` for a data set.
+"""Pick ``top_k`` (the entries kept per row of ``P``) and ``n_candidates`` for a data set.
 
 :func:`neighbor_report` answers, for one data set, bandwidths and policy:
 
-- for each ``k``: how much of each row's kernel mass the ``k`` kept entries carry (before the
-  renormalisation; measured exactly on a subsample of rows against all ``n`` points, chunked),
-  and how far ``J_hat`` and its gradient move against a reference (the dense ``P`` when ``n`` is
-  small enough, otherwise the largest ``k`` asked for);
-- for each ``K'``: after the policy moves by a typical update (every parameter perturbed by
+- for each ``top_k`` value ``k`` (the report's column ``k``): how much of each row's kernel
+  mass the ``k`` kept entries carry (before the renormalisation; measured exactly on a subsample
+  of rows against all ``n`` points, chunked), and how far ``J_hat`` and its gradient move
+  against a reference (the dense ``P`` when ``n`` is small enough, otherwise the largest ``k``
+  asked for);
+- for each ``n_candidates`` value: after the policy moves by a typical update (every parameter perturbed by
   ``policy_step`` times its scale), the fraction of rows the certificate still vouches for (the
   others cost an exact k-NN query that update) and, for ``refine=False``, the error of ``J_hat``
   and the gradient cosine against the exact top-k.
@@ -56,7 +57,8 @@ TINY_GRADIENT = 1e-8
 
 @dataclass
 class NeighborReport:
-    """Results of :func:`neighbor_report` (one dict per ``k`` and per ``K'``).
+    """Results of :func:`neighbor_report` (one dict per ``top_k`` value ``k`` and per
+    ``n_candidates`` value).
 
     ``k_rows`` hold ``k``, ``mass_min``/``mass_p5``/``mass_mean`` (share of a row's kernel mass in
     its ``k`` kept entries), ``J``, ``J_rel_err``, ``grad_cos``, ``grad_norm`` and
@@ -192,7 +194,7 @@ class NeighborReport:
 
 def _estimate(model: NonparametricBellman, policy: nn.Module, s0: np.ndarray
               ) -> tuple[float, np.ndarray]:
-    sol = model.evaluate(policy, s0, torch.Generator().manual_seed(0))
+    sol = model.solution(policy, s0, torch.Generator().manual_seed(0))
     flat = torch.cat([g.reshape(-1) for g in surrogate_gradient(sol.surrogate(),
                                                                 list(policy.parameters()))])
     return sol.J, flat.detach().cpu().numpy().astype(np.float64)
@@ -213,11 +215,12 @@ def _moved(policy: nn.Module, step: float, seed: int) -> nn.Module:
 
 
 @torch.no_grad()
-def _kept_mass(model: NonparametricBellman, policy: nn.Module, rows: np.ndarray, ks: list[int],
-               chunk: int = 256) -> dict[int, np.ndarray]:
-    """Fraction of the full softmax mass of P's rows ``rows`` in their ``k`` largest entries."""
-    out: dict[int, list[np.ndarray]] = {k: [] for k in ks}
-    kmax = max(ks)
+def _kept_mass(model: NonparametricBellman, policy: nn.Module, rows: np.ndarray,
+               top_k_values: list[int], chunk: int = 256) -> dict[int, np.ndarray]:
+    """Fraction of the full softmax mass of P's rows ``rows`` in their ``top_k`` largest entries,
+    for each of ``top_k_values``."""
+    out: dict[int, list[np.ndarray]] = {top_k: [] for top_k in top_k_values}
+    largest = max(top_k_values)
     for start in range(0, rows.size, chunk):
         idx = torch.as_tensor(rows[start:start + chunk], device=model.device)
         s = model.next_states[idx]
@@ -225,57 +228,65 @@ def _kept_mass(model: NonparametricBellman, policy: nn.Module, rows: np.ndarray,
         logits = log_weights(s[:, None, :] / model.h_s, actions[:, None, :],
                              model.states_scaled[None, :, :], model.actions_scaled[None, :, :])
         total = torch.logsumexp(logits, dim=1)
-        top = torch.topk(logits, kmax, dim=1).values
-        for k in ks:
-            out[k].append(torch.exp(torch.logsumexp(top[:, :k], dim=1) - total).cpu().numpy())
+        top = torch.topk(logits, largest, dim=1).values
+        for top_k in top_k_values:
+            out[top_k].append(torch.exp(torch.logsumexp(top[:, :top_k], dim=1) - total).cpu().numpy())
     return {k: np.concatenate(v) for k, v in out.items()}
 
 
 @renamed_keyword("dataset", "data")
+@renamed_keyword("ks", "top_k_values")
+@renamed_keyword("candidates", "n_candidates_values")
 def neighbor_report(data: TransitionDataset, bandwidths: Bandwidths, policy: nn.Module,
                     initial_states: np.ndarray, *, gamma: float = 0.99,
-                    ks: tuple[int, ...] = (5, 10, 20, 40), candidates: tuple[int, ...] = (16, 32, 64),
-                    top_k: int = 10, policy_step: float = 0.05, mass_rows: int = 1000,
-                    dense_max_n: int = 4000, seed: int = 0) -> NeighborReport:
-    """Measure what ``k`` and ``K'`` cost in accuracy on this data set (module docstring).
+                    top_k_values: tuple[int, ...] = (5, 10, 20, 40),
+                    n_candidates_values: tuple[int, ...] = (16, 32, 64), top_k: int = 10,
+                    policy_step: float = 0.05, mass_rows: int = 1000, dense_max_n: int = 4000,
+                    seed: int = 0) -> NeighborReport:
+    """Measure what ``top_k`` and ``n_candidates`` cost in accuracy on this data set (module
+    docstring).
 
     Parameters
     ----------
-    dataset, bandwidths, policy, initial_states
+    data, bandwidths, policy, initial_states
         As for :class:`nopg.NOPG` (a deterministic policy; evaluated in float64 on the CPU).
-    ks : candidate values of ``top_k``.
-    candidates : candidate values of ``n_candidates`` (evaluated at ``top_k``).
+    top_k_values : the values of ``top_k`` to compare (formerly ``ks``).
+    n_candidates_values : the values of ``n_candidates`` to compare at ``top_k`` (formerly
+        ``candidates``).
+    top_k : the ``top_k`` of the ``n_candidates`` comparison.
     policy_step : relative size of the simulated policy update for the certificate check.
     mass_rows : rows of ``P`` on which the kept mass is measured exactly.
-    dense_max_n : above this ``n`` the reference is the largest ``k`` instead of the dense ``P``.
+    dense_max_n : above this ``n`` the reference is the largest ``top_k`` instead of the dense ``P``.
+    seed : seed of the sampled rows and of the simulated policy update.
 
     Returns
     -------
     NeighborReport
-        With :attr:`NeighborReport.recommended_k`, the smallest ``k`` meeting the thresholds.
+        With :attr:`NeighborReport.recommended_k`, the smallest ``top_k`` meeting the thresholds.
     """
-    ks_sorted = sorted({int(k) for k in ks if 1 <= int(k) <= data.n})
-    if not ks_sorted:
-        raise ValueError(f"ks must hold values between 1 and n = {data.n}. Got {ks!r} instead.")
+    values = sorted({int(k) for k in top_k_values if 1 <= int(k) <= data.n})
+    if not values:
+        raise ValueError(f"top_k_values must hold values between 1 and n = {data.n}. "
+                         f"Got {top_k_values!r} instead.")
     policy = copy.deepcopy(policy).to(torch.float64)
     rng = np.random.default_rng(seed)
     n = data.n
     rows = rng.choice(n, size=min(mass_rows, n), replace=False)
-    base = NonparametricBellman(data, bandwidths, gamma, top_k=max(ks_sorted))
-    mass = _kept_mass(base, policy, rows, ks_sorted)
+    base = NonparametricBellman(data, bandwidths, gamma, top_k=max(values))
+    mass = _kept_mass(base, policy, rows, values)
 
     if n <= dense_max_n:
         reference, reference_k = "the dense P (every entry)", None
         ref_model = NonparametricBellman(data, bandwidths, gamma)
     else:
-        reference, reference_k = f"top_k = {max(ks_sorted)}", max(ks_sorted)
+        reference, reference_k = f"top_k = {max(values)}", max(values)
         ref_model = base
     J_ref, g_ref = _estimate(ref_model, policy, initial_states)
     ref_norm = float(np.linalg.norm(g_ref))
     report = NeighborReport(n=n, reference=reference, reference_J=float(J_ref),
                             reference_grad_norm=ref_norm, reference_k=reference_k, top_k=int(top_k),
                             bandwidths=bandwidths.to_dict(), gamma=float(gamma))
-    for k in ks_sorted:
+    for k in values:
         J, g = _estimate(NonparametricBellman(data, bandwidths, gamma, top_k=k), policy, initial_states)
         m = mass[k]
         norm = float(np.linalg.norm(g))
@@ -288,17 +299,17 @@ def neighbor_report(data: TransitionDataset, bandwidths: Bandwidths, policy: nn.
     moved = _moved(policy, policy_step, seed)
     J_exact, g_exact = _estimate(NonparametricBellman(data, bandwidths, gamma, top_k=top_k),
                                  moved, initial_states)
-    for kc in candidates:
-        exact = NonparametricBellman(data, bandwidths, gamma, top_k=top_k, n_candidates=kc)
-        approx = NonparametricBellman(data, bandwidths, gamma, top_k=top_k, n_candidates=kc,
-                                      refine=False)
+    for n_candidates in n_candidates_values:
+        exact = NonparametricBellman(data, bandwidths, gamma, top_k=top_k, n_candidates=n_candidates)
+        approx = NonparametricBellman(data, bandwidths, gamma, top_k=top_k,
+                                      n_candidates=n_candidates, refine=False)
         for model in (exact, approx):
             model.transition_matrix(policy)            # candidates built at the current policy
         exact.refined_rows_ = 0
         exact.transition_matrix(moved)
         J_a, g_a = _estimate(approx, moved, initial_states)
         report.candidate_rows.append({
-            "n_candidates": int(min(kc, n)), "certified": 1.0 - exact.refined_rows_ / n,
+            "n_candidates": int(min(n_candidates, n)), "certified": 1.0 - exact.refined_rows_ / n,
             "approx_J_rel_err": abs(J_a - J_exact) / max(abs(J_exact), 1e-300),
             "approx_grad_cos": _cos(g_a, g_exact), "exact_grad_norm": float(np.linalg.norm(g_exact))})
     return report

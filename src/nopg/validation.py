@@ -8,6 +8,7 @@ int, 'auto' or None. Got 0 instead." (``owner`` names the class; without it the 
 from __future__ import annotations
 
 import functools
+import math
 import warnings
 from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
@@ -56,6 +57,43 @@ def check_positive_float(name: str, value: Any, owner: str | None = None) -> Non
     """A finite float above 0."""
     if not is_float(value) or not 0 < value < np.inf:
         fail(name, "a positive float", value, owner)
+
+
+def check_finite_float(name: str, value: Any, owner: str | None = None, *,
+                       allow_none: bool = False) -> None:
+    """A finite real number (or ``None`` with ``allow_none``)."""
+    if value is None and allow_none:
+        return
+    if not is_float(value) or not math.isfinite(value):
+        fail(name, "a finite float or None" if allow_none else "a finite float", value, owner)
+
+
+def check_discount(name: str, value: Any, owner: str | None = None) -> None:
+    """A discount factor: a real number in [0, 1)."""
+    if not is_float(value) or not 0.0 <= value < 1.0:
+        fail(name, "a float in [0, 1)", value, owner)
+
+
+def renamed_attribute(old: str, new: str, *, call: bool = False) -> property:
+    """A property ``old`` for a class whose attribute is now called ``new``: reading (or
+    setting) it warns with a ``DeprecationWarning`` and reads (sets) ``new``; with ``call``,
+    ``new`` is a method and reading ``old`` returns its value."""
+    what = f"{new}()" if call else new
+
+    def warn(obj: Any) -> None:
+        warnings.warn(f"{type(obj).__name__}.{old} is deprecated; use {type(obj).__name__}.{what}",
+                      DeprecationWarning, stacklevel=3)
+
+    def get(obj: Any) -> Any:
+        warn(obj)
+        value = getattr(obj, new)
+        return value() if call else value
+
+    def put(obj: Any, value: Any) -> None:
+        warn(obj)
+        setattr(obj, new, value)
+
+    return property(get, None if call else put, doc=f"Deprecated name of ``{what}``.")
 
 
 def renamed_keyword(old: str, new: str) -> Callable[[_F], _F]:

@@ -34,10 +34,9 @@ from torch import nn
 from torch.func import functional_call, grad, vmap
 
 from ..bandwidth import Bandwidths
-from ..bellman import keyword_config
 from ..data import TransitionDataset, check_gamma
 from ..gradient import policy_gradient, surrogate_gradient
-from ..model_config import ModelConfig
+from ..model_config import ModelConfig, keyword_config
 from ..policies import gaussian_log_prob, is_stochastic, normal_log_density
 
 __all__ = [

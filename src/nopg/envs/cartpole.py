@@ -64,6 +64,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import ArrayLike
 
+from nopg.validation import renamed_keyword
+
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from nopg.data import TransitionDataset
 
@@ -320,10 +322,13 @@ def _count(name: str, value: int) -> int:
     return int(value)
 
 
-def sample_initial_states(rng: np.random.Generator, size: int, theta_max: float = INIT_THETA_MAX,
+@renamed_keyword("rng", "seed")
+def sample_initial_states(seed: np.random.Generator | int, size: int,
+                          theta_max: float = INIT_THETA_MAX,
                           params: CartPoleParams = DEFAULT_PARAMS) -> np.ndarray:
     """States right after ``reset``: ``x = 0``, ``theta ~ U(-theta_max, theta_max)``, at rest,
-    then one zero-voltage step (``quanser_robots`` ``Cartpole.reset``).
+    then one zero-voltage step (``quanser_robots`` ``Cartpole.reset``). ``seed`` (formerly
+    ``rng``): a NumPy Generator to draw from, or an int.
 
     Returns
     -------
@@ -332,7 +337,7 @@ def sample_initial_states(rng: np.random.Generator, size: int, theta_max: float 
     size = _count("size", size)
     theta_max = _positive("theta_max", theta_max)
     s = np.zeros((size, 4))
-    s[:, 1] = rng.uniform(-theta_max, theta_max, size)
+    s[:, 1] = np.random.default_rng(seed).uniform(-theta_max, theta_max, size)
     return cartpole_step(s, np.zeros(size), DT, params)
 
 

@@ -31,11 +31,14 @@ diagonal parametrisation ``dJ/dtheta = diag(dJ/dK)``. This module imports numpy 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy.linalg import solve_discrete_lyapunov
+
+from nopg.validation import renamed_keyword
 
 __all__ = [
     "LQG",
@@ -71,6 +74,18 @@ def _matrix(name: str, x: ArrayLike, shape: tuple[int, int] | None = None) -> np
     _finite(f"'{name}' matrix", arr)
     arr.flags.writeable = False
     return arr
+
+
+def _parameter_matrix(name: str, value: ArrayLike, shape: tuple[int, int],
+                      expand: Callable[[np.ndarray], np.ndarray | None], allowed: str) -> np.ndarray:
+    """``value`` as a finite float64 matrix of ``shape``: a copy when it has that shape, else
+    ``expand(value)`` (the matrix of a shorter form); refused when ``expand`` returns None
+    (the message says the parameter must ``allowed``)."""
+    arr = np.asarray(value, dtype=np.float64)
+    out = arr.copy() if arr.shape == shape else expand(arr)
+    if out is None:
+        raise ValueError(f"The '{name}' parameter must {allowed}. Got shape {arr.shape}.")
+    return _finite(f"'{name}' parameter", out)
 
 
 def _check_psd(name: str, m: np.ndarray, strict: bool) -> None:
@@ -163,33 +178,29 @@ class LQG:
     def gain(self, theta: ArrayLike) -> np.ndarray:
         """The gain matrix ``K`` of shape (d_a, d_s): ``diag(theta)`` for a vector ``theta``."""
         d_s, d_a = self._dims
-        th = np.asarray(theta, dtype=np.float64)
-        if th.ndim == 1:
+
+        def from_vector(th: np.ndarray) -> np.ndarray | None:
+            if th.ndim != 1:
+                return None
             if d_a != d_s or th.shape != (d_s,):
                 raise ValueError(f"A parameter vector 'theta' (K = diag(theta)) needs shape ({d_s},) "
                                  f"and d_a == d_s; got shape {th.shape} with d_a = {d_a}.")
-            k = np.diag(th)
-        elif th.shape == (d_a, d_s):
-            k = th.copy()
-        else:
-            raise ValueError(f"The 'theta' parameter must have shape ({d_s},) or ({d_a}, {d_s}). "
-                             f"Got shape {th.shape}.")
-        return _finite("'theta' parameter", k)
+            return np.diag(th)
+
+        return _parameter_matrix("theta", theta, (d_a, d_s), from_vector,
+                                 f"have shape ({d_s},) or ({d_a}, {d_s})")
 
     def noise_matrix(self, sigma: ArrayLike) -> np.ndarray:
         """The policy noise matrix ``Sigma`` of shape (d_a, d_a) from a scalar/vector/matrix."""
         d_a = self.action_dim
-        sg = np.asarray(sigma, dtype=np.float64)
-        if sg.ndim == 0:
-            out = float(sg) * np.eye(d_a)
-        elif sg.shape == (d_a,):
-            out = np.diag(sg)
-        elif sg.shape == (d_a, d_a):
-            out = sg.copy()
-        else:
-            raise ValueError(f"The 'sigma' parameter must be a scalar or have shape ({d_a},) or "
-                             f"({d_a}, {d_a}). Got shape {sg.shape}.")
-        return _finite("'sigma' parameter", out)
+
+        def from_scalar_or_vector(sg: np.ndarray) -> np.ndarray | None:
+            if sg.ndim == 0:
+                return float(sg) * np.eye(d_a)
+            return np.diag(sg) if sg.shape == (d_a,) else None
+
+        return _parameter_matrix("sigma", sigma, (d_a, d_a), from_scalar_or_vector,
+                                 f"be a scalar or have shape ({d_a},) or ({d_a}, {d_a})")
 
     @staticmethod
     def horizon_steps(horizon: int | None) -> int | None:
@@ -360,13 +371,15 @@ class LQG:
         return -2.0 * a @ self.R.T - 2.0 * self.gamma * nxt @ (p_next @ self.B)
 
     # ---------------------------------------------------------------------------- sampling
+    @renamed_keyword("rng", "seed")
     def rollout_returns(self, theta: ArrayLike, sigma: ArrayLike, horizon: int, n_episodes: int,
-                        rng: np.random.Generator | int | None = None) -> np.ndarray:
-        """Discounted returns of ``n_episodes`` simulated episodes of ``horizon`` steps, (m,)."""
+                        seed: np.random.Generator | int | None = None) -> np.ndarray:
+        """Discounted returns of ``n_episodes`` simulated episodes of ``horizon`` steps, (m,);
+        ``seed`` (formerly ``rng``) seeds ``numpy.random.default_rng``."""
         horizon = self.horizon_steps(horizon)
         if horizon is None:
             raise ValueError("rollout_returns needs a finite 'horizon'.")
-        rng = np.random.default_rng(rng)
+        rng = np.random.default_rng(seed)
         k = self.gain(theta)
         s_mat = self.noise_matrix(sigma)
         s = np.tile(self.s0, (int(n_episodes), 1))

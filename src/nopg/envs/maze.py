@@ -42,6 +42,8 @@ from typing import TYPE_CHECKING, Any
 import gymnasium as gym
 import numpy as np
 
+from nopg.validation import renamed_keyword
+
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from nopg.data import TransitionDataset
 
@@ -174,13 +176,15 @@ class WaypointController:
         Standard deviation of the Gaussian action noise (D4RL ``--noisy``: 0.5).
     jitter : float, default 0.2
         Size of the uniform shift of intermediate waypoints.
-    rng : numpy.random.Generator, optional
-        Source of waypoint jitter and action noise.
+    seed : int or numpy.random.Generator, optional
+        Source of waypoint jitter and action noise (a Generator is used as it is; formerly
+        ``rng``); ``None`` draws fresh entropy.
     """
 
+    @renamed_keyword("rng", "seed")
     def __init__(self, maze_map: Sequence[Sequence[Any]] = UMAZE_MAP, p_gain: float = 10.0,
                  d_gain: float = 1.0, solve_thresh: float = 0.1, noise: float = 0.0,
-                 jitter: float = 0.2, rng: np.random.Generator | None = None) -> None:
+                 jitter: float = 0.2, seed: int | np.random.Generator | None = None) -> None:
         for name, value in (("p_gain", p_gain), ("d_gain", d_gain), ("solve_thresh", solve_thresh),
                             ("noise", noise), ("jitter", jitter)):
             if not np.isfinite(value) or value < 0 or (name == "solve_thresh" and value == 0):
@@ -189,7 +193,7 @@ class WaypointController:
         self.maze_map = [list(r) for r in maze_map]
         self.p_gain, self.d_gain = float(p_gain), float(d_gain)
         self.solve_thresh, self.noise, self.jitter = float(solve_thresh), float(noise), float(jitter)
-        self.rng = rng if rng is not None else np.random.default_rng()
+        self.rng = np.random.default_rng(seed)
         self.target: np.ndarray | None = None
         self._path: list[tuple[int, int]] = []
         self._waypoints: list[np.ndarray] = []
@@ -384,7 +388,7 @@ def collect_umaze_d4rl_style(n_samples: int, seed: int = 0, action_noise: float 
     if not np.isfinite(target_noise) or not 0 <= target_noise < 0.5:
         raise ValueError(f"The 'target_noise' parameter must be in [0, 0.5). Got {target_noise!r}.")
     rng = np.random.default_rng(seed)
-    controller = WaypointController(UMAZE_MAP, noise=action_noise, rng=rng)
+    controller = WaypointController(UMAZE_MAP, noise=action_noise, seed=rng)
     cells = free_cells(UMAZE_MAP)
     env = make_umaze_env(max_episode_steps=int(n_samples) + 1, reward_type=reward_type)
     n = int(n_samples)

@@ -48,7 +48,7 @@ from ..envs.cartpole import (
 from ..evaluation import policy_actions
 from .common import TaskSettings, task_settings
 from .runner import ExperimentConfig
-from .task_base import task_config
+from .task_base import TaskBase, task_config
 
 _INIT_STREAM = 1
 _EVAL_STREAM = 2
@@ -90,13 +90,8 @@ class CartpoleRandomSettings(TaskSettings):
     plot_steps: int = 500                       # steps of the episode figure
 
 
-class CartpoleRandomTask:
+class CartpoleRandomTask(TaskBase, name="cartpole-random", state_dim=5, action_dim=1, action_max=5.0):
     """Quanser cart-pole stabilisation from uniform random-agent data."""
-
-    name = "cartpole-random"
-    state_dim = 5
-    action_dim = 1
-    action_max = 5.0
 
     def default_config(self) -> ExperimentConfig:
         return task_config(CartpoleRandomSettings(), nopg={"n_mc_policy": 10}, n_updates=2000,
@@ -125,7 +120,7 @@ class CartpoleRandomTask:
              ) -> list[Path]:
         return [plot_cartpole_episode(algo.policy, out_dir / "episode.png",
                                       n_steps=int(config.task["plot_steps"]),
-                                      title=f"cart-pole, n = {data.n}, J_hat = {algo.J_:.2f}")]
+                                      title=f"cart-pole, n = {data.n}, J_hat = {algo.J_hat():.2f}")]
 
 
 def plot_cartpole_episode(policy: nn.Module, path: Path, n_steps: int = 500, seed: int = 0,

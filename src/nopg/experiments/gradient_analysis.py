@@ -41,9 +41,8 @@ import numpy as np
 
 from ..analysis.lqg_cases import ESTIMATOR_NAMES, lqg_cases
 from ..analysis.parallel import parallel_map
-from ..bellman import keyword_config
 from ..envs.lqg import LQG, PAPER_BEHAVIOUR_THETA, PAPER_THETA, collect_lqg, paper_lqg
-from ..model_config import ModelConfig
+from ..model_config import ModelConfig, keyword_config
 from .common import checked_replace, nests_model
 from .runner import run_log
 
@@ -96,7 +95,7 @@ class GradientAnalysisConfig:
     seed : int
         Base seed; every data set's seed derives from it, the sweep and the point.
     model : ModelConfig
-        NOPG's model settings (default :data:`nopg.bellman.KEYWORD_DEFAULTS`: the dense ``P``,
+        NOPG's model settings (default :data:`nopg.model_config.KEYWORD_DEFAULTS`: the dense ``P``,
         ``n_mc_policy=10`` Monte-Carlo actions per state for NOPG-S); ``stochastic`` is set per
         estimator. The former names ``n_mc_policy`` and ``top_k`` are accepted as settings.
     dpg_discounting : {"improper", "proper"}

@@ -34,9 +34,9 @@ from typing import Any
 from ..algorithm import NOPG
 from ..data import TransitionDataset
 from ..envs.hopper import collect_hopper, make_hopper_env
-from .common import TaskSettings, load_external_dataset, subsample, task_settings
+from .common import TaskSettings, subsample, task_settings
 from .runner import ExperimentConfig
-from .task_base import EnvironmentTask, task_config
+from .task_base import EnvironmentTask, d4rl_task_config
 
 logger = logging.getLogger("nopg.experiments")
 
@@ -55,30 +55,19 @@ class HopperSettings(TaskSettings):
     dataset: str | None = None         # a local data file or Minari id instead
 
 
-class HopperTask(EnvironmentTask):
+class HopperTask(EnvironmentTask, name="hopper", state_dim=11, action_dim=3, action_max=1.0):
     """Hopper locomotion from a fixed batch of transitions."""
 
-    name = "hopper"
-    state_dim = 11
-    action_dim = 3
-    action_max = 1.0
-
     def default_config(self) -> ExperimentConfig:
-        return task_config(
-            HopperSettings(), nopg={"learning_rate": 3e-4, "n_mc_policy": 1, "top_k": 10},
-            n_updates=5000, bandwidth_method="silverman", state_factor=4.0, action_factor=10.0,
-            hidden=(256, 256), eval_every=500, eval_episodes=3, final_eval_episodes=10)
+        return d4rl_task_config(HopperSettings(), nopg={"top_k": 10}, state_factor=4.0,
+                                action_factor=10.0, hidden=(256, 256), eval_episodes=3,
+                                final_eval_episodes=10)
 
     def make_dataset(self, config: ExperimentConfig, seed: int) -> TransitionDataset:
         t = config.task
         n = t["n_samples"]
         if t["dataset"]:
-            data = load_external_dataset(t["dataset"])
-            if data.state_dim != self.state_dim or data.action_dim != self.action_dim:
-                raise ValueError(f"the Hopper data set must have 11-D states and 3-D actions; "
-                                 f"{t['dataset']} has {data.state_dim}-D states and "
-                                 f"{data.action_dim}-D actions")
-            return subsample(data, n, seed)
+            return subsample(self.external_dataset(t["dataset"], "Hopper"), n, seed)
         if n is None:
             raise ValueError("task.n_samples must be set when no task.dataset is given")
         if t["behaviour"] != "uniform":

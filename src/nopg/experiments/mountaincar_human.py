@@ -36,18 +36,13 @@ from torch import nn
 from ..algorithm import NOPG
 from ..data import TransitionDataset
 from ..datasets import REWARDS, load_mountaincar_human
-from ..envs.mountaincar import (
-    GOAL_POSITION,
-    MAX_POSITION,
-    MAX_SPEED,
-    MIN_POSITION,
-    make_mountaincar_env,
-    reset_states,
-)
-from ..evaluation import evaluate_policy, rollout
+from ..envs.mountaincar import make_mountaincar_env, reset_states
+from ..evaluation import evaluate_policy
+from ..mountaincar_plots import plot_mountaincar_portraits as plot_mountaincar_portraits  # moved there
+from ..mountaincar_plots import plot_mountaincar_run
 from .common import TaskSettings, task_settings
 from .runner import ExperimentConfig
-from .task_base import task_config
+from .task_base import TaskBase, task_config
 
 HUMAN_MEAN_RETURN = 82.39
 """Mean environment return of the ten human demonstrations."""
@@ -76,13 +71,9 @@ class MountainCarHumanSettings(TaskSettings):
     portrait_resolution: int = 80         # grid of the phase portraits, per axis
 
 
-class MountainCarHumanTask:
+class MountainCarHumanTask(TaskBase, name="mountaincar-human", state_dim=2, action_dim=1,
+                           action_max=1.0):
     """Mountain car from k human demonstrations (default 2), reward -1 per step."""
-
-    name = "mountaincar-human"
-    state_dim = 2
-    action_dim = 1
-    action_max = 1.0
 
     def default_config(self) -> ExperimentConfig:
         return task_config(MountainCarHumanSettings(), nopg={"n_mc_policy": 15}, n_updates=1500,
@@ -106,62 +97,6 @@ class MountainCarHumanTask:
 
     def plot(self, algo: NOPG, data: TransitionDataset, config: ExperimentConfig, out_dir: Path
              ) -> list[Path]:
-        env = make_mountaincar_env()
-        try:
-            traj = rollout(env, algo.policy, seed=10_000)
-        finally:
-            env.close()
-        path = plot_mountaincar_portraits(
-            algo, data, traj["states"], out_dir / "phase_portraits.png",
-            resolution=int(config.task["portrait_resolution"]),
-            title=f"Mountain car, {data.n_episodes} demonstrations (n = {data.n}), "
-                  f"J_hat = {algo.J_:.1f}, evaluation return {traj['return']:.1f}")
-        return [path]
-
-
-def plot_mountaincar_portraits(algo: NOPG, data: TransitionDataset, trajectory: np.ndarray,
-                               path: Path, resolution: int = 80, title: str | None = None,
-                               data_style: str = "episodes") -> Path:
-    """V and the visitation over position x velocity, with the data and a trajectory.
-
-    ``data_style="episodes"`` draws each episode as a line (demonstrations), ``"points"`` the
-    data states as dots (e.g. one-step transitions at random states).
-    ``nopg.pendulum_plots.plot_phase_portraits`` is specific to the pendulum's angle axes, hence this
-    small plot for the mountain car's ``(x, v)`` state.
-    """
-    if data_style not in ("episodes", "points"):
-        raise ValueError(f"The 'data_style' parameter must be 'episodes' or 'points'. "
-                         f"Got {data_style!r} instead.")
-    from ..figures import pyplot, save_figure
-
-    xs = np.linspace(MIN_POSITION, MAX_POSITION, resolution)
-    vs = np.linspace(-MAX_SPEED, MAX_SPEED, resolution)
-    gx, gv = np.meshgrid(xs, vs)
-    grid = np.stack([gx.ravel(), gv.ravel()], axis=1)
-    panels = [np.asarray(algo.value(grid), float).reshape(gx.shape),
-              np.asarray(algo.visitation(grid), float).reshape(gx.shape)]
-    plt = pyplot()
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
-    names = ("V(s)", r"visitation $\varepsilon_\pi(s)\cdot\mu$")
-    for ax, values, name, cmap in zip(axes, panels, names, ("viridis", "magma"), strict=True):
-        mesh = ax.pcolormesh(gx, gv, values, shading="auto", cmap=cmap)
-        fig.colorbar(mesh, ax=ax, label=name)
-        if data_style == "points":
-            ax.scatter(data.states[:, 0], data.states[:, 1], s=1, color="w", alpha=0.4,
-                       label="data")
-        else:
-            for j, idx in enumerate(data.episodes()):
-                ep = np.vstack([data.states[idx], data.next_states[idx[-1]]])
-                ax.plot(ep[:, 0], ep[:, 1], color="w", lw=0.8, alpha=0.8,
-                        label="demonstrations" if j == 0 else None)
-        ax.plot(trajectory[:, 0], trajectory[:, 1], color="C3", lw=1.5, label="evaluation")
-        ax.axvline(GOAL_POSITION, color="C2", ls="--", lw=1, label="goal")
-        ax.set_xlim(MIN_POSITION, MAX_POSITION)
-        ax.set_ylim(-MAX_SPEED, MAX_SPEED)
-        ax.set_xlabel("position x")
-        ax.set_ylabel("velocity v")
-        ax.set_title(name)
-        ax.legend(loc="lower left", fontsize="small")
-    if title:
-        fig.suptitle(title)
-    return save_figure(fig, path)
+        return [plot_mountaincar_run(algo, data, out_dir / "phase_portraits.png",
+                                     f"{data.n_episodes} demonstrations (n = {data.n})",
+                                     resolution=int(config.task["portrait_resolution"]))]

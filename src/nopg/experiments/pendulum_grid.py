@@ -36,7 +36,7 @@ from ..evaluation import rollout
 from ..pendulum_plots import plot_phase_portraits
 from .common import TaskSettings, task_settings
 from .runner import ExperimentConfig
-from .task_base import task_config
+from .task_base import TaskBase, task_config
 
 
 @task_settings
@@ -50,14 +50,10 @@ class PendulumGridSettings(TaskSettings):
     portrait_resolution: int = 100     # grid of the phase portraits, per axis
 
 
-class PendulumGridTask:
+class PendulumGridTask(TaskBase, name="pendulum-grid", state_dim=3, action_dim=1, action_max=2.0):
     """Pendulum swing-up from a uniform grid of simulator queries."""
 
-    name = "pendulum-grid"
     plot_title = "Pendulum grid"
-    state_dim = 3
-    action_dim = 1
-    action_max = 2.0
 
     def default_config(self) -> ExperimentConfig:
         return task_config(PendulumGridSettings(), nopg={"n_mc_policy": 15}, n_updates=1500)
@@ -85,6 +81,6 @@ class PendulumGridTask:
         path = plot_phase_portraits(
             algo.value, algo.visitation, out_dir / "phase_portraits.png",
             resolution=int(config.task["portrait_resolution"]), data_states=data.states,
-            trajectory=traj["states"], title=f"{self.plot_title}, n = {data.n}, J_hat = {algo.J_:.1f}")
+            trajectory=traj["states"], title=f"{self.plot_title}, n = {data.n}, J_hat = {algo.J_hat():.1f}")
         return [path]
 

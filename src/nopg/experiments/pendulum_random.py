@@ -45,14 +45,13 @@ class PendulumRandomSettings(TaskSettings):
     portrait_resolution: int = 100     # grid of the phase portraits, per axis
 
 
-class PendulumRandomTask(PendulumGridTask):
+class PendulumRandomTask(PendulumGridTask, name="pendulum-random"):
     """Pendulum swing-up from trajectories of a two-Gaussian random agent started upright.
 
     Initial state (the bottom) and evaluation (500 steps from the bottom) are those of
     :class:`~nopg.experiments.pendulum_grid.PendulumGridTask`.
     """
 
-    name = "pendulum-random"
     plot_title = "Pendulum random agent"
 
     def default_config(self) -> ExperimentConfig:

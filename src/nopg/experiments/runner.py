@@ -178,7 +178,7 @@ def _bandwidths(data: TransitionDataset, config: ExperimentConfig, seed: int, ou
         warnings.simplefilter("always")
         report = bandwidth_report(data, method=config.bandwidth_method,
                                   state_factor=np.asarray(config.state_factor, float),
-                                  action_factor=np.asarray(config.action_factor, float), rng=seed)
+                                  action_factor=np.asarray(config.action_factor, float), seed=seed)
     for w in caught:
         logger.warning("%s: %s", w.category.__name__, w.message)
     (out_dir / "bandwidths.json").write_text(json.dumps(report.to_dict(), indent=2))
@@ -235,7 +235,7 @@ def _seed_result(seed: int, data: TransitionDataset, algo: NOPG, returns: list[f
     update_times = [m["update_time_s"] for m in algo.history_]
     return {
         "seed": seed, "n_samples": data.n, "return_mean": _mean(returns),
-        "returns": [float(r) for r in returns], "J_hat": algo.J_,
+        "returns": [float(r) for r in returns], "J_hat": algo.J_hat(),
         "support_gap": algo.support_gap_, "initial_gap": algo.initial_gap_, **timings,
         "time_per_update_s": float(np.mean(update_times)) if update_times else None,
         "bandwidths": bw.to_dict(), "plots": [str(p.name) for p in plots],
@@ -279,9 +279,9 @@ def run_seed(task: Task, config: ExperimentConfig, seed: int, out_dir: Path,
         returns = task.evaluate(algo.policy, config, seed, config.final_eval_episodes)
         runs.append({"restart": r, "algo": algo, "evaluator": evaluator, "returns": returns,
                      "board": board,
-                     "J_hat": algo.J_, "support_gap": algo.support_gap_, "log": log_path})
+                     "J_hat": algo.J_hat(), "support_gap": algo.support_gap_, "log": log_path})
         logger.info("seed %d restart %d after %d updates: J_hat %.4f (support gap %.3f), "
-                    "return %s", seed, r, first, algo.J_, algo.support_gap_,
+                    "return %s", seed, r, first, algo.J_hat(), algo.support_gap_,
                     _format_return(_mean(returns)))
     chosen = max(runs, key=lambda run: run["J_hat"])
     algo, returns = chosen["algo"], chosen["returns"]

@@ -65,7 +65,7 @@ def _nopg_run(cfg: SampleEfficiencyConfig, algorithm: str, size: int, seed: int)
     data = task.make_dataset(exp, seed)
     start = time.perf_counter()
     bw = select_bandwidths(data, exp.bandwidth_method, np.asarray(exp.state_factor, float),
-                           np.asarray(exp.action_factor, float), rng=seed)
+                           np.asarray(exp.action_factor, float), seed=seed)
     s0 = task.initial_states(data, exp, seed)
     torch.manual_seed(seed)                                     # the policy initialisation
     algo = NOPG(make_policy(task, exp, data), dataclasses.replace(exp.nopg, seed=seed),
@@ -73,7 +73,7 @@ def _nopg_run(cfg: SampleEfficiencyConfig, algorithm: str, size: int, seed: int)
     algo.fit(data, bw, s0, exp.n_updates, progress=False)
     seconds = time.perf_counter() - start
     return _row(cfg, algorithm, size, seed, n_transitions=data.n,
-                **{"return": _evaluate(task, exp, seed)(algo.policy)}, J_hat=float(algo.J_),
+                **{"return": _evaluate(task, exp, seed)(algo.policy)}, J_hat=float(algo.J_hat()),
                 wall_time_s=seconds, train_steps=exp.n_updates, data_sha256=dataset_sha256(data))
 
 

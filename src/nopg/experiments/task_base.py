@@ -1,9 +1,11 @@
 """Scaffolding the experiment tasks share, so that each task module keeps only what is its own.
 
+* :class:`TaskBase`: the class statement of a task names it and its spaces,
+  ``class HopperTask(EnvironmentTask, name="hopper", state_dim=11, action_dim=3, action_max=1.0)``.
 * :func:`task_config`: an :class:`~nopg.experiments.runner.ExperimentConfig` with the settings
   most of the paper's tasks share (gamma 0.99, a 1 x 50 ReLU MLP, Adam at 1e-2, ``auto``
   bandwidths with factors 1, kernel-mean next states, a dense ``P`` up to 2000 samples) and the
-  task's own on top.
+  task's own on top; :func:`d4rl_task_config` adds those of the paper's D4RL tasks.
 * :class:`EnvironmentTask`: a task evaluated by rolling its policy out in a gymnasium
   environment from the environment's reset distribution. It draws the objective's initial
   states from that distribution (reset seeds ``10_000 + seed``), evaluates from reset seeds
@@ -25,13 +27,14 @@ from torch import nn
 from ..config import NOPGConfig
 from ..data import TransitionDataset
 from ..evaluation import evaluate_episodes
-from .common import TaskSettings, sample_reset_states
+from .common import TaskSettings, load_external_dataset, sample_reset_states
 from .runner import ExperimentConfig
 
 if TYPE_CHECKING:
     import gymnasium as gym
 
-__all__ = ["EVALUATION_FILE", "EnvironmentTask", "evaluation_summary", "task_config"]
+__all__ = ["EVALUATION_FILE", "EnvironmentTask", "TaskBase", "d4rl_task_config", "evaluation_summary",
+           "task_config"]
 
 EVALUATION_FILE = "evaluation.json"
 """The file (in ``seed_<k>/``) that holds the last evaluation's episodes and their summary."""
@@ -39,6 +42,33 @@ EVALUATION_FILE = "evaluation.json"
 _PAPER_NOPG = {"gamma": 0.99, "learning_rate": 1e-2, "top_k": None, "dense_max_n": 2000}
 _PAPER_RUN = {"bandwidth_method": "auto", "state_factor": 1.0, "action_factor": 1.0,
               "hidden": (50,), "sigma_max": 1.0, "eval_every": 100}
+_PAPER_D4RL_NOPG = {"learning_rate": 3e-4, "n_mc_policy": 1}
+_PAPER_D4RL_RUN = {"n_updates": 5000, "bandwidth_method": "silverman", "eval_every": 500}
+
+
+class TaskBase:
+    """Base of the experiment tasks: the class statement gives the task's name and spaces.
+
+    ``class HopperTask(EnvironmentTask, name="hopper", state_dim=11, action_dim=3,
+    action_max=1.0)`` sets the class attributes ``name``, ``state_dim``, ``action_dim`` and
+    ``action_max`` (:class:`~nopg.experiments.runner.Task`); a subclass keeps those it does not
+    give.
+    """
+
+    name: str
+    state_dim: int
+    action_dim: int
+    action_max: float
+
+    def __init_subclass__(cls, *, name: str | None = None, state_dim: int | None = None,
+                          action_dim: int | None = None, action_max: float | None = None,
+                          **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        declared = {"name": name, "state_dim": state_dim, "action_dim": action_dim,
+                    "action_max": action_max}
+        for attribute, value in declared.items():
+            if value is not None:
+                setattr(cls, attribute, value)
 
 
 def task_config(task: TaskSettings | dict[str, Any], nopg: dict[str, Any] | None = None,
@@ -61,6 +91,15 @@ def task_config(task: TaskSettings | dict[str, Any], nopg: dict[str, Any] | None
                             nopg=NOPGConfig(**{**_PAPER_NOPG, **(nopg or {})}), task=task)
 
 
+def d4rl_task_config(task: TaskSettings | dict[str, Any], nopg: dict[str, Any] | None = None,
+                     **settings: Any) -> ExperimentConfig:
+    """:func:`task_config` with the settings the paper gives its D4RL tasks (Hopper, U-Maze):
+    Adam at 3e-4, ``N_pi = 1``, 5000 updates, Silverman bandwidths, evaluation every 500 updates;
+    ``nopg`` and ``settings`` as for :func:`task_config`."""
+    return task_config(task, nopg={**_PAPER_D4RL_NOPG, **(nopg or {})},
+                       **{**_PAPER_D4RL_RUN, **settings})
+
+
 def evaluation_summary(evaluation: dict[str, Any], **extra: Any) -> dict[str, Any]:
     """An evaluation's episodes with their mean return and spread (and mean length, when the
     episodes' lengths are recorded), the episode count and ``extra`` entries."""
@@ -72,18 +111,13 @@ def evaluation_summary(evaluation: dict[str, Any], **extra: Any) -> dict[str, An
     return {**summary, "episodes": len(returns), **extra}
 
 
-class EnvironmentTask:
+class EnvironmentTask(TaskBase):
     """Base of the tasks evaluated in a gymnasium environment from its reset distribution.
 
-    Subclasses set ``name``, ``state_dim``, ``action_dim``, ``action_max`` and define
-    :meth:`env_fn`, ``default_config``, ``make_dataset`` and ``plot`` (which may call
-    :meth:`write_evaluation`); they may replace :meth:`evaluate` (calling :meth:`record`).
+    Subclasses declare their name and spaces (:class:`TaskBase`) and define :meth:`env_fn`,
+    ``default_config``, ``make_dataset`` and ``plot`` (which may call :meth:`write_evaluation`);
+    they may replace :meth:`evaluate` (calling :meth:`record`).
     """
-
-    name: str
-    state_dim: int
-    action_dim: int
-    action_max: float
 
     def __init__(self) -> None:
         self._last_eval: dict[str, Any] | None = None
@@ -91,6 +125,18 @@ class EnvironmentTask:
     def env_fn(self, config: ExperimentConfig) -> Callable[[], gym.Env]:
         """A function that makes the evaluation environment for ``config``."""
         raise NotImplementedError
+
+    def external_dataset(self, spec: str, label: str, minari_obs_keys: str | None = None,
+                         state_layout: str = "") -> TransitionDataset:
+        """The local data set ``spec`` (:func:`~nopg.experiments.common.load_external_dataset`),
+        refused unless its states and actions have the task's dimensions (the message calls it
+        "the ``label`` data set", its states ``state_layout``, e.g. ``" [x, y, vx, vy]"``)."""
+        data = load_external_dataset(spec, minari_obs_keys=minari_obs_keys)
+        if data.state_dim != self.state_dim or data.action_dim != self.action_dim:
+            raise ValueError(f"the {label} data set must have {self.state_dim}-D states"
+                             f"{state_layout} and {self.action_dim}-D actions; {spec} has "
+                             f"{data.state_dim}-D states and {data.action_dim}-D actions")
+        return data
 
     def record(self, evaluation: dict[str, Any]) -> list[float]:
         """Keep ``evaluation`` as the last one; returns its ``returns``."""

@@ -55,14 +55,16 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from ..bandwidth import METHODS, Bandwidths, select_bandwidths
-from ..bellman import NonparametricBellman, as_states, keyword_config
+from ..bellman import NonparametricBellman, as_states
 from ..data import TransitionDataset
 from ..envs.pendulum import BOTTOM_STATE, angle_to_obs, make_pendulum_env, obs_to_angle
 from ..gradient import surrogate_gradient
-from ..model_config import ModelConfig
+from ..model_config import ModelConfig, keyword_config
 from ..policies import LinearPolicy
 from ..validation import (
     check_choice,
+    check_discount,
+    check_finite_float,
     check_positive_float,
     check_positive_int,
     fail,
@@ -86,7 +88,7 @@ _PAPER_ORDER = [1, 0, 2, 3]  # flat [w_cos, w_sin, w_wdot, bias] -> [th0, th1, t
 class TrustRegionConfig:
     """Settings of the trust-region experiment (defaults: see the module docstring).
 
-    ``model`` holds the Bellman model's settings (default :data:`nopg.bellman.KEYWORD_DEFAULTS`:
+    ``model`` holds the Bellman model's settings (default :data:`nopg.model_config.KEYWORD_DEFAULTS`:
     the dense ``P``, float64); it may be given as a dict of changes, and ``top_k`` under its
     former name.
     """
@@ -126,14 +128,11 @@ class TrustRegionConfig:
         for name in ("action_variance", "state_factor", "action_factor"):
             check_positive_float(name, getattr(self, name), owner)
         for name in ("theta3_min", "theta3_max", "heatmap_theta3"):
-            value = getattr(self, name)
-            if not is_float(value) or not math.isfinite(value):
-                fail(name, "a finite float", value, owner)
+            check_finite_float(name, getattr(self, name), owner)
         if self.theta3_min > self.theta3_max or (self.n_theta3 > 1 and self.theta3_min == self.theta3_max):
             raise ValueError(f"theta3_min must be below theta3_max. Got {self.theta3_min} and "
                              f"{self.theta3_max} instead.")
-        if not is_float(self.gamma) or not 0.0 <= self.gamma < 1.0:
-            fail("gamma", "a float in [0, 1)", self.gamma, owner)
+        check_discount("gamma", self.gamma, owner)
         if not is_float(self.dense_fraction) or not 0.0 < self.dense_fraction <= 1.0:
             fail("dense_fraction", "a float in (0, 1]", self.dense_fraction, owner)
         for name, allowed in (("bandwidth_method", METHODS), ("initial_states", INITIAL_STATES),
@@ -286,13 +285,13 @@ def gradient_contributions(model: NonparametricBellman, policy: nn.Module,
     """
     if model.stochastic or model.n_mc_next is not None:
         raise ValueError("gradient_contributions needs a deterministic model with n_mc_next=None")
-    sol = model.evaluate(policy, initial_states)
+    sol = model.solution(policy, initial_states)
     params = list(policy.parameters())
     d_a0, d_next, *grads = surrogate_gradient(sol.surrogate(),
                                               [sol.initial_actions, sol.next_actions, *params])
     grad = torch.cat([g.reshape(-1) for g in grads])
     dtype = params[0].dtype                  # the states the policy saw, as the model passes them
-    z = torch.as_tensor(as_states(initial_states, model.dataset.state_dim, "initial_states"),
+    z = torch.as_tensor(as_states(initial_states, model.data.state_dim, "initial_states"),
                         dtype=dtype, device=model.next_states.device)
     per_sample = torch.einsum("na,nap->np", d_next[:, 0].to(dtype),
                               policy_jacobians(policy, model.next_states.to(dtype)))
@@ -405,7 +404,7 @@ def _model(data: TransitionDataset, config: TrustRegionConfig
     """The data's bandwidths, the dense (or top-k) model and the ``eps0`` states."""
     bw: Bandwidths = select_bandwidths(data, method=config.bandwidth_method,
                                        state_factor=config.state_factor,
-                                       action_factor=config.action_factor, rng=config.seed)
+                                       action_factor=config.action_factor, seed=config.seed)
     logger.info("trust region: %r, action mean %.4f variance %.4f; bandwidths state=%s action=%s",
                 data, data.actions.mean(), data.actions.var(), np.round(bw.state, 4).tolist(),
                 np.round(bw.action, 4).tolist())

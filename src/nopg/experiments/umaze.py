@@ -49,10 +49,10 @@ from ..envs.maze import (
     make_umaze_env,
     umaze_reward,
 )
-from ..evaluation import rollout
-from .common import TaskSettings, load_external_dataset, subsample, task_settings
+from ..evaluation import rollout, rollouts
+from .common import TaskSettings, subsample, task_settings
 from .runner import ExperimentConfig
-from .task_base import EnvironmentTask, task_config
+from .task_base import EnvironmentTask, d4rl_task_config
 
 logger = logging.getLogger("nopg.experiments")
 
@@ -102,30 +102,20 @@ class UMazeSettings(TaskSettings):
     terminals_as_timeouts: bool | None = None   # default: on for the "d4rl" frame
 
 
-class UMazeTask(EnvironmentTask):
+class UMazeTask(EnvironmentTask, name="umaze", state_dim=4, action_dim=2, action_max=1.0):
     """Point-mass U-Maze navigation from D4RL-style waypoint-controller data."""
 
-    name = "umaze"
-    state_dim = 4
-    action_dim = 2
-    action_max = 1.0
-
     def default_config(self) -> ExperimentConfig:
-        return task_config(
-            UMazeSettings(), nopg={"learning_rate": 3e-4, "n_mc_policy": 1},
-            n_updates=5000, bandwidth_method="silverman", state_factor=2.0, action_factor=5.0,
-            hidden=(64, 32), eval_every=500, eval_episodes=5, final_eval_episodes=20)
+        return d4rl_task_config(UMazeSettings(), state_factor=2.0, action_factor=5.0,
+                                hidden=(64, 32), eval_episodes=5, final_eval_episodes=20)
 
     # ------------------------------------------------------------------ data
     def make_dataset(self, config: ExperimentConfig, seed: int) -> TransitionDataset:
         t = config.task
         n = t["n_samples"]
         if t["dataset"]:
-            data = load_external_dataset(t["dataset"], minari_obs_keys="observation")
-            if data.state_dim != 4 or data.action_dim != 2:
-                raise ValueError(f"the U-Maze data set must have 4-D states [x, y, vx, vy] and "
-                                 f"2-D actions; {t['dataset']} has {data.state_dim}-D states and "
-                                 f"{data.action_dim}-D actions")
+            data = self.external_dataset(t["dataset"], "U-Maze", minari_obs_keys="observation",
+                                         state_layout=" [x, y, vx, vy]")
             frame = t["dataset_frame"]
             if frame not in ("gymnasium", "d4rl"):
                 raise ValueError(f"task.dataset_frame must be 'gymnasium' or 'd4rl'; got {frame!r}")
@@ -158,20 +148,12 @@ class UMazeTask(EnvironmentTask):
     def evaluate(self, policy: nn.Module, config: ExperimentConfig, seed: int, episodes: int
                  ) -> list[float]:
         """Returns, successes (within the goal radius at some step) and final goal distances."""
-        env = self.env_fn(config)()
-        returns, successes, final_dist = [], [], []
-        try:
-            for k in range(int(episodes)):
-                ep = rollout(env, policy, seed=1_000_000 + 1000 * seed + k)
-                dist = np.linalg.norm(ep["states"][1:, :2] - UMAZE_GOAL[None], axis=1)
-                returns.append(ep["return"])
-                successes.append(bool(np.any(dist <= GOAL_RADIUS)))
-                final_dist.append(float(dist[-1]))
-        finally:
-            env.close()
-        return self.record({"returns": returns, "successes": successes,
+        done = rollouts(self.env_fn(config)(), policy, episodes, 1_000_000 + 1000 * seed)
+        dists = [np.linalg.norm(ep["states"][1:, :2] - UMAZE_GOAL[None], axis=1) for ep in done]
+        successes = [bool(np.any(dist <= GOAL_RADIUS)) for dist in dists]
+        return self.record({"returns": [ep["return"] for ep in done], "successes": successes,
                             "success_rate": float(np.mean(successes)),
-                            "final_distance": final_dist})
+                            "final_distance": [float(dist[-1]) for dist in dists]})
 
     def plot(self, algo: NOPG, data: TransitionDataset, config: ExperimentConfig, out_dir: Path
              ) -> list[Path]:
@@ -212,7 +194,7 @@ def _plot_maze(algo: NOPG, data: TransitionDataset, config: ExperimentConfig, pa
     ax.set_ylim(-rows / 2, rows / 2)
     ax.set_aspect("equal")
     ax.legend(loc="lower left", fontsize=7)
-    ax.set_title(f"U-Maze, n = {data.n}, J_hat = {algo.J_:.2f}")
+    ax.set_title(f"U-Maze, n = {data.n}, J_hat = {algo.J_hat():.2f}")
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path

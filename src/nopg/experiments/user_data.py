@@ -49,9 +49,9 @@ from ..envs.mountaincar import (
     make_mountaincar_env,
     reset_states,
 )
-from ..evaluation import collect_episodes, rollout
+from ..evaluation import collect_episodes, rollouts
+from ..mountaincar_plots import plot_mountaincar_run
 from .common import TaskSettings, task_settings
-from .mountaincar_human import plot_mountaincar_portraits
 from .runner import ExperimentConfig
 from .task_base import EnvironmentTask
 from .user_data_pendulum import (
@@ -115,13 +115,9 @@ class MountainCarUniformSettings(TaskSettings):
     portrait_resolution: int = 80      # grid of the phase portraits, per axis
 
 
-class MountainCarUniformTask(EnvironmentTask):
+class MountainCarUniformTask(EnvironmentTask, name="mountaincar-uniform", state_dim=2, action_dim=1,
+                             action_max=1.0):
     """Mountain car from one-step transitions at uniformly random states and actions (user data)."""
-
-    name = "mountaincar-uniform"
-    state_dim = 2
-    action_dim = 1
-    action_max = 1.0
 
     def default_config(self) -> ExperimentConfig:
         return _default_config(MountainCarUniformSettings())
@@ -141,16 +137,9 @@ class MountainCarUniformTask(EnvironmentTask):
     def evaluate(self, policy: nn.Module, config: ExperimentConfig, seed: int, episodes: int
                  ) -> list[float]:
         """Returns, lengths and goal reaching of episodes from ``reset(seed=10_000 + 100 seed + k)``."""
-        env = self.env_fn(config)()
-        returns, lengths, success = [], [], []
-        try:
-            for k in range(int(episodes)):
-                ep = rollout(env, policy, seed=10_000 + 100 * seed + k)
-                returns.append(ep["return"])
-                lengths.append(ep["length"])
-                success.append(bool(ep["states"][:, 0].max() >= GOAL_POSITION))
-        finally:
-            env.close()
+        done = rollouts(self.env_fn(config)(), policy, episodes, 10_000 + 100 * seed)
+        returns, lengths = [ep["return"] for ep in done], [ep["length"] for ep in done]
+        success = [bool(ep["states"][:, 0].max() >= GOAL_POSITION) for ep in done]
         rate = float(np.mean(success))
         logger.info("%s seed %d: %d evaluation episodes, return %.1f, reached the goal in %d "
                     "(success rate %.2f)", self.name, seed, len(returns), np.mean(returns),
@@ -162,16 +151,10 @@ class MountainCarUniformTask(EnvironmentTask):
              ) -> list[Path]:
         """``evaluation.json`` (the last evaluation) and the phase portraits."""
         paths, _ = self.write_evaluation(out_dir, data_summary=data.summary())
-        env = make_mountaincar_env()
-        try:
-            traj = rollout(env, algo.policy, seed=10_000)
-        finally:
-            env.close()
-        paths.append(plot_mountaincar_portraits(
-            algo, data, traj["states"], out_dir / "phase_portraits.png",
-            resolution=int(config.task["portrait_resolution"]),
-            title=f"Mountain car, uniform one-step data (n = {data.n}), J_hat = {algo.J_:.1f}, "
-                  f"evaluation return {traj['return']:.1f}", data_style="points"))
+        paths.append(plot_mountaincar_run(algo, data, out_dir / "phase_portraits.png",
+                                          f"uniform one-step data (n = {data.n})",
+                                          resolution=int(config.task["portrait_resolution"]),
+                                          data_style="points"))
         return paths
 
 
@@ -210,13 +193,9 @@ class InvertedPendulumRandomSettings(TaskSettings):
     eval_steps: int = 1000             # evaluation episode length
 
 
-class InvertedPendulumRandomTask(EnvironmentTask):
+class InvertedPendulumRandomTask(EnvironmentTask, name="invertedpendulum-random", state_dim=4,
+                                 action_dim=1, action_max=3.0):
     """MuJoCo inverted pendulum from episodes of uniformly random forces (user data)."""
-
-    name = "invertedpendulum-random"
-    state_dim = 4
-    action_dim = 1
-    action_max = 3.0
 
     def default_config(self) -> ExperimentConfig:
         return _default_config(InvertedPendulumRandomSettings())

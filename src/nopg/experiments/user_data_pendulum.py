@@ -202,10 +202,9 @@ class PendulumControllerSettings(TaskSettings):
     portrait_resolution: int = 100     # grid of the phase portraits, per axis
 
 
-class PendulumUniformTask(PendulumGridTask):
+class PendulumUniformTask(PendulumGridTask, name="pendulum-uniform"):
     """Pendulum swing-up from 10 reset-started episodes of uniform random torques (user data)."""
 
-    name = "pendulum-uniform"
     plot_title = "Pendulum uniform actions"
 
     def default_config(self) -> ExperimentConfig:
@@ -216,10 +215,9 @@ class PendulumUniformTask(PendulumGridTask):
         return collect_pendulum_episodes(t["n_episodes"], t["episode_length"], seed, "uniform")
 
 
-class PendulumControllerTask(PendulumGridTask):
+class PendulumControllerTask(PendulumGridTask, name="pendulum-controller"):
     """Pendulum swing-up from 10 episodes of a noisy energy-pumping swing-up controller (user data)."""
 
-    name = "pendulum-controller"
     plot_title = "Pendulum noisy controller"
 
     def __init__(self) -> None:
