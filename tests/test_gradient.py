@@ -192,10 +192,30 @@ def test_unused_parameter_gets_zero_gradient(dataset, bandwidths, initial_states
     assert float(grads["used.weight"].abs().sum()) > 0
 
 
-def test_policy_without_parameters_raises(dataset, bandwidths, initial_states):
-    with pytest.raises(ValueError, match="no parameters"):
-        nopg.policy_gradient(dataset, nn.Tanh(), bandwidths=bandwidths, gamma=GAMMA,
-                             initial_states=initial_states)
+class _FixedController(nn.Module):
+    """A fixed linear feedback ``a = tanh(s . k)``, optionally with a parameter it never uses."""
+
+    def __init__(self, with_parameter: bool) -> None:
+        super().__init__()
+        self.register_buffer("gain", torch.tensor([[0.8], [-0.5]], dtype=torch.float64))
+        if with_parameter:
+            self.unused = nn.Parameter(torch.zeros(1, dtype=torch.float64))
+
+    def forward(self, s: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(s @ self.gain)
+
+
+def test_policy_without_parameters_is_evaluated(dataset, bandwidths, initial_states):
+    # Off-policy evaluation of a fixed controller: the same J_hat, q and mu as the same
+    # controller carrying a parameter, and no gradients.
+    kw = dict(bandwidths=bandwidths, gamma=GAMMA, initial_states=initial_states, top_k=10)
+    fixed = nopg.policy_gradient(dataset, _FixedController(False), **kw)
+    carried = nopg.policy_gradient(dataset, _FixedController(True), **kw)
+    assert fixed.grads == []
+    assert fixed.J == pytest.approx(carried.J, rel=1e-12, abs=1e-12)
+    np.testing.assert_allclose(fixed.q, carried.q, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(fixed.mu, carried.mu, rtol=1e-10, atol=1e-12)
+    assert float(carried.grads[0].abs().sum()) == 0.0
 
 
 # ---------------------------------------------------------------------------- bad inputs

@@ -52,6 +52,8 @@ def surrogate_gradient(solution_surrogate: torch.Tensor, params: list[torch.Tens
     :attr:`nopg.BellmanSolution.next_actions`); the gradient of one the scalar does not depend on is
     zeros of its shape.
     """
+    if not solution_surrogate.requires_grad:       # no parameter reaches the actions
+        return [torch.zeros_like(p) for p in params]
     grads = torch.autograd.grad(solution_surrogate, params, allow_unused=True)
     return [torch.zeros_like(p) if g is None else g for p, g in zip(params, grads)]
 
@@ -74,7 +76,8 @@ def policy_gradient(
     data : TransitionDataset
     policy : torch.nn.Module
         Maps states ``(batch, d_s)`` to actions ``(batch, d_a)``; for ``stochastic=True`` it must
-        also provide ``mean_std(states)`` (e.g. :class:`nopg.GaussianMLPPolicy`).
+        also provide ``mean_std(states)`` (e.g. :class:`nopg.GaussianMLPPolicy`). A policy
+        without parameters (a fixed controller) gets ``J_hat`` and an empty ``grads``.
     bandwidths : Bandwidths
         Per-dimension kernel standard deviations.
     gamma : float in [0, 1)
@@ -102,14 +105,13 @@ def policy_gradient(
     >>> res.J, [g.shape for g in res.grads]
     """
     params = list(policy.parameters())
-    if not params:
-        raise ValueError("the policy has no parameters to differentiate")
-    dtype = params[0].dtype
-    model = NonparametricBellman(data, bandwidths, gamma, config,
-                                 **{**settings, "dtype": dtype, "device": params[0].device})
+    # A policy without parameters (a fixed controller) is evaluated, with no gradient, in the
+    # configuration's dtype and device.
+    placement = {"dtype": params[0].dtype, "device": params[0].device} if params else {}
+    model = NonparametricBellman(data, bandwidths, gamma, config, **{**settings, **placement})
     generator = torch.Generator().manual_seed(int(seed))  # CPU noise, moved to the device
     sol = model.solution(policy, initial_states, generator)
-    grads = surrogate_gradient(sol.surrogate(), params)
+    grads = surrogate_gradient(sol.surrogate(), params) if params else []
     return PolicyGradientResult(
         J=sol.J, q=sol.q.cpu().numpy(), mu=sol.mu.cpu().numpy(), grads=grads,
         info_q=sol.info_q, info_mu=sol.info_mu, support_gap=sol.support_gap,
