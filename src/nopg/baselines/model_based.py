@@ -47,8 +47,8 @@ from .dynamics_ensemble import DynamicsEnsemble, EnsembleConfig, fit_ensemble
 from .online import SB3Policy
 
 __all__ = ["MODEL_BASED_ALGORITHMS", "LearnedModelEnv", "ModelBasedConfig", "ModelBasedResult",
-           "default_config", "halt_reward", "mopo_reward", "morel_disagreement",
-           "morel_threshold", "train_model_based"]
+           "default_config", "halt_reward", "mixed_replay_buffer_class", "mopo_reward",
+           "morel_disagreement", "morel_threshold", "real_transitions", "train_model_based"]
 
 logger = logging.getLogger(__name__)
 
@@ -203,7 +203,7 @@ class ModelBasedResult:
     n_steps: int
 
 
-def _real_transitions(data: TransitionDataset, low: np.ndarray, high: np.ndarray
+def real_transitions(data: TransitionDataset, low: np.ndarray, high: np.ndarray
                       ) -> dict[str, np.ndarray]:
     """The data in SB3's replay layout: float32, actions scaled to [-1, 1] (clipped)."""
     scaled = np.clip(2.0 * (data.actions - low) / (high - low) - 1.0, -1.0, 1.0)
@@ -213,8 +213,13 @@ def _real_transitions(data: TransitionDataset, low: np.ndarray, high: np.ndarray
             "rewards": data.rewards.astype(np.float32).reshape(-1, 1)}
 
 
-def _mixed_buffer_class() -> type:
-    """An SB3 replay buffer whose batches hold a fixed fraction of real transitions."""
+def mixed_replay_buffer_class() -> type:
+    """An SB3 replay buffer class whose batches hold a fixed fraction of real transitions.
+
+    Its constructor takes SB3's arguments plus ``real`` (:func:`real_transitions`) and
+    ``real_ratio``; a batch of ``b`` holds ``round(real_ratio b)`` real rows first (all of them
+    while the model part is empty), drawn with replacement.
+    """
     from stable_baselines3.common.buffers import ReplayBuffer
     from stable_baselines3.common.type_aliases import ReplayBufferSamples
 
@@ -275,8 +280,8 @@ def train_model_based(algorithm: str, data: TransitionDataset, n_steps: int, see
         halt = halt_reward(data.rewards, config.sac.get("gamma", 0.99))
     env = LearnedModelEnv(ensemble, data.states, low, high, config,
                           np.inf if threshold is None else threshold, halt)
-    buffer = {"replay_buffer_class": _mixed_buffer_class(),
-              "replay_buffer_kwargs": {"real": _real_transitions(data, low, high),
+    buffer = {"replay_buffer_class": mixed_replay_buffer_class(),
+              "replay_buffer_kwargs": {"real": real_transitions(data, low, high),
                                        "real_ratio": config.real_ratio}}
     sac = SAC("MlpPolicy", env, seed=int(seed), verbose=0, device="cpu",
               learning_starts=LEARNING_STARTS, buffer_size=n_steps + LEARNING_STARTS,
