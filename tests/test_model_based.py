@@ -182,3 +182,5 @@ def test_terminal_head_and_seeded_training_on_cartpole():
         train_model_based("BRAC", data, 10, 0, -box, box)
     with pytest.raises(ValueError, match="n_steps must be a positive int"):
         train_model_based("MOPO", data, 0, 0, -box, box)
+    with pytest.raises(ValueError, match="unknown MOPO setting"):
+        train_model_based("MOPO", data, 5, 0, -box, box, lambda_=2.0)

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import gymnasium as gym
@@ -262,6 +262,10 @@ def train_model_based(algorithm: str, data: TransitionDataset, n_steps: int, see
     config : ModelBasedConfig, optional
         Default: :func:`default_config`; ``changes`` replace its fields.
     """
+    unknown = sorted(set(changes) - {f.name for f in fields(ModelBasedConfig)})
+    if unknown:
+        raise ValueError(f"unknown {algorithm} setting(s) {unknown}; known: "
+                         f"{', '.join(f.name for f in fields(ModelBasedConfig))}")
     config = replace(config or default_config(algorithm), **changes)
     if config.algorithm != algorithm:
         raise ValueError(f"the config is {config.algorithm}'s, not {algorithm}'s")
