@@ -25,7 +25,8 @@ def test_math_modules_do_not_import_gymnasium_or_matplotlib():
     bad = _imported("nopg, nopg.bellman, nopg.kernels, nopg.candidates, nopg.responsibilities, "
                     "nopg.bellman_solver, nopg.model_config, nopg.validation, nopg.gradient, "
                     "nopg.solvers, nopg.analysis.estimators, nopg.analysis.lqg_cases, "
-                    "nopg.analysis.statistics, nopg.analysis.parallel, nopg.bandwidth_report",
+                    "nopg.analysis.statistics, nopg.analysis.parallel, nopg.bandwidth_report, "
+                    "nopg.baselines.dynamics_ensemble",
                     ("gymnasium", "matplotlib"))
     assert bad == [], f"importing the math modules pulled in: {bad}"
 

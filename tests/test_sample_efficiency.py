@@ -155,7 +155,7 @@ def test_bad_settings_are_refused_clearly(tmp_path):
     with pytest.raises(ValueError, match="'task' parameter must be one of"):
         SampleEfficiencyConfig(task="hopper")
     with pytest.raises(ValueError, match="'algorithms' parameter"):
-        SampleEfficiencyConfig(algorithms=("NOPG-D", "MOPO"))
+        SampleEfficiencyConfig(algorithms=("NOPG-D", "BRAC"))
     with pytest.raises(ValueError, match="'sizes' parameter"):
         SampleEfficiencyConfig(sizes=(0,))
     with pytest.raises(ValueError, match="unknown sample-efficiency setting 'size'"):

@@ -7,6 +7,9 @@
 * the offline baselines of d3rlpy (BC, TD3+BC, IQL, CQL, BCQ, BEAR) in their isolated
   environment (:mod:`nopg.baselines.d3rlpy_bridge`), trained on the very same transitions
   (their SHA-256 is in every row and checked);
+* MOPO and MOReL (:mod:`nopg.baselines.model_based`, written here on Stable-Baselines3's SAC
+  with an ensemble dynamics model; no maintained implementation installs with this project's
+  dependencies), in this environment, on the same transitions (SHA-256 in every row);
 * PWIS (G(PO)MDP+N gradient ascent, :mod:`nopg.baselines.pwis`) where the behaviour density is
   known (the random-agent data);
 * the online baselines DDPG, TD3 and SAC of Stable-Baselines3 (:mod:`nopg.baselines.online`)
@@ -20,7 +23,7 @@ and ``jobs/`` (the d3rlpy jobs' files).
 
 The default is reduced to fit about an hour on two cores (see :meth:`SampleEfficiencyConfig`);
 :meth:`SampleEfficiencyConfig.paper_size` is the paper's size, meant for more cores or Ray.
-MOPO, MOReL and BRAC are not included (not in d3rlpy 2.x).
+BRAC is not included (not in d3rlpy 2.x).
 """
 
 from __future__ import annotations
@@ -48,9 +51,10 @@ logger = logging.getLogger("nopg.experiments")
 
 NOPG_ALGORITHMS = ("NOPG-D", "NOPG-S")
 D3RLPY_ALGORITHMS = ("BC", "TD3+BC", "IQL", "CQL", "BCQ", "BEAR")
+MODEL_BASED = ("MOPO", "MOReL")
 ONLINE = ("DDPG", "TD3", "SAC")
-ALGORITHMS = (*NOPG_ALGORITHMS, *D3RLPY_ALGORITHMS, "PWIS", *ONLINE)
-_COST = {"CQL": 10, "BCQ": 10, "BEAR": 4, "PWIS": 3, "IQL": 2, "TD3+BC": 2, "BC": 1}
+ALGORITHMS = (*NOPG_ALGORITHMS, *D3RLPY_ALGORITHMS, *MODEL_BASED, "PWIS", *ONLINE)
+_COST = {"MOPO": 3, "MOReL": 2, "CQL": 10, "BCQ": 10, "BEAR": 4, "PWIS": 3, "IQL": 2, "TD3+BC": 2, "BC": 1}
 
 
 def _grid_size(n: int) -> dict[str, Any]:
@@ -125,9 +129,10 @@ SWEEP_TASKS: dict[str, SweepTask] = {
 class SampleEfficiencyConfig:
     """Settings of the sweep.
 
-    The reduced default (3 seeds, 3 sizes, 1000 d3rlpy steps, 500 PWIS updates, online budgets
-    1000 and 5000) is estimated at ~90 core-minutes for pendulum-random, ~45-50 minutes with two
-    workers on the 2-core machine (per-run times measured in ``docs/sample_efficiency.md``).
+    The reduced default (3 seeds, 3 sizes, 1000 d3rlpy steps, 2000 MOPO/MOReL SAC steps, 500
+    PWIS updates, online budgets 1000 and 5000) is estimated at ~100 core-minutes for
+    pendulum-random, ~50-55 minutes with two workers on the 2-core machine (per-run times
+    measured in ``docs/sample_efficiency.md``).
 
     Attributes
     ----------
@@ -142,6 +147,8 @@ class SampleEfficiencyConfig:
     seeds : tuple of int
     offline_steps : int
         Gradient steps of every d3rlpy algorithm (d3rlpy's own examples use 20 000+).
+    model_based_steps : int
+        SAC gradient steps of MOPO and MOReL in their learned model (one model step each).
     pwis_updates : int
         Adam updates of PWIS (paper: 2000).
     nopg_updates : int, optional
@@ -161,6 +168,7 @@ class SampleEfficiencyConfig:
     online_budgets: tuple[int, ...] = ()
     seeds: tuple[int, ...] = (0, 1, 2)
     offline_steps: int = 1000
+    model_based_steps: int = 2000
     pwis_updates: int = 500
     nopg_updates: int | None = None
     settings: dict[str, Any] = field(default_factory=dict)
@@ -185,7 +193,7 @@ class SampleEfficiencyConfig:
                                  f"Got {values!r} instead.")
         if not self.seeds:
             raise ValueError("The 'seeds' parameter must name at least one seed. Got () instead.")
-        for name in ("offline_steps", "pwis_updates", "n_boot"):
+        for name in ("offline_steps", "model_based_steps", "pwis_updates", "n_boot"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"The '{name}' parameter must be a positive int. "
@@ -210,7 +218,8 @@ class SampleEfficiencyConfig:
         if spec is None:
             raise ValueError(f"unknown sweep task {task!r}; known: {', '.join(SWEEP_TASKS)}")
         return cls(task=task, sizes=spec.paper_sizes, online_budgets=spec.paper_online_budgets,
-                   seeds=tuple(range(10)), offline_steps=20_000, pwis_updates=2000)
+                   seeds=tuple(range(10)), offline_steps=20_000, model_based_steps=20_000,
+                   pwis_updates=2000)
 
     def replace(self, **changes: Any) -> SampleEfficiencyConfig:
         """A checked copy; lists become tuples."""

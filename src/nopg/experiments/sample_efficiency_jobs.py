@@ -18,7 +18,13 @@ import numpy as np
 import torch
 
 from .runner import ExperimentConfig
-from .sample_efficiency import D3RLPY_ALGORITHMS, NOPG_ALGORITHMS, ONLINE, SampleEfficiencyConfig
+from .sample_efficiency import (
+    D3RLPY_ALGORITHMS,
+    MODEL_BASED,
+    NOPG_ALGORITHMS,
+    ONLINE,
+    SampleEfficiencyConfig,
+)
 
 __all__ = ["experiment_config", "online_env", "run_job"]
 
@@ -92,6 +98,23 @@ def _d3rlpy_run(cfg: SampleEfficiencyConfig, algorithm: str, size: int, seed: in
                 **{"return": _evaluate(task, exp, seed)(result.policy)},
                 wall_time_s=result.wall_seconds, train_steps=cfg.offline_steps,
                 data_sha256=result.sha256)
+
+
+def _model_based_run(cfg: SampleEfficiencyConfig, algorithm: str, size: int, seed: int
+                     ) -> dict[str, Any]:
+    from ..baselines.d3rlpy_bridge import dataset_sha256
+    from ..baselines.model_based import train_model_based
+
+    task, exp = experiment_config(cfg, size)
+    data = task.make_dataset(exp, seed)
+    box = np.full(task.action_dim, float(task.action_max))
+    result = train_model_based(algorithm, data, cfg.model_based_steps, seed, -box, box)
+    logger.info("%s n=%d seed %d: %.1f s (ensemble %.1f s)", algorithm, size, seed,
+                result.wall_seconds, result.model_seconds)
+    return _row(cfg, algorithm, size, seed, n_transitions=data.n,
+                **{"return": _evaluate(task, exp, seed)(result.policy)},
+                wall_time_s=result.wall_seconds, train_steps=cfg.model_based_steps,
+                data_sha256=dataset_sha256(data))
 
 
 def _behaviour_log_prob(cfg: SampleEfficiencyConfig, exp: ExperimentConfig) -> Any:
@@ -171,6 +194,8 @@ def _run(cfg: SampleEfficiencyConfig, algorithm: str, seed: int, job: dict[str, 
         return [_nopg_run(cfg, algorithm, job["size"], seed)]
     if algorithm in D3RLPY_ALGORITHMS:
         return [_d3rlpy_run(cfg, algorithm, job["size"], seed, job["work_dir"])]
+    if algorithm in MODEL_BASED:
+        return [_model_based_run(cfg, algorithm, job["size"], seed)]
     if algorithm == "PWIS":
         return [_pwis_run(cfg, job["size"], seed)]
     return _online_run(cfg, algorithm, seed)
