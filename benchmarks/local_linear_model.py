@@ -117,7 +117,7 @@ class TwoHopModel:
     """The four models of the module docstring on one data set, as a differentiable ``J_hat``."""
 
     def __init__(self, spec: str, mode: str, task_settings: dict[str, int],
-                 absorb: bool = False, scale: float = 1.0) -> None:
+                 absorb: bool = False, scale: float = 1.0, resample: int | None = None) -> None:
         name, seed = spec.split(":")
         self.absorb = absorb
         self.seed, self.mode, self.task = int(seed), mode, get_task(name)
@@ -129,7 +129,12 @@ class TwoHopModel:
                                state_factor=self.cfg.state_factor,
                                action_factor=self.cfg.action_factor, seed=self.seed)
         d = self.data
-        S, A, S2, R = (np.asarray(x, float) for x in (d.states, d.actions, d.next_states, d.rewards))
+        # A bootstrap resample of the transitions (bandwidths from the whole data set).
+        rows = np.arange(d.n) if resample is None else \
+            np.random.default_rng([self.seed, resample]).integers(0, d.n, d.n)
+        S, A, S2, R = (np.asarray(x, float)[rows] for x in (d.states, d.actions, d.next_states,
+                                                              d.rewards))
+        terminals = np.asarray(d.terminals, float)[rows]
         self.hs, queries = scale * np.asarray(bw.state, float), np.concatenate([S2, s0])
         _, candidates = cKDTree(S / self.hs).query(queries / self.hs, CANDIDATES)
         self.next_tree = cKDTree(S2 / self.hs)
@@ -137,7 +142,7 @@ class TwoHopModel:
         self.S, self.A, self.S2, self.R, self.X = t(S), t(A), t(S2), t(R), t(queries)
         self.cand, self.ha, self.n = t(candidates), t(scale * np.asarray(bw.action, float)), len(S)
         self.absorbing_value = pessimistic_value(d, self.cfg.nopg.gamma)
-        self.discount = self.cfg.nopg.gamma * (1.0 - t(np.asarray(d.terminals, float)))
+        self.discount = self.cfg.nopg.gamma * (1.0 - t(terminals))
         self.coef = t(local_fits(S, A, S2, R, self.hs)) if mode != "kernel" else None
         self.state_logw = -0.5 * (((self.X[:, None] - self.S[self.cand]) / t(self.hs)) ** 2).sum(-1)
 
@@ -201,17 +206,28 @@ class TwoHopModel:
 
 
 class Ensemble:
-    """Models of one data set at several bandwidth scales; ``J`` is their mean or minimum."""
+    """Models of one data set at several bandwidth scales, or of bootstrap resamples of it.
+
+    ``J`` is their mean, their minimum, or (``lcb``) their mean minus ``beta`` standard
+    deviations, a penalty on policies whose value the resampled models disagree about.
+    """
 
     def __init__(self, spec: str, mode: str, task_settings: dict[str, int], absorb: bool,
-                 scales: list[float], aggregate: str) -> None:
-        self.models = [TwoHopModel(spec, mode, task_settings, absorb, c) for c in scales]
-        self.aggregate = aggregate
+                 scales: list[float], aggregate: str, bootstrap: int = 0, beta: float = 1.0
+                 ) -> None:
+        if bootstrap:
+            self.models = [TwoHopModel(spec, mode, task_settings, absorb, 1.0, b)
+                           for b in range(bootstrap)]
+        else:
+            self.models = [TwoHopModel(spec, mode, task_settings, absorb, c) for c in scales]
+        self.aggregate, self.beta = aggregate, beta
         first = self.models[0]
         self.seed, self.task, self.cfg, self.data = first.seed, first.task, first.cfg, first.data
 
     def J(self, policy: nn.Module) -> torch.Tensor:
         values = torch.stack([m.J(policy) for m in self.models])
+        if self.aggregate == "lcb":
+            return values.mean() - self.beta * values.std()
         return values.mean() if self.aggregate == "mean" else values.min()
 
     def real_return(self, policy: nn.Module, episodes: int) -> float:
@@ -230,8 +246,8 @@ def evaluate(specs: list[str], modes: list[str], absorb: bool) -> None:
 
 
 def fit(spec: str, mode: str, updates: int, task_settings: dict[str, int], absorb: bool,
-        scales: list[float], aggregate: str) -> None:
-    model = Ensemble(spec, mode, task_settings, absorb, scales, aggregate)
+        scales: list[float], aggregate: str, bootstrap: int = 0, beta: float = 1.0) -> None:
+    model = Ensemble(spec, mode, task_settings, absorb, scales, aggregate, bootstrap, beta)
     torch.manual_seed(model.seed)
     policy = make_policy(model.task, model.cfg, model.data).double()
     opt = torch.optim.Adam(policy.parameters(), lr=model.cfg.nopg.learning_rate)
@@ -246,7 +262,7 @@ def fit(spec: str, mode: str, updates: int, task_settings: dict[str, int], absor
             policy.double()
             curve.append((it, round(J.item(), 1), round(ret, 1)))
     ret = model.real_return(policy, model.cfg.final_eval_episodes)
-    print(f"FINAL {spec} {task_settings} mode={mode} absorb={absorb} scales={scales} {aggregate}: return {ret:.1f} J {J.item():.1f} "
+    print(f"FINAL {spec} {task_settings} mode={mode} absorb={absorb} scales={scales} {aggregate} bootstrap={bootstrap} beta={beta}: return {ret:.1f} J {J.item():.1f} "
           f"time {time.time() - start:.0f}s curve (update, J_hat, return) {curve}", flush=True)
 
 
@@ -266,7 +282,10 @@ def main() -> None:
     ft.add_argument("--absorb", action="store_true",
                     help="successors far from the data's next states halt at a pessimistic value")
     ft.add_argument("--scales", default="1", help="bandwidth scales of an ensemble, e.g. 0.5,1,2")
-    ft.add_argument("--aggregate", choices=("mean", "min"), default="mean")
+    ft.add_argument("--aggregate", choices=("mean", "min", "lcb"), default="mean")
+    ft.add_argument("--bootstrap", type=int, default=0,
+                    help="B models of bootstrap resamples of the data instead of --scales")
+    ft.add_argument("--beta", type=float, default=1.0, help="lcb: mean - beta * std")
     ft.add_argument("--set", action="append", default=[], metavar="KEY=INT",
                     help="task setting, e.g. n_theta=10")
     args = parser.parse_args()
@@ -275,7 +294,7 @@ def main() -> None:
     else:
         settings = {k: int(v) for k, v in (item.split("=") for item in args.set)}
         fit(args.spec, args.mode, args.updates, settings, args.absorb,
-            [float(c) for c in args.scales.split(",")], args.aggregate)
+            [float(c) for c in args.scales.split(",")], args.aggregate, args.bootstrap, args.beta)
 
 
 if __name__ == "__main__":
