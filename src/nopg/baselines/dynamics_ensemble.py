@@ -31,6 +31,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from ..data import TransitionDataset
+from ..validation import check_choice, check_positive_int
 
 __all__ = ["DynamicsEnsemble", "EnsembleConfig", "EnsemblePrediction", "fit_ensemble"]
 
@@ -69,16 +70,11 @@ class EnsembleConfig:
 
     def __post_init__(self) -> None:
         for name in ("n_models", "n_elites", "batch_size", "max_epochs", "patience"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"The '{name}' parameter must be a positive int. "
-                                 f"Got {value!r} instead.")
+            check_positive_int(name, getattr(self, name))
         if self.n_elites > self.n_models:
             raise ValueError(f"n_elites ({self.n_elites}) must not exceed n_models "
                              f"({self.n_models}).")
-        if self.activation not in ("silu", "relu"):
-            raise ValueError(f"The 'activation' parameter must be 'silu' or 'relu'. "
-                             f"Got {self.activation!r} instead.")
+        check_choice("activation", self.activation, ("silu", "relu"))
         if not 0 <= self.holdout < 1:
             raise ValueError(f"The 'holdout' parameter must lie in [0, 1). "
                              f"Got {self.holdout!r} instead.")

@@ -43,6 +43,7 @@ import numpy as np
 import torch
 
 from ..data import TransitionDataset
+from ..validation import check_positive_int
 from .dynamics_ensemble import DynamicsEnsemble, EnsembleConfig, fit_ensemble
 from .online import SB3Policy
 
@@ -90,9 +91,7 @@ class ModelBasedConfig:
         if self.algorithm not in MODEL_BASED_ALGORITHMS:
             raise ValueError(f"unknown model-based algorithm {self.algorithm!r}; known: "
                              f"{', '.join(MODEL_BASED_ALGORITHMS)}")
-        if isinstance(self.horizon, bool) or not isinstance(self.horizon, int) or self.horizon < 1:
-            raise ValueError(f"The 'horizon' parameter must be a positive int. "
-                             f"Got {self.horizon!r} instead.")
+        check_positive_int("horizon", self.horizon)
         if not 0 <= self.real_ratio <= 1 or not 0 < self.threshold_quantile <= 1 or \
                 not self.penalty >= 0:
             raise ValueError(f"need 0 <= real_ratio <= 1, 0 < threshold_quantile <= 1 and "

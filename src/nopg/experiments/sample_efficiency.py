@@ -41,6 +41,7 @@ from typing import Any
 import torch
 
 from ..analysis.parallel import parallel_map
+from ..validation import check_positive_int
 from .common import checked_replace
 from .runner import run_log
 
@@ -194,15 +195,8 @@ class SampleEfficiencyConfig:
         if not self.seeds:
             raise ValueError("The 'seeds' parameter must name at least one seed. Got () instead.")
         for name in ("offline_steps", "model_based_steps", "pwis_updates", "n_boot"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"The '{name}' parameter must be a positive int. "
-                                 f"Got {value!r} instead.")
-        if self.nopg_updates is not None and (isinstance(self.nopg_updates, bool) or
-                                              not isinstance(self.nopg_updates, int)
-                                              or self.nopg_updates < 1):
-            raise ValueError(f"The 'nopg_updates' parameter must be a positive int or None. "
-                             f"Got {self.nopg_updates!r} instead.")
+            check_positive_int(name, getattr(self, name))
+        check_positive_int("nopg_updates", self.nopg_updates, allow_none=True)
         if not 0 < self.confidence < 1:
             raise ValueError(f"The 'confidence' parameter must lie in (0, 1). "
                              f"Got {self.confidence!r} instead.")
