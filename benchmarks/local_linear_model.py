@@ -51,10 +51,10 @@ from torch import nn
 from nopg.bandwidth import select_bandwidths
 from nopg.bellman import pessimistic_value
 from nopg.kernels import thinness
-from nopg.envs.pendulum import make_pendulum_env, set_pendulum_state
+from nopg.envs.pendulum import make_pendulum_env, pendulum_bottom_setter
+from nopg.evaluation import rollout
 from nopg.experiments import get_task
 from nopg.experiments.runner import make_policy
-from nopg.experiments.user_data_pendulum import swingup_action
 
 NEIGHBOURS = 10          # responsibilities kept per query (the user-data tasks' top_k)
 CANDIDATES = 30          # nearest data states searched for them
@@ -88,17 +88,9 @@ class ReferencePolicy(nn.Module):
 
 def reference_return(kind: str, gamma: float = 0.99, steps: int = 500) -> float:
     """Real discounted return of a reference policy from the bottom at rest."""
-    env = make_pendulum_env()
-    env.reset(seed=0)
-    set_pendulum_state(env, np.pi, 0.0)
-    theta, speed, total = np.pi, 0.0, 0.0
-    for t in range(steps):
-        u = {"zero": 0.0, "spin": 2.0 if speed >= 0 else -2.0}.get(kind)
-        u = swingup_action(theta, speed) if u is None else u
-        obs, reward, *_ = env.step(np.array([u]))
-        total += gamma ** t * reward
-        theta, speed = float(np.arctan2(obs[1], obs[0])), float(obs[2])
-    return total
+    episode = rollout(make_pendulum_env(steps), ReferencePolicy(kind), pendulum_bottom_setter,
+                      seed=0)
+    return float(np.sum(gamma ** np.arange(episode["length"]) * episode["rewards"]))
 
 
 def local_fits(S: np.ndarray, A: np.ndarray, S2: np.ndarray, R: np.ndarray, hs: np.ndarray
