@@ -3,7 +3,8 @@
 Pendulum-like data (state ``[cos th, sin th, th_dot]``, one action in [-2, 2], next states from
 the Pendulum-v1 equations, vectorised here in NumPy so that 10^6 samples take a second), Silverman
 bandwidths, ``top_k = 10``, a deterministic 3-50-1 MLP, kernel-mean next states, BiCGSTAB with warm
-starts. Every size runs in its own subprocess so that its peak memory (max RSS) is its own.
+starts and the library's default ``solver_tol="auto"`` (``--tol`` sets a relative residual). Every
+size runs in its own subprocess so that its peak memory (max RSS) is its own.
 
 For each ``n`` the script times ``NOPG.setup`` (``setup s``) and then ``--updates`` policy
 updates (default 100) of the sparse path (default ``neighbors="auto"``: candidates below 50 000
@@ -184,6 +185,10 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
+def _tolerance(text: str) -> str | float:
+    return text if text == "auto" else float(text)
+
+
 def one_size(args: argparse.Namespace) -> dict:
     torch.set_num_threads(args.threads)
     n = args.n
@@ -220,7 +225,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dense-max", type=int, default=10000)
     p.add_argument("--paper-max", type=int, default=3000,
                    help="largest n for the paper-style baseline (full P, sorted rows)")
-    p.add_argument("--tol", type=float, default=1e-10)
+    p.add_argument("--tol", type=_tolerance, default="auto",
+                   help="solver_tol: 'auto' (the library's default) or a relative residual")
     p.add_argument("--lr", type=float, default=1e-2, help="Adam step (the policy moves each update)")
     p.add_argument("--action-factor", type=float, default=1.0, help="multiplies Silverman's h_a")
     p.add_argument("--dtype", default="float64", choices=["float64", "float32"])

@@ -298,3 +298,32 @@ def test_cli_tune_k(tmp_path, capsys):
                  "--top-k", "5"]) == 0
     out = capsys.readouterr().out
     assert "against the dense P" in out and "certified" in out
+
+
+@pytest.mark.parametrize("d", [1, 3])
+def test_squared_norm_matches_sum_and_its_gradient(d: int) -> None:
+    from nopg.kernels import squared_norm
+
+    x = torch.randn(7, 2, 5, d, dtype=torch.float64, requires_grad=True)
+    out = squared_norm(x)
+    assert out.shape == (7, 2, 5)
+    torch.testing.assert_close(out, (x * x).sum(-1), rtol=1e-14, atol=0)
+    (g,) = torch.autograd.grad(out.sum(), x)
+    torch.testing.assert_close(g, 2 * x.detach(), rtol=1e-14, atol=0)
+
+
+@pytest.mark.parametrize("k", [3, 10])
+def test_smallest_is_the_top_k_set_and_its_kth_value(k: int) -> None:
+    from nopg.candidates import smallest
+
+    gen = torch.Generator().manual_seed(0)
+    values = torch.rand(50, 2, 40, dtype=torch.float64, generator=gen)
+    values[0, 0, :5] = 0.25                                   # ties inside the block
+    pos, kth = smallest(values, k)
+    ref_vals, ref_pos = torch.topk(values, k, dim=-1, largest=False)
+    torch.testing.assert_close(kth, ref_vals[..., -1], rtol=0, atol=0)
+    chosen = values.gather(-1, pos)
+    # the same multiset of values (ties may pick other positions), every one <= the k-th
+    torch.testing.assert_close(chosen.sort(-1).values, ref_vals, rtol=0, atol=0)
+    assert bool((chosen <= kth[..., None]).all())
+    assert all(len(set(row.tolist())) == k for row in pos.reshape(-1, k))
