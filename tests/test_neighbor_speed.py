@@ -173,3 +173,15 @@ def test_auto_neighbour_mode_by_n():
     assert resolve_neighbors("candidates", 10, 10 ** 6) == "candidates"
     assert resolve_neighbors("knn", 10, 100) == "knn"
     assert NonparametricBellman(_data(), BW, 0.95, top_k=K).neighbors == "candidates"
+
+
+def test_auto_preconditioner_by_n_and_device():
+    from nopg.defaults import ILU_MAX_N, resolve_preconditioner
+    assert resolve_preconditioner("auto", "cpu", ILU_MAX_N) == "ilu"
+    assert resolve_preconditioner("auto", "cpu", ILU_MAX_N + 1) == "none"
+    assert resolve_preconditioner("auto", "cuda", 100) == "none"
+    assert resolve_preconditioner("ilu", "cpu", 10 ** 7) == "ilu"
+    assert resolve_preconditioner("none", "cpu", 100) == "none"
+    with pytest.raises(ValueError, match="CPU only"):
+        resolve_preconditioner("ilu", "cuda", 100)
+    assert NonparametricBellman(_data(), BW, 0.95, top_k=K).preconditioner == "ilu"

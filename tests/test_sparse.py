@@ -327,3 +327,23 @@ def test_smallest_is_the_top_k_set_and_its_kth_value(k: int) -> None:
     torch.testing.assert_close(chosen.sort(-1).values, ref_vals, rtol=0, atol=0)
     assert bool((chosen <= kth[..., None]).all())
     assert all(len(set(row.tolist())) == k for row in pos.reshape(-1, k))
+
+
+def test_kdtree_answers_large_batches_in_z_order_without_changing_them() -> None:
+    from scipy.spatial import cKDTree
+
+    from nopg.neighbors import NeighborIndex, z_order
+
+    rng = np.random.default_rng(5)
+    points = rng.normal(size=(2000, 4))
+    queries = rng.normal(size=(6000, 4))                      # above the batch size that is sorted
+    idx = NeighborIndex(torch.from_numpy(points)).query_index(torch.from_numpy(queries), 7)
+    _, ref = cKDTree(points).query(queries, k=7)
+    np.testing.assert_array_equal(idx.numpy(), ref)
+    order = z_order(queries)
+    np.testing.assert_array_equal(np.sort(order), np.arange(len(queries)))
+    # a 4 x 4 grid in Z-order: each 2 x 2 quadrant is visited as a block of four
+    grid = np.array([[x, y] for x in range(4) for y in range(4)], dtype=float)
+    quads = [tuple((grid[i] // 2).astype(int)) for i in z_order(grid, bits=2)]
+    assert [len(set(quads[i:i + 4])) for i in range(0, 16, 4)] == [1, 1, 1, 1]
+    assert len(set(quads)) == 4

@@ -39,7 +39,7 @@ from .bandwidth import Bandwidths
 from .bellman_solver import BellmanSolver
 from .candidates import CandidateSets, TopKSelector, candidate_action_scale, default_candidates
 from .data import TransitionDataset, check_gamma
-from .defaults import resolve_neighbors
+from .defaults import resolve_neighbors, resolve_preconditioner
 from .model_config import (
     KEYWORD_DEFAULTS,
     NEIGHBOR_MODES,
@@ -176,15 +176,6 @@ def _check_data(data: TransitionDataset, bandwidths: Bandwidths, gamma: float) -
     check_gamma(gamma)
 
 
-def _resolve_preconditioner(preconditioner: str, device: torch.device) -> str:
-    """``"auto"`` is an ILU on the CPU and none on a GPU; ``"ilu"`` runs on the CPU only."""
-    if preconditioner == "ilu" and device.type != "cpu":
-        raise ValueError(f"preconditioner='ilu' runs on the CPU only; use 'auto' or 'none' on {device}")
-    if preconditioner == "auto":
-        return "ilu" if device.type == "cpu" else "none"
-    return preconditioner
-
-
 def _check_resolved(n: int, top_k: int | None, n_candidates: int | None) -> None:
     """The settings against the data set size, after the ``auto`` rules."""
     if top_k is not None and top_k > n:
@@ -258,7 +249,7 @@ class NonparametricBellman:
         self.n_candidates = min(config.n_candidates or default_candidates(self.top_k or 1), n)
         self.refine = config.refine
         self.neighbor_backend = config.neighbor_backend
-        self.preconditioner = _resolve_preconditioner(config.preconditioner, self.device)
+        self.preconditioner = resolve_preconditioner(config.preconditioner, self.device.type, n)
         self.unsupported = config.unsupported
         self.support_radius = float(config.support_radius)
         self.absorbing_value = (pessimistic_value(data, self.gamma)

@@ -101,7 +101,8 @@ class NOPGConfig(TorchPlacement):
         dense LU up to 2000 samples) are ``top_k=None, dense_max_n=2000``.
     preconditioner : {"auto", "ilu", "none"}
         BiCGSTAB preconditioner: ``auto`` is an incomplete LU of ``I - P`` on the CPU (reused
-        across updates) and none on a GPU.
+        across updates) up to 300 000 samples, and none above that or on a GPU
+        (:func:`nopg.defaults.resolve_preconditioner`).
     unsupported : {"extrapolate", "absorb"}
         Where the data are thin, ``extrapolate`` renormalises the kernel weights (the paper's
         model); ``absorb`` sends the unsupported mass to a pessimistic absorbing state, so the

@@ -92,7 +92,8 @@ class ModelConfig(TorchPlacement):
         crossover for the kind of ``P`` (:func:`nopg.defaults.resolve_dense_max_n`).
     preconditioner : {"auto", "ilu", "none"}
         BiCGSTAB preconditioner: ``auto`` is an incomplete LU of ``I - P`` on the CPU (reused
-        across updates, :mod:`nopg.bellman_solver`) and none on a GPU.
+        across updates, :mod:`nopg.bellman_solver`) up to 300 000 samples, and none above that
+        or on a GPU (:func:`nopg.defaults.resolve_preconditioner`).
     unsupported : {"extrapolate", "absorb"}
         Where the data are thin, ``extrapolate`` renormalises the kernel weights (the paper's
         model); ``absorb`` sends the unsupported mass to a pessimistic absorbing state.
