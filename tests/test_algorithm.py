@@ -172,11 +172,12 @@ def test_checkpoint_callback_writes_loadable_folder(tmp_path, target_data, targe
 
 
 # ---------------------------------------------------------------------------- checkpoints
-@pytest.mark.parametrize("solver", ["dense", "bicgstab"])
-def test_checkpoint_resume_is_exact(tmp_path, target_data, target_bw, solver):
+@pytest.mark.parametrize("solver, preconditioner", [("dense", "auto"), ("bicgstab", "ilu"),
+                                                    ("bicgstab", "aggregation")])
+def test_checkpoint_resume_is_exact(tmp_path, target_data, target_bw, solver, preconditioner):
     config = nopg.NOPGConfig(gamma=0.9, learning_rate=2e-2, n_mc_policy=3, n_mc_next=2,
                              sigma_decay_to=0.3, sigma_decay_updates=6, solver=solver,
-                             solver_tol=1e-9, top_k=10, seed=5)
+                             solver_tol=1e-9, top_k=10, seed=5, preconditioner=preconditioner)
     full = nopg.NOPG(small_gauss(), config)
     full.fit(target_data, target_bw, S0, n_updates=6, progress=False)
 

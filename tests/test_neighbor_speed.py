@@ -176,12 +176,14 @@ def test_auto_neighbour_mode_by_n():
 
 
 def test_auto_preconditioner_by_n_and_device():
-    from nopg.defaults import ILU_MAX_N, resolve_preconditioner
-    assert resolve_preconditioner("auto", "cpu", ILU_MAX_N) == "ilu"
-    assert resolve_preconditioner("auto", "cpu", ILU_MAX_N + 1) == "none"
-    assert resolve_preconditioner("auto", "cuda", 100) == "none"
+    from nopg.defaults import AGGREGATION_MIN_N, resolve_preconditioner
+    assert resolve_preconditioner("auto", "cpu", AGGREGATION_MIN_N - 1) == "ilu"
+    assert resolve_preconditioner("auto", "cpu", AGGREGATION_MIN_N) == "aggregation"
+    assert resolve_preconditioner("auto", "cuda", 10 ** 6) == "none"
     assert resolve_preconditioner("ilu", "cpu", 10 ** 7) == "ilu"
+    assert resolve_preconditioner("aggregation", "cpu", 100) == "aggregation"
     assert resolve_preconditioner("none", "cpu", 100) == "none"
-    with pytest.raises(ValueError, match="CPU only"):
-        resolve_preconditioner("ilu", "cuda", 100)
+    for kind in ("ilu", "aggregation"):
+        with pytest.raises(ValueError, match="CPU only"):
+            resolve_preconditioner(kind, "cuda", 100)
     assert NonparametricBellman(_data(), BW, 0.95, top_k=K).preconditioner == "ilu"

@@ -39,7 +39,7 @@ from .bandwidth import Bandwidths
 from .bellman_solver import BellmanSolver
 from .candidates import CandidateSets, TopKSelector, candidate_action_scale, default_candidates
 from .data import TransitionDataset, check_gamma
-from .defaults import resolve_neighbors, resolve_preconditioner
+from .defaults import AGGREGATE_SIZE, resolve_neighbors, resolve_preconditioner
 from .model_config import (
     KEYWORD_DEFAULTS,
     NEIGHBOR_MODES,
@@ -49,6 +49,7 @@ from .model_config import (
     ModelConfig,
     keyword_config,
 )
+from .neighbors import z_order_groups
 from .policies import is_stochastic
 from .responsibilities import KernelRows, QueryStates
 from .row_matrices import Rows
@@ -274,11 +275,18 @@ class NonparametricBellman:
         self.kernel_rows = KernelRows(self.selector, self.neighbors, self.support_radius, absorb)
         self.linear_solver = BellmanSolver(
             self.n, self.solver, self.solver_tol, self.solver_max_iter, self.dense_max_n,
-            self.preconditioner, self.gamma, self.absorbing_value if absorb else None)
+            self.preconditioner, self.gamma, self.absorbing_value if absorb else None,
+            aggregates=self._aggregates)
         self._next_queries: QueryStates | None = None      # cached preparation of P's rows
         self._init_cache: tuple[np.ndarray, QueryStates] | None = None
 
     # ------------------------------------------------------------------ helpers
+    def _aggregates(self) -> np.ndarray:
+        """Groups of ``AGGREGATE_SIZE`` nearby scaled data pairs (Z-order) for the aggregation
+        preconditioner."""
+        pairs = torch.cat([self.states_scaled, self.actions_scaled], dim=1)
+        return z_order_groups(pairs.detach().cpu().double().numpy(), AGGREGATE_SIZE)
+
     def _tensor(self, x: np.ndarray) -> torch.Tensor:
         return torch.tensor(np.asarray(x), dtype=self.dtype, device=self.device)
 

@@ -2,8 +2,9 @@
 
 :class:`BellmanSolver` picks the method (dense LU up to ``dense_max_n`` samples under
 ``solver="auto"``, BiCGSTAB above; :mod:`nopg.solvers`) and keeps what carries over between
-updates: the incomplete-LU preconditioner of ``I - P``, which is reused while the policy (and so
-``P``) moves slowly. It is rebuilt
+updates: the preconditioner of ``I - P`` (an incomplete LU, or the two-level aggregation of
+:func:`nopg.solvers.aggregation_preconditioner` for large data), which is reused while the
+policy (and so ``P``) moves slowly. It is rebuilt
 
 - ``"iterations"`` (an explicit ``solver_tol``): when the last solve needed more than 15
   iterations;
@@ -19,11 +20,21 @@ checkpoints, so a resumed fit solves exactly as an uninterrupted one.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
+import numpy as np
 import torch
 
 from .row_matrices import Rows, SparseRows
-from .solvers import AUTO_ERROR, SolveInfo, bicgstab, ilu_preconditioner, solve_bellman_auto, solve_dense
+from .solvers import (
+    AUTO_ERROR,
+    SolveInfo,
+    aggregation_preconditioner,
+    bicgstab,
+    ilu_preconditioner,
+    solve_bellman_auto,
+    solve_dense,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -45,31 +56,39 @@ class BellmanSolver:
         BiCGSTAB relative tolerance, or ``"auto"`` (:func:`nopg.solvers.solve_bellman_auto`).
     max_iter : int
     dense_max_n : int
-    preconditioner : {"ilu", "none"}
-        The resolved preconditioner (``ilu`` only on the CPU).
+    preconditioner : {"ilu", "aggregation", "none"}
+        The resolved preconditioner (``ilu`` and ``aggregation`` only on the CPU).
     gamma : float
     extra_value : float, optional
         Value of the absorbing state of the support-aware model (enters the ``"auto"`` bound).
+    aggregates : callable, optional
+        Returns the samples' groups (n,) for ``preconditioner="aggregation"`` (called once, at
+        the first build).
 
     Attributes
     ----------
     refresh : {"iterations", "cost", "once", "always"}
-        When the ILU is rebuilt (module docstring).
+        When the preconditioner is rebuilt (module docstring).
     ilu : tuple of two operators or None
-        The preconditioner of ``(I - P)`` and of its transpose.
+        The preconditioner of ``(I - P)`` and of its transpose (ILU or aggregation; the name is
+        kept from when the ILU was the only one).
     ilu_options : dict
         Keyword arguments of :func:`nopg.solvers.ilu_preconditioner`.
     builds : int
-        ILU builds so far.
+        Preconditioner builds so far.
     """
 
     def __init__(self, n: int, solver: str, solver_tol: float | str, max_iter: int,
                  dense_max_n: int, preconditioner: str, gamma: float,
-                 extra_value: float | None = None) -> None:
+                 extra_value: float | None = None,
+                 aggregates: Callable[[], np.ndarray] | None = None) -> None:
         self.n = int(n)
         self.solver, self.solver_tol, self.max_iter = solver, solver_tol, int(max_iter)
         self.dense_max_n, self.preconditioner = dense_max_n, preconditioner
         self.gamma, self.extra_value = float(gamma), extra_value
+        if preconditioner == "aggregation" and aggregates is None:
+            raise ValueError("preconditioner='aggregation' needs the samples' aggregates")
+        self._aggregates_fn, self._aggregates = aggregates, None
         self.refresh = "cost" if solver_tol == "auto" else "iterations"
         self.ilu: tuple | None = None
         self.ilu_source: SparseRows | None = None        # the P the ILU was built from
@@ -114,8 +133,8 @@ class BellmanSolver:
         return q, mu, info_q, info_mu
 
     def _preconditioner(self, P: Rows) -> tuple:
-        """The ILU pair for this solve (rebuilt when stale), or ``(None, None)``."""
-        if self.preconditioner == "ilu" and isinstance(P, SparseRows):
+        """The preconditioner pair for this solve (rebuilt when stale), or ``(None, None)``."""
+        if self.preconditioner in ("ilu", "aggregation") and isinstance(P, SparseRows):
             if self.ilu is None or self.stale():
                 self.build_ilu(P)
             if self.ilu is not None:
@@ -141,9 +160,16 @@ class BellmanSolver:
         return self.last_iterations > _ILU_REFRESH_ITERS
 
     def build_ilu(self, P: SparseRows) -> None:
-        """Build the ILU preconditioner of ``I - P`` (and reset the rebuild counters)."""
+        """Build the preconditioner of ``I - P`` (the ILU, or the aggregation one with
+        ``preconditioner="aggregation"``) and reset the rebuild counters."""
         self.ilu_source = P
-        self.ilu = ilu_preconditioner(P.to_scipy(), **self.ilu_options)
+        if self.preconditioner == "aggregation":
+            if self._aggregates is None:
+                assert self._aggregates_fn is not None
+                self._aggregates = self._aggregates_fn()
+            self.ilu = aggregation_preconditioner(P.to_scipy(), self._aggregates)
+        else:
+            self.ilu = ilu_preconditioner(P.to_scipy(), **self.ilu_options)
         self.ilu_excess, self.ilu_base = 0, None
         self.builds += 1
 
@@ -160,7 +186,8 @@ class BellmanSolver:
     def load_state(self, state: dict[str, torch.Tensor]) -> None:
         """Restore :meth:`state` (ignored when it belongs to another data set size)."""
         n = self.n
-        if "ilu_index" in state and state["ilu_index"].shape[0] == n and self.preconditioner == "ilu":
+        if "ilu_index" in state and state["ilu_index"].shape[0] == n and \
+                self.preconditioner in ("ilu", "aggregation"):
             self.build_ilu(SparseRows(state["ilu_index"], state["ilu_values"].to(torch.float64), n))
             self.last_iterations = int(state["last_iterations"])
             if "ilu_excess" in state:

@@ -99,10 +99,10 @@ class NOPGConfig(TorchPlacement):
         measured crossover for the kind of ``P`` (a higher one for a dense ``P`` than for a
         sparse one, :func:`nopg.defaults.resolve_dense_max_n`). The earlier defaults (dense ``P``,
         dense LU up to 2000 samples) are ``top_k=None, dense_max_n=2000``.
-    preconditioner : {"auto", "ilu", "none"}
-        BiCGSTAB preconditioner: ``auto`` is an incomplete LU of ``I - P`` on the CPU (reused
-        across updates) up to 300 000 samples, and none above that or on a GPU
-        (:func:`nopg.defaults.resolve_preconditioner`).
+    preconditioner : {"auto", "ilu", "aggregation", "none"}
+        BiCGSTAB preconditioner, reused across updates: ``auto`` is on the CPU an incomplete LU of
+        ``I - P`` below 50 000 samples and a two-level aggregation from there on, and none on a
+        GPU (:func:`nopg.defaults.resolve_preconditioner`).
     unsupported : {"extrapolate", "absorb"}
         Where the data are thin, ``extrapolate`` renormalises the kernel weights (the paper's
         model); ``absorb`` sends the unsupported mass to a pessimistic absorbing state, so the

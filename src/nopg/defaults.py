@@ -23,7 +23,8 @@ DENSE_P_SOLVE_MAX_N = 5000     # solver="auto", dense_max_n=None: dense LU up to
 SPARSE_P_SOLVE_MAX_N = 350     # the same for a sparse P (top_k set)
 SPARSE_NEIGHBORS = ("candidates", "knn")   # neighbour modes that only exist with top_k
 CANDIDATES_MAX_N = 50_000      # neighbors="auto" with top_k: candidate sets below, k-NN from here on
-ILU_MAX_N = 300_000            # preconditioner="auto" on the CPU: ILU up to here, none above
+AGGREGATION_MIN_N = 50_000     # preconditioner="auto" on the CPU: ILU below, aggregation from here on
+AGGREGATE_SIZE = 16            # samples per group of the aggregation preconditioner
 
 
 def _is_positive_int(value: Any) -> bool:
@@ -95,19 +96,25 @@ def resolve_neighbors(neighbors: str, top_k: int | None, n: int,
 
 
 def resolve_preconditioner(preconditioner: str, device_type: str, n: int,
-                           ilu_max_n: int = ILU_MAX_N) -> str:
-    """Concrete BiCGSTAB preconditioner: ``"auto"`` is an incomplete LU on the CPU for up to
-    ``ilu_max_n`` samples and none above it or on a GPU; ``"ilu"`` runs on the CPU only.
+                           aggregation_min_n: int = AGGREGATION_MIN_N) -> str:
+    """Concrete BiCGSTAB preconditioner: ``"auto"`` is on the CPU an incomplete LU below
+    ``aggregation_min_n`` samples and the two-level aggregation
+    (:func:`nopg.solvers.aggregation_preconditioner`) from there on, and none on a GPU;
+    ``"ilu"`` and ``"aggregation"`` run on the CPU only.
 
-    The limit is measured (one thread, Pendulum-like data, top_k = 10, Adam 1e-2, mean time per
-    update of a fit, ``benchmarks/bench_scale.py``): with the ILU 0.80 s against 1.13 s without
-    at 10^5, 4.7 s against 5.5 s at 3 x 10^5; at 10^6 one ILU build took 44 s (the
-    factorisation's cost grows faster than ``n``), against 22 s for a whole update without it.
+    The crossover is measured (one thread, Pendulum-like data, top_k = 10, Adam 1e-2, mean time
+    per update of a fit from the start, ``benchmarks/bench_scale.py``): ILU 60-65 ms against
+    aggregation 66 ms at 10^4, 234 against 225 ms at 3 x 10^4, 1050 against 841 ms at 10^5;
+    at 10^6 one ILU build took 44 s, and an update took 16.6 s with the aggregation against
+    22.1 s without a preconditioner.
     """
-    if preconditioner == "ilu" and device_type != "cpu":
-        raise ValueError(f"preconditioner='ilu' runs on the CPU only; use 'auto' or 'none' on {device_type}")
+    if preconditioner in ("ilu", "aggregation") and device_type != "cpu":
+        raise ValueError(f"preconditioner={preconditioner!r} runs on the CPU only; use 'auto' or 'none' "
+                         f"on {device_type}")
     if preconditioner == AUTO:
-        return "ilu" if device_type == "cpu" and n <= ilu_max_n else "none"
+        if device_type != "cpu":
+            return "none"
+        return "ilu" if n < aggregation_min_n else "aggregation"
     return preconditioner
 
 

@@ -32,7 +32,7 @@ from .validation import (
 
 NEIGHBOR_MODES = ("auto", "dense", "candidates", "knn")
 SOLVERS = ("auto", "dense", "bicgstab")
-PRECONDITIONERS = ("auto", "ilu", "none")
+PRECONDITIONERS = ("auto", "ilu", "aggregation", "none")
 UNSUPPORTED = ("extrapolate", "absorb")
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
 
@@ -90,10 +90,10 @@ class ModelConfig(TorchPlacement):
     dense_max_n : int or None
         Largest ``n`` solved by the dense LU under ``solver="auto"``; ``None``: the measured
         crossover for the kind of ``P`` (:func:`nopg.defaults.resolve_dense_max_n`).
-    preconditioner : {"auto", "ilu", "none"}
-        BiCGSTAB preconditioner: ``auto`` is an incomplete LU of ``I - P`` on the CPU (reused
-        across updates, :mod:`nopg.bellman_solver`) up to 300 000 samples, and none above that
-        or on a GPU (:func:`nopg.defaults.resolve_preconditioner`).
+    preconditioner : {"auto", "ilu", "aggregation", "none"}
+        BiCGSTAB preconditioner, reused across updates (:mod:`nopg.bellman_solver`): ``auto`` is
+        on the CPU an incomplete LU of ``I - P`` below 50 000 samples and a two-level
+        aggregation from there on, and none on a GPU (:func:`nopg.defaults.resolve_preconditioner`).
     unsupported : {"extrapolate", "absorb"}
         Where the data are thin, ``extrapolate`` renormalises the kernel weights (the paper's
         model); ``absorb`` sends the unsupported mass to a pessimistic absorbing state.
