@@ -20,6 +20,7 @@ model at the same policy. Up to ``--paper-max`` it also times the paper's method
 describes it (full transition matrix, every row sorted, top k kept, dense solves).
 
     OMP_NUM_THREADS=1 python benchmarks/bench_scale.py --sizes 1000 3000 10000 100000 1000000
+    OMP_NUM_THREADS=1 python benchmarks/bench_scale.py --data hopper --sizes 100000 --dense-max 0
     python benchmarks/bench_scale.py --device cuda --dtype float32 --sizes 100000 1000000
 """
 
@@ -57,6 +58,13 @@ def pendulum_data(n: int, seed: int = 0) -> TransitionDataset:
     return TransitionDataset(obs, u[:, None], reward, nxt, np.zeros(n, bool))
 
 
+def hopper_data(n: int, seed: int = 0) -> TransitionDataset:
+    """``n`` Hopper-v5 transitions under uniform random actions (11-D state, 3-D action)."""
+    from nopg.envs.hopper import collect_hopper
+
+    return collect_hopper(n, seed=seed)
+
+
 def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
@@ -84,14 +92,16 @@ def time_path(data: TransitionDataset, neighbors: str, args: argparse.Namespace,
     the last ``min(20, updates // 2)``; ``neighbor_s`` the share of each spent selecting the top-k
     entries (``nopg.candidates.TopKSelector.select``); ``refined`` the rows re-centred per update.
     """
-    bw = select_bandwidths(data, "silverman", action_factor=np.array([args.action_factor]))
+    bw = select_bandwidths(data, "silverman",
+                           action_factor=np.full(data.action_dim, args.action_factor))
     torch.manual_seed(0)
-    policy = DeterministicMLPPolicy(3, 1, action_max=2.0, hidden=(50,))
+    policy = DeterministicMLPPolicy(data.state_dim, data.action_dim,
+                                    action_max=float(np.abs(data.actions).max()), hidden=(50,))
     config = NOPGConfig(top_k=args.k, neighbors=neighbors, n_candidates=args.candidates,
                         solver="bicgstab", solver_tol=args.tol, dtype=args.dtype, device=args.device,
                         learning_rate=args.lr, preconditioner=preconditioner)
     algo = NOPG(policy, config)
-    s0 = np.array([[-1.0, 0.0, 0.0]])
+    s0 = np.array([[-1.0, 0.0, 0.0]]) if args.data == "pendulum" else data.states[:1]
     t0 = time.perf_counter()
     algo.setup(data, bw, s0)
     _sync(args.device)
@@ -125,14 +135,17 @@ def time_path(data: TransitionDataset, neighbors: str, args: argparse.Namespace,
 def time_paper_path(data: TransitionDataset, args: argparse.Namespace, updates: int) -> dict:
     """The paper's method, as the issue describes it: the full (n, n) transition matrix,
     every row sorted, the top k kept and renormalised, dense solves; one Adam update each."""
-    bw = select_bandwidths(data, "silverman", action_factor=np.array([args.action_factor]))
+    bw = select_bandwidths(data, "silverman",
+                           action_factor=np.full(data.action_dim, args.action_factor))
     torch.manual_seed(0)
-    policy = DeterministicMLPPolicy(3, 1, action_max=2.0, hidden=(50,)).double()
+    policy = DeterministicMLPPolicy(data.state_dim, data.action_dim,
+                                    action_max=float(np.abs(data.actions).max()), hidden=(50,)).double()
     opt = torch.optim.Adam(policy.parameters(), lr=args.lr)
     t = {k: torch.tensor(v, dtype=torch.float64) for k, v in
          dict(s=data.states / bw.state, a=data.actions / bw.action, sn=data.next_states / bw.state,
               r=data.rewards, g=data.discounts(0.99)).items()}
-    s0 = torch.tensor([[-1.0, 0.0, 0.0]], dtype=torch.float64)
+    s0 = torch.tensor([[-1.0, 0.0, 0.0]] if args.data == "pendulum" else data.states[:1],
+                      dtype=torch.float64)
     h_s, h_a = torch.tensor(bw.state), torch.tensor(bw.action)
     eye = torch.eye(data.n, dtype=torch.float64)
 
@@ -193,8 +206,8 @@ def one_size(args: argparse.Namespace) -> dict:
     torch.set_num_threads(args.threads)
     n = args.n
     t = time.perf_counter()
-    data = pendulum_data(n)
-    out = {"n": n, "data_s": time.perf_counter() - t, "threads": torch.get_num_threads(),
+    data = pendulum_data(n) if args.data == "pendulum" else hopper_data(n)
+    out = {"n": n, "data": args.data, "data_s": time.perf_counter() - t, "threads": torch.get_num_threads(),
            "device": args.device, "dtype": args.dtype, "k": args.k}
     out["sparse"], algo = time_path(data, args.neighbors, args, args.updates)
     if n <= args.dense_max:
@@ -216,6 +229,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", type=int, nargs="+", default=[1000, 3000, 10000, 100000, 1000000])
     p.add_argument("--n", type=int, help=argparse.SUPPRESS)   # internal: one size in this process
+    p.add_argument("--data", default="pendulum", choices=["pendulum", "hopper"],
+                   help="Pendulum-like data (3-D state, 1-D action) or Hopper-v5 random-action "
+                        "data (11-D, 3-D; needs the envs extra)")
     p.add_argument("--k", type=int, default=10)
     p.add_argument("--candidates", type=int, default=None)
     p.add_argument("--neighbors", default="auto", choices=["auto", "candidates", "knn"])
@@ -238,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(one_size(args)))
         return 0
     rows = []
-    print(f"# NOPG update time vs n: k={args.k}, neighbors={args.neighbors}, device={args.device}, "
+    print(f"# NOPG update time vs n: data={args.data}, k={args.k}, neighbors={args.neighbors}, device={args.device}, "
           f"dtype={args.dtype}, threads={args.threads}")
     print(f"{'n':>9} {'upd':>4} {'setup s':>8} {'first s':>8} {'mean ms':>9} {'nbr ms':>8} "
           f"{'first5 ms':>9} {'steady ms':>9} {'nbr ms':>8} {'refined 5/st':>14} {'iters q/mu':>11} "
