@@ -217,11 +217,11 @@ def _local_chain(n: int, gamma: float = 0.99, seed: int = 0):
 
 
 def test_aggregation_preconditioned_bicgstab_solves_both_systems_in_fewer_iterations():
-    from nopg.neighbors import spatial_groups
+    from nopg.neighbors import z_order_groups
     from nopg.solvers import aggregation_preconditioner
 
     pts, P = _local_chain(2000)
-    groups = spatial_groups(pts, 8)
+    groups = z_order_groups(pts, 8)
     assert np.bincount(groups).max() == 8 and groups.max() == 2000 // 8 - 1
     apply, apply_t = aggregation_preconditioner(P, groups)
     A = np.eye(2000) - P.toarray()

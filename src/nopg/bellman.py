@@ -49,7 +49,7 @@ from .model_config import (
     ModelConfig,
     keyword_config,
 )
-from .neighbors import spatial_groups
+from .neighbors import z_order_groups
 from .policies import is_stochastic
 from .responsibilities import KernelRows, QueryStates
 from .row_matrices import Rows
@@ -282,10 +282,10 @@ class NonparametricBellman:
 
     # ------------------------------------------------------------------ helpers
     def _aggregates(self) -> np.ndarray:
-        """Groups of ``AGGREGATE_SIZE`` nearby scaled data pairs (KD-tree leaf order) for the
-        aggregation preconditioner."""
+        """Groups of ``AGGREGATE_SIZE`` nearby scaled data pairs (Z-order) for the aggregation
+        preconditioner."""
         pairs = torch.cat([self.states_scaled, self.actions_scaled], dim=1)
-        return spatial_groups(pairs.detach().cpu().double().numpy(), AGGREGATE_SIZE)
+        return z_order_groups(pairs.detach().cpu().double().numpy(), AGGREGATE_SIZE)
 
     def _tensor(self, x: np.ndarray) -> torch.Tensor:
         return torch.tensor(np.asarray(x), dtype=self.dtype, device=self.device)

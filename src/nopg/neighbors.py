@@ -53,16 +53,14 @@ def z_order(points: np.ndarray, bits: int = 10) -> np.ndarray:
     return np.argsort(key, kind="stable")
 
 
-def spatial_groups(points: np.ndarray, size: int) -> np.ndarray:
-    """Groups of ``size`` consecutive points in the leaf order of a KD-tree (the last group may
-    be smaller): ``groups[i]`` is point ``i``'s group, from 0 to ``ceil(m / size) - 1``. Points
-    of one group lie close together in any dimension (the aggregates of
-    :func:`nopg.solvers.aggregation_preconditioner`)."""
+def z_order_groups(points: np.ndarray, size: int) -> np.ndarray:
+    """Groups of ``size`` consecutive points along the Z-order curve (the last may be smaller):
+    ``groups[i]`` is point ``i``'s group, from 0 to ``ceil(m / size) - 1``. Points of one group
+    lie close together (aggregates of :func:`nopg.solvers.aggregation_preconditioner`)."""
     if size < 1:
         raise ValueError(f"The 'size' parameter must be a positive int. Got {size!r} instead.")
     groups = np.empty(points.shape[0], dtype=np.int64)
-    order = cKDTree(points, leafsize=int(size)).indices
-    groups[order] = np.arange(points.shape[0]) // int(size)
+    groups[z_order(points)] = np.arange(points.shape[0]) // int(size)
     return groups
 
 
