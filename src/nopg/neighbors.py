@@ -28,6 +28,8 @@ import numpy as np
 import torch
 from scipy.spatial import cKDTree
 
+from .validation import check_positive_int
+
 BACKENDS = ("auto", "kdtree", "torch")
 _KDTREE_MAX_DIM = 20
 _Z_ORDER_MIN_QUERIES = 4096     # smaller batches fit in cache without sorting
@@ -57,8 +59,7 @@ def z_order_groups(points: np.ndarray, size: int) -> np.ndarray:
     """Groups of ``size`` consecutive points along the Z-order curve (the last may be smaller):
     ``groups[i]`` is point ``i``'s group, from 0 to ``ceil(m / size) - 1``. Points of one group
     lie close together (aggregates of :func:`nopg.solvers.aggregation_preconditioner`)."""
-    if size < 1:
-        raise ValueError(f"The 'size' parameter must be a positive int. Got {size!r} instead.")
+    check_positive_int("size", size)
     groups = np.empty(points.shape[0], dtype=np.int64)
     groups[z_order(points)] = np.arange(points.shape[0]) // int(size)
     return groups
@@ -156,15 +157,14 @@ class NeighborIndex:
         if self._tree is None:
             self._tree = cKDTree(self.points.cpu().numpy())
         qn = q.cpu().numpy()
-        workers = max(1, torch.get_num_threads())
-        if qn.shape[0] < _Z_ORDER_MIN_QUERIES or not np.isfinite(qn).all():
-            _, idx = self._tree.query(qn, k=k, workers=workers)
-            idx = np.asarray(idx, dtype=np.int64).reshape(qn.shape[0], k)
-        else:   # the same answers, found in Z-order (module docstring)
-            order = z_order(qn)
-            _, found = self._tree.query(qn[order], k=k, workers=workers)
-            idx = np.empty((qn.shape[0], k), dtype=np.int64)
-            idx[order] = np.asarray(found, dtype=np.int64).reshape(qn.shape[0], k)
+        # Large batches are answered in Z-order and put back (module docstring).
+        order = (z_order(qn) if qn.shape[0] >= _Z_ORDER_MIN_QUERIES and np.isfinite(qn).all()
+                 else None)
+        _, found = self._tree.query(qn if order is None else qn[order], k=k,
+                                    workers=max(1, torch.get_num_threads()))
+        idx = np.asarray(found, dtype=np.int64).reshape(qn.shape[0], k)
+        if order is not None:
+            idx[order] = idx.copy()
         return torch.from_numpy(idx).to(self.points.device)
 
     def _query_torch(self, q: torch.Tensor, k: int) -> torch.Tensor:
