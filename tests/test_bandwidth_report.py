@@ -123,6 +123,23 @@ def test_to_dict_is_json_and_text_lists_bandwidths(trajectory):
         assert f"{v:.4g}" in text
 
 
+def test_report_gives_the_action_predictability_and_auto_behaviour_weight(trajectory):
+    from nopg.behaviour import AUTO_SCALE, action_predictability
+
+    random_actions = bandwidth_report(trajectory, n_action_probes=2)
+    assert random_actions.action_predictability == 0.0 == random_actions.behaviour_weight
+    rng = np.random.default_rng(5)
+    s = rng.normal(size=(300, 2))
+    a = np.tanh(s[:, :1])                                   # a logged controller
+    controller = nopg.TransitionDataset(states=s, actions=a, rewards=np.zeros(300),
+                                        next_states=s + 0.1 * a, terminals=np.zeros(300, bool))
+    report = bandwidth_report(controller, n_action_probes=2)
+    assert report.action_predictability == action_predictability(controller) > 0.8
+    d = report.to_dict()
+    assert d["behaviour_weight"] == pytest.approx(AUTO_SCALE * d["action_predictability"])
+    assert f"behaviour_weight='auto' = {report.behaviour_weight:.3g}" in report.to_text()
+
+
 @pytest.mark.parametrize("kwargs, message", [
     ({"method": "nope"}, "method"), ({"state_factor": 0.0}, "state_factor"),
     ({"n_action_probes": 0}, "n_action_probes"), ({"seed": "x"}, "seed")])

@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 from .bandwidth import Bandwidths
+from .behaviour import BehaviourTargets, behaviour_targets, resolve_behaviour_weight
 from .bellman import BellmanSolution, NonparametricBellman, as_states
 from .checkpoint import (
     CHECKPOINT_FORMAT_VERSION,
@@ -143,6 +144,10 @@ class NOPG:
         self._warm: tuple[torch.Tensor, torch.Tensor] | None = None
         self._solver_state: dict[str, torch.Tensor] = {}   # restored from a checkpoint
         self._solution: BellmanSolution | None = None
+        self._behaviour: BehaviourTargets | None = None
+        self._behaviour_data: TransitionDataset | None = None
+        self.behaviour_weight_ = 0.0
+        self.action_predictability_: float | None = None
 
     # ------------------------------------------------------------------ set-up
     @renamed_keyword("dataset", "data")
@@ -160,6 +165,16 @@ class NOPG:
             self.model_.load_solver_state(previous)
         self.initial_states_ = as_states(initial_states, data.state_dim, "initial_states")
         self._solution = None
+        if self._behaviour_data is not data:   # continuation stages keep the data
+            self.behaviour_weight_, self.action_predictability_ = resolve_behaviour_weight(
+                self.config.behaviour_weight, data)
+            self._behaviour_data = data
+            if self.behaviour_weight_ > 0:
+                logger.info("behaviour term: weight %.3g (action predictability %s)",
+                            self.behaviour_weight_, "not used" if self.action_predictability_
+                            is None else f"{self.action_predictability_:.3f}")
+        self._behaviour = behaviour_targets(data, self.behaviour_weight_, self.device,
+                                            self.config.torch_dtype)
         return self
 
     def _sigma_scale(self) -> float:
@@ -185,7 +200,12 @@ class NOPG:
         sigma_scale = self._apply_sigma_scale()
         sol = self.model_.solution(self.policy, self.initial_states_, self.generator, self._warm)
         params = [p for p in self.policy.parameters() if p.requires_grad]
-        grads = surrogate_gradient(sol.surrogate(), params)
+        objective, behaviour = sol.surrogate(), float("nan")
+        if self._behaviour is not None:
+            bc = self._behaviour.loss(self.policy)
+            behaviour = float(bc.detach())
+            objective = objective / max(abs(sol.J), 1e-12) - self.behaviour_weight_ * bc
+        grads = surrogate_gradient(objective, params)
         for p, g in zip(params, grads):
             p.grad = -g  # the optimisers minimise; NOPG ascends J_hat
         grad_norm = math.sqrt(sum(float((g * g).sum()) for g in grads))
@@ -199,7 +219,7 @@ class NOPG:
             "solver_iters_q": sol.info_q.iterations, "solver_iters_mu": sol.info_mu.iterations,
             "residual_q": sol.info_q.residual, "residual_mu": sol.info_mu.residual,
             "refined_rows": sol.refined_rows, "update_time_s": time.perf_counter() - start,
-            "sigma_scale": sigma_scale,
+            "sigma_scale": sigma_scale, "behaviour_loss": behaviour,
         }
         if not math.isfinite(sol.J):
             raise FloatingPointError(f"J_hat became {sol.J} at update {self.update_}")

@@ -37,6 +37,7 @@ from .bandwidth import (
     select_bandwidths,
     silverman_bandwidth,
 )
+from .behaviour import AUTO_SCALE, action_predictability
 from .bellman import NonparametricBellman
 from .data import TransitionDataset
 from .validation import renamed_keyword
@@ -96,6 +97,13 @@ class BandwidthReport:
     n_action_probes: int
     thinness_uniform: np.ndarray
     """(n_probe_states * n_action_probes,) thinness at next states with uniform actions."""
+    action_predictability: float = 0.0
+    """:func:`nopg.behaviour.action_predictability` of the data (0: exploration data)."""
+
+    @property
+    def behaviour_weight(self) -> float:
+        """The weight ``NOPGConfig(behaviour_weight="auto")`` gives the behaviour term."""
+        return AUTO_SCALE * self.action_predictability
 
     # ---------------------------------------------------------------- derived values
     @property
@@ -153,6 +161,8 @@ class BandwidthReport:
             },
             "support": {"model": self.support_model, "support_radius": float(self.support_radius),
                         "own_actions": own, "uniform_actions": uniform},
+            "action_predictability": float(self.action_predictability),
+            "behaviour_weight": float(self.behaviour_weight),
         }
 
     def to_text(self) -> str:
@@ -205,6 +215,9 @@ class BandwidthReport:
         lines.append(f"  (b) uniform actions       {uni['n_queries']:>7} queries "
                      f"({self.n_probe_states} states x {self.n_action_probes})   "
                      f"mean {uni['mean']:.3f}   > 0.5: {100 * uni['share_above_half']:.1f} %")
+        lines += ["", f"behaviour: action predictability {self.action_predictability:.3f} (0: the "
+                  f"actions do not depend on the state); behaviour_weight='auto' = "
+                  f"{self.behaviour_weight:.3g}"]
         return "\n".join(lines)
 
 
@@ -337,4 +350,5 @@ def bandwidth_report(
         support_radius=model.support_radius, own_available=own_available,
         thinness_own=thin_own, n_probe_states=int(rows.shape[0]),
         n_action_probes=n_action_probes, thinness_uniform=thin_uniform,
+        action_predictability=action_predictability(data),
     )

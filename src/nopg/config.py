@@ -7,6 +7,7 @@ The model's settings (``top_k`` to ``support_radius``, ``dtype``, ``device``) ar
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
@@ -124,6 +125,13 @@ class NOPGConfig(TorchPlacement):
     continuation_updates : int or None
     continuation_stages : int
         Number of bandwidth levels (>= 2), the last being the given bandwidths.
+    behaviour_weight : float or "auto"
+        Weight of a behaviour-cloning term that keeps the policy's (mean) action near the data's
+        actions at the data's states (a policy constraint, as in TD3+BC): each update ascends
+        ``J_hat / |J_hat| - behaviour_weight * mean_i ||(pi(s_i) - a_i) / std(a)||^2``. ``0`` is
+        the paper's objective. ``"auto"`` (default) is 2 times the data's action predictability
+        (:func:`nopg.behaviour.action_predictability`), 0 on exploration data (random or grid
+        actions), positive on data logged by a controller or a person.
     sigma_decay_to : float or None
         If set, a Gaussian policy's ``sigma`` is multiplied by a factor decaying linearly from 1
         to this value over ``sigma_decay_updates`` updates (paper appendix, NOPG-S).
@@ -160,6 +168,7 @@ class NOPGConfig(TorchPlacement):
     continuation: float | None = None
     continuation_updates: int | None = None
     continuation_stages: int = 4
+    behaviour_weight: float | str = "auto"
     sigma_decay_to: float | None = None
     sigma_decay_updates: int | None = None
     dtype: str = MODEL_DEFAULTS["dtype"]
@@ -183,6 +192,9 @@ class NOPGConfig(TorchPlacement):
             fail("support_warning", "a float in [0, 1]", self.support_warning, _OWNER)
         if self.continuation is not None:
             check_positive_float("continuation", self.continuation, _OWNER)
+        if self.behaviour_weight != "auto" and (not is_float(self.behaviour_weight)
+                                                or not 0 <= self.behaviour_weight < math.inf):
+            fail("behaviour_weight", "'auto' or a finite float >= 0", self.behaviour_weight, _OWNER)
         if not is_int(self.continuation_stages) or self.continuation_stages < 2:
             fail("continuation_stages", "an int >= 2", self.continuation_stages, _OWNER)
         for name in ("sigma_decay_updates", "continuation_updates"):

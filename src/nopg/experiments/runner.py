@@ -237,6 +237,8 @@ def _seed_result(seed: int, data: TransitionDataset, algo: NOPG, returns: list[f
         "seed": seed, "n_samples": data.n, "return_mean": _mean(returns),
         "returns": [float(r) for r in returns], "J_hat": algo.J_hat(),
         "support_gap": algo.support_gap_, "initial_gap": algo.initial_gap_, **timings,
+        "behaviour_weight": algo.behaviour_weight_,
+        "action_predictability": algo.action_predictability_,
         "time_per_update_s": float(np.mean(update_times)) if update_times else None,
         "bandwidths": bw.to_dict(), "plots": [str(p.name) for p in plots],
         "restarts": [{"restart": run["restart"], "J_hat": run["J_hat"],

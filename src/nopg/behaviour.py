@@ -1,0 +1,131 @@
+"""A behaviour-cloning term for the policy objective (a policy constraint, as in TD3+BC).
+
+With a weight ``w > 0`` each update ascends
+``J_hat / |J_hat| - w * mean_i ||(pi(s_i) - a_i) / std(a)||^2`` over the data's states ``s_i``
+and actions ``a_i`` (``pi``: the policy's mean action). Dividing ``J_hat`` by its magnitude and
+the action error by the data's action spread makes ``w`` free of the reward's and the action's
+units. Where the kernel model cannot tell actions apart (a flat ``J_hat`` in the action, as on
+data from one controller) the term keeps the policy on the data's actions instead of letting it
+drift to where the model extrapolates.
+
+``behaviour_weight="auto"`` sets ``w = AUTO_SCALE * rho``, with ``rho`` the data's *action
+predictability* (:func:`action_predictability`): the leave-one-out R^2 of predicting each
+action from the actions of its state's ``k`` nearest data states, clipped at 0. Exploration data
+(random actions, a grid of actions) have ``rho = 0``: the data show no behaviour to keep to, and
+the objective is the paper's. Data logged by a controller or a person have ``rho > 0``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from .bandwidth import seed_generator
+from .data import TransitionDataset
+from .policies import is_stochastic
+
+AUTO_SCALE = 2.0
+"""``behaviour_weight="auto"`` is ``AUTO_SCALE`` times the action predictability."""
+
+
+def mean_actions(policy: nn.Module, states: torch.Tensor) -> torch.Tensor:
+    """The policy's action (a Gaussian policy's mean) at ``states``, shape (batch, d_a)."""
+    if is_stochastic(policy):
+        return policy.mean_std(states)[0]
+    return policy(states)
+
+
+@dataclass
+class BehaviourTargets:
+    """The data's states and actions, and the action spread that scales the error."""
+
+    states: torch.Tensor
+    actions: torch.Tensor
+    inv_std: torch.Tensor
+
+    def loss(self, policy: nn.Module) -> torch.Tensor:
+        """``mean_i ||(pi(s_i) - a_i) / std(a)||^2`` (differentiable in the policy)."""
+        err = (mean_actions(policy, self.states) - self.actions) * self.inv_std
+        return (err * err).sum(-1).mean()
+
+
+def action_predictability(data: TransitionDataset, k: int = 10, max_queries: int = 20_000,
+                          seed: np.random.Generator | int | None = None) -> float:
+    """How much the data's actions depend on their states, in ``[0, 1]``.
+
+    Each action is predicted by the mean action of its state's ``k`` nearest other data states
+    (states standardised per dimension); the score is ``1 - MSE / var(a)`` per action dimension,
+    averaged over the dimensions and clipped at 0. Actions drawn independently of the state
+    score about ``-1 / k`` before clipping, a deterministic policy close to 1. A constant
+    action dimension scores 0 (there is no spread to explain).
+
+    Parameters
+    ----------
+    data : TransitionDataset
+    k : int
+        Neighbours per prediction (capped at ``n - 1``).
+    max_queries : int
+        At most this many data points (drawn without replacement) are predicted.
+    seed : numpy Generator or int, optional
+        Randomness of that subsample (default seed 0).
+    """
+    from scipy.spatial import cKDTree
+
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise ValueError(f"The 'k' parameter must be a positive int. Got {k!r} instead.")
+    if isinstance(max_queries, bool) or not isinstance(max_queries, (int, np.integer)) \
+            or max_queries < 1:
+        raise ValueError(f"The 'max_queries' parameter must be a positive int. "
+                         f"Got {max_queries!r} instead.")
+    n = data.n
+    if n < 3:
+        return 0.0
+    states = np.asarray(data.states, dtype=np.float64)
+    actions = np.asarray(data.actions, dtype=np.float64)
+    std = states.std(0)
+    z = states / np.where(std > 0, std, 1.0)
+    rows = np.arange(n)
+    if n > max_queries:
+        rows = np.sort(seed_generator(seed).choice(n, size=max_queries, replace=False))
+    k = min(int(k), n - 1)
+    _, idx = cKDTree(z).query(z[rows], k=k + 1)
+    # drop each query's own row (with duplicate states it may not come first, or may be
+    # crowded out, in which case the farthest of the k + 1 goes)
+    self_hit = idx == rows[:, None]
+    drop = np.where(self_hit.any(1), self_hit.argmax(1), k)
+    mask = np.ones(idx.shape, dtype=bool)
+    mask[np.arange(rows.size), drop] = False
+    keep = idx[mask].reshape(rows.size, k)
+    pred = actions[keep].mean(1)
+    var = actions.var(0)
+    mse = ((actions[rows] - pred) ** 2).mean(0)
+    r2 = np.where(var > 0, 1.0 - mse / np.where(var > 0, var, 1.0), 0.0)
+    return float(np.clip(r2, 0.0, 1.0).mean())
+
+
+def behaviour_targets(data: TransitionDataset, weight: float, device: torch.device,
+                      dtype: torch.dtype) -> BehaviourTargets | None:
+    """The targets of the behaviour term, or ``None`` when ``weight`` is 0 (the term is off)."""
+    if weight == 0:
+        return None
+    actions = torch.tensor(data.actions, device=device, dtype=dtype)
+    std = actions.std(0, unbiased=False) if data.n > 1 else torch.ones_like(actions[0])
+    # a constant action dimension has nothing to clone: its error is counted in its own units
+    inv_std = torch.where(std > 0, 1.0 / std.clamp_min(torch.finfo(dtype).tiny), torch.ones_like(std))
+    return BehaviourTargets(torch.tensor(data.states, device=device, dtype=dtype), actions, inv_std)
+
+
+def resolve_behaviour_weight(weight: float | str, data: TransitionDataset
+                             ) -> tuple[float, float | None]:
+    """The concrete weight of the behaviour term for ``data``, and the action predictability.
+
+    A number is returned as it is (with ``None`` for the predictability, not computed);
+    ``"auto"`` is ``AUTO_SCALE * action_predictability(data)``.
+    """
+    if weight == "auto":
+        rho = action_predictability(data)
+        return AUTO_SCALE * rho, rho
+    return float(weight), None

@@ -1,0 +1,149 @@
+"""The behaviour-cloning term (``NOPGConfig.behaviour_weight``) and the action predictability."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+import nopg
+from nopg.behaviour import AUTO_SCALE, action_predictability
+
+
+def _data(states: np.ndarray, actions: np.ndarray) -> nopg.TransitionDataset:
+    n = states.shape[0]
+    return nopg.TransitionDataset(states=states, actions=actions.reshape(n, -1),
+                                  rewards=np.zeros(n), next_states=states,
+                                  terminals=np.zeros(n, dtype=bool))
+
+
+def test_predictability_separates_exploration_from_a_policy():
+    rng = np.random.default_rng(0)
+    s = rng.normal(size=(2000, 2))
+    random_actions = rng.uniform(-1, 1, size=2000)
+    assert action_predictability(_data(s, random_actions)) == 0.0
+    assert action_predictability(_data(s, np.tanh(s[:, 0] - s[:, 1]))) > 0.95
+    # equal parts signal and noise: R^2 about 1/2
+    signal = np.sin(2 * s[:, 0])
+    noisy = signal + signal.std() * rng.normal(size=2000)
+    assert 0.35 < action_predictability(_data(s, noisy)) < 0.55
+
+
+def test_own_action_is_left_out_with_duplicate_states():
+    # every state twice, with independent actions: the twin predicts nothing; a prediction that
+    # included the point's own action would score 1 with k = 1
+    rng = np.random.default_rng(1)
+    s = np.repeat(rng.normal(size=(300, 2)), 2, axis=0)
+    a = rng.normal(size=600)
+    assert action_predictability(_data(s, a), k=1) == 0.0
+    # identical twins' actions are predicted exactly
+    assert action_predictability(_data(s, np.repeat(a[::2], 2)), k=1) == 1.0
+
+
+def test_predictability_is_deterministic_for_a_seed_and_averages_action_dimensions():
+    rng = np.random.default_rng(2)
+    s = rng.normal(size=(3000, 3))
+    a = np.stack([np.tanh(s[:, 0]), rng.uniform(-1, 1, 3000)], axis=1)
+    data = _data(s, a)
+    one = action_predictability(data, max_queries=500, seed=3)
+    assert one == action_predictability(data, max_queries=500, seed=3)
+    assert 0.4 < one < 0.5          # one predictable dimension (about 0.9) and one random (0)
+    a_const = np.stack([np.tanh(s[:, 0]), np.zeros(3000)], axis=1)
+    assert action_predictability(_data(s, a_const)) == pytest.approx(
+        action_predictability(_data(s, a[:, 0])) / 2)
+
+
+@pytest.mark.parametrize("kw, match", [(dict(k=0), "'k' parameter"),
+                                       (dict(max_queries=0), "'max_queries' parameter")])
+def test_predictability_bad_arguments(dataset, kw, match):
+    with pytest.raises(ValueError, match=match):
+        action_predictability(dataset, **kw)
+
+
+@pytest.mark.parametrize("value", [-0.1, float("nan"), float("inf"), "fast", True])
+def test_bad_behaviour_weight(value):
+    with pytest.raises(ValueError, match="'behaviour_weight' parameter"):
+        nopg.NOPGConfig(behaviour_weight=value)
+
+
+def _objective(algo: nopg.NOPG, weight: float, scale: float) -> float:
+    sol = algo.model_.solution(algo.policy, algo.initial_states_, torch.Generator().manual_seed(0))
+    return sol.J / scale - weight * float(algo._behaviour.loss(algo.policy).detach())
+
+
+@pytest.mark.parametrize("policy_name", ["det_policy", "gauss_policy"])
+def test_step_ascends_the_exact_gradient_of_the_regularised_objective(
+        dataset, bandwidths, initial_states, policy_name, request):
+    weight = 0.7
+    policy = request.getfixturevalue(policy_name)
+    config = nopg.NOPGConfig(gamma=0.9, behaviour_weight=weight, n_mc_policy=1)
+    algo = nopg.NOPG(policy, config, stochastic=False,
+                     optimizer=torch.optim.SGD(policy.parameters(), lr=1.0))
+    algo.setup(dataset, bandwidths, initial_states)
+    before = [p.detach().clone() for p in policy.parameters()]
+    scale = abs(algo.model_.solution(policy, algo.initial_states_,
+                                     torch.Generator().manual_seed(0)).J)
+    metrics = algo.step()
+    assert metrics["behaviour_loss"] > 0
+    step = torch.cat([(p.detach() - b).reshape(-1) for p, b in zip(policy.parameters(), before)])
+    with torch.no_grad():
+        for p, b in zip(policy.parameters(), before):
+            p.copy_(b)
+    fd = []
+    eps = 1e-6
+    for p in policy.parameters():
+        flat = p.data.view(-1)
+        for i in range(flat.numel()):
+            old = flat[i].item()
+            flat[i] = old + eps
+            up = _objective(algo, weight, scale)
+            flat[i] = old - eps
+            down = _objective(algo, weight, scale)
+            flat[i] = old
+            fd.append((up - down) / (2 * eps))
+    fd = np.asarray(fd)
+    ad = step.numpy()
+    assert np.linalg.norm(ad) > 1e-3
+    np.testing.assert_allclose(ad, fd, rtol=0, atol=1e-5 * np.abs(ad).max())
+    # the behaviour term changes the step: without it the step is the J_hat gradient alone
+    assert not np.allclose(ad * scale, _j_gradient(dataset, bandwidths, initial_states, before,
+                                                   policy), atol=1e-6)
+
+
+def _j_gradient(dataset, bandwidths, initial_states, params, policy) -> np.ndarray:
+    other = copy.deepcopy(policy)
+    with torch.no_grad():
+        for p, b in zip(other.parameters(), params):
+            p.copy_(b)
+    algo = nopg.NOPG(other, nopg.NOPGConfig(gamma=0.9, behaviour_weight=0.0, n_mc_policy=1),
+                     stochastic=False, optimizer=torch.optim.SGD(other.parameters(), lr=1.0))
+    algo.setup(dataset, bandwidths, initial_states)
+    algo.step()
+    return torch.cat([(p.detach() - b).reshape(-1) for p, b in zip(other.parameters(), params)]).numpy()
+
+
+def test_auto_weight_is_off_on_exploration_data(dataset, bandwidths, initial_states, det_policy):
+    runs = []
+    for weight in ("auto", 0.0):
+        policy = copy.deepcopy(det_policy)
+        algo = nopg.NOPG(policy, nopg.NOPGConfig(gamma=0.9, behaviour_weight=weight))
+        algo.fit(dataset, bandwidths, initial_states, 5, progress=False)
+        runs.append([m["J_hat"] for m in algo.history_])
+        assert algo.behaviour_weight_ == 0.0
+    assert runs[0] == runs[1]
+
+
+def test_auto_weight_on_policy_data(bandwidths, initial_states, det_policy):
+    rng = np.random.default_rng(4)
+    s = rng.normal(scale=0.8, size=(200, 2))
+    a = np.tanh(-s[:, :1] - 0.5 * s[:, 1:])           # a logged controller
+    data = nopg.TransitionDataset(states=s, actions=a, rewards=-(s ** 2).sum(1),
+                                  next_states=s + 0.3 * a, terminals=np.zeros(200, dtype=bool))
+    algo = nopg.NOPG(det_policy, nopg.NOPGConfig(gamma=0.9))
+    algo.fit(data, bandwidths, initial_states, 30, progress=False)
+    assert algo.action_predictability_ > 0.8
+    assert algo.behaviour_weight_ == pytest.approx(AUTO_SCALE * algo.action_predictability_)
+    losses = [m["behaviour_loss"] for m in algo.history_]
+    assert losses[-1] < losses[0]
