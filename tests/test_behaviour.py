@@ -135,15 +135,57 @@ def test_auto_weight_is_off_on_exploration_data(dataset, bandwidths, initial_sta
     assert runs[0] == runs[1]
 
 
-def test_auto_weight_on_policy_data(bandwidths, initial_states, det_policy):
-    rng = np.random.default_rng(4)
-    s = rng.normal(scale=0.8, size=(200, 2))
+def _controller_data(n: int = 200, seed: int = 4) -> nopg.TransitionDataset:
+    rng = np.random.default_rng(seed)
+    s = rng.normal(scale=0.8, size=(n, 2))
     a = np.tanh(-s[:, :1] - 0.5 * s[:, 1:])           # a logged controller
-    data = nopg.TransitionDataset(states=s, actions=a, rewards=-(s ** 2).sum(1),
-                                  next_states=s + 0.3 * a, terminals=np.zeros(200, dtype=bool))
+    return nopg.TransitionDataset(states=s, actions=a, rewards=-(s ** 2).sum(1),
+                                  next_states=s + 0.3 * a, terminals=np.zeros(n, dtype=bool))
+
+
+def test_auto_weight_on_policy_data_pretrains_then_keeps_the_behaviour(bandwidths, initial_states,
+                                                                       det_policy):
+    data = _controller_data()
     algo = nopg.NOPG(det_policy, nopg.NOPGConfig(gamma=0.9))
+    algo.setup(data, bandwidths, initial_states)
+    untrained = float(algo._behaviour.loss(det_policy).detach())
     algo.fit(data, bandwidths, initial_states, 30, progress=False)
     assert algo.action_predictability_ > 0.8
     assert algo.behaviour_weight_ == pytest.approx(AUTO_SCALE * algo.action_predictability_)
     losses = [m["behaviour_loss"] for m in algo.history_]
-    assert losses[-1] < losses[0]
+    # 500 pretraining steps fit the controller far better than the initial policy
+    assert losses[0] < 0.05 * untrained and max(losses) < 0.1 * untrained
+
+
+def _params(policy) -> np.ndarray:
+    return torch.cat([p.detach().reshape(-1) for p in policy.parameters()]).numpy()
+
+
+@pytest.mark.parametrize("kw", [dict(behaviour_weight=0.0), dict(behaviour_pretrain=0)])
+def test_no_pretraining_without_the_term_or_when_turned_off(bandwidths, initial_states,
+                                                           det_policy, kw):
+    before = _params(det_policy)
+    algo = nopg.NOPG(det_policy, nopg.NOPGConfig(gamma=0.9, **kw))
+    algo.fit(_controller_data(), bandwidths, initial_states, 0, progress=False)
+    np.testing.assert_array_equal(_params(algo.policy), before)
+
+
+def test_pretraining_in_batches_is_deterministic(bandwidths, initial_states, det_policy,
+                                                 monkeypatch):
+    import nopg.behaviour as behaviour
+
+    monkeypatch.setattr(behaviour, "PRETRAIN_BATCH", 32)      # 200 samples: random batches
+    fitted = []
+    for _ in range(2):
+        policy = copy.deepcopy(det_policy)
+        algo = nopg.NOPG(policy, nopg.NOPGConfig(gamma=0.9, behaviour_pretrain=300))
+        algo.fit(_controller_data(), bandwidths, initial_states, 0, progress=False)
+        fitted.append(_params(policy))
+        assert float(algo._behaviour.loss(policy).detach()) < 0.05
+    np.testing.assert_array_equal(fitted[0], fitted[1])
+
+
+@pytest.mark.parametrize("value", [-1, 2.5, None])
+def test_bad_behaviour_pretrain(value):
+    with pytest.raises(ValueError, match="'behaviour_pretrain' parameter"):
+        nopg.NOPGConfig(behaviour_pretrain=value)

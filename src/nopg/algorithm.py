@@ -259,6 +259,11 @@ class NOPG:
         schedule = self._continuation(n_updates)
         self.setup(data, bandwidths.scaled(schedule[0][1], schedule[0][1])
                    if schedule else bandwidths, initial_states)
+        if self._behaviour is not None and self.update_ == 0 and self.config.behaviour_pretrain:
+            loss = self._behaviour.pretrain(self.policy, self.config.behaviour_pretrain,
+                                            self.config.learning_rate, self.config.seed)
+            logger.info("behaviour pretraining: %d steps, behaviour loss %.4g",
+                        self.config.behaviour_pretrain, loss)
         return self._update_loop(data, bandwidths, initial_states, n_updates,
                                  dict(schedule[1:]))
 

@@ -13,6 +13,10 @@ predictability* (:func:`action_predictability`): the leave-one-out R^2 of predic
 action from the actions of its state's ``k`` nearest data states, clipped at 0. Exploration data
 (random actions, a grid of actions) have ``rho = 0``: the data show no behaviour to keep to, and
 the objective is the paper's. Data logged by a controller or a person have ``rho > 0``.
+
+When the term is on, ``fit`` first fits the policy to the data's actions alone
+(``NOPGConfig.behaviour_pretrain`` Adam steps), so the policy gradient starts from the logged
+behaviour instead of from a random policy that the term must pull back.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ from .policies import is_stochastic
 
 AUTO_SCALE = 2.0
 """``behaviour_weight="auto"`` is ``AUTO_SCALE`` times the action predictability."""
+PRETRAIN_BATCH = 16_384
+"""Largest batch of a behaviour-pretraining step (more samples: random batches of this size)."""
 
 
 def mean_actions(policy: nn.Module, states: torch.Tensor) -> torch.Tensor:
@@ -46,10 +52,31 @@ class BehaviourTargets:
     actions: torch.Tensor
     inv_std: torch.Tensor
 
-    def loss(self, policy: nn.Module) -> torch.Tensor:
-        """``mean_i ||(pi(s_i) - a_i) / std(a)||^2`` (differentiable in the policy)."""
-        err = (mean_actions(policy, self.states) - self.actions) * self.inv_std
+    def loss(self, policy: nn.Module, rows: torch.Tensor | None = None) -> torch.Tensor:
+        """``mean_i ||(pi(s_i) - a_i) / std(a)||^2`` over all data (or ``rows``), differentiable."""
+        states, actions = (self.states, self.actions) if rows is None \
+            else (self.states[rows], self.actions[rows])
+        err = (mean_actions(policy, states) - actions) * self.inv_std
         return (err * err).sum(-1).mean()
+
+    def pretrain(self, policy: nn.Module, steps: int, learning_rate: float, seed: int) -> float:
+        """Fit ``policy`` to the data's actions by ``steps`` Adam steps on :meth:`loss` alone.
+
+        Full batches up to ``PRETRAIN_BATCH`` samples, random batches of that size above (drawn
+        from a generator of ``seed``). Returns the final loss over all data.
+        """
+        params = [p for p in policy.parameters() if p.requires_grad]
+        opt = torch.optim.Adam(params, lr=learning_rate)
+        n = self.states.shape[0]
+        gen = torch.Generator().manual_seed(seed)
+        for _ in range(steps):
+            rows = None if n <= PRETRAIN_BATCH else \
+                torch.randint(n, (PRETRAIN_BATCH,), generator=gen).to(self.states.device)
+            opt.zero_grad()
+            self.loss(policy, rows).backward()
+            opt.step()
+        with torch.no_grad():
+            return float(self.loss(policy))
 
 
 def action_predictability(data: TransitionDataset, k: int = 10, max_queries: int = 20_000,

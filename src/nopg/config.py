@@ -132,6 +132,10 @@ class NOPGConfig(TorchPlacement):
         the paper's objective. ``"auto"`` (default) is 2 times the data's action predictability
         (:func:`nopg.behaviour.action_predictability`), 0 on exploration data (random or grid
         actions), positive on data logged by a controller or a person.
+    behaviour_pretrain : int
+        When the behaviour term is on, ``fit`` first runs this many Adam steps (at
+        ``learning_rate``) on the behaviour-cloning error alone, so the policy starts from the
+        logged behaviour (``0``: no pretraining). Not run when a fit resumes.
     sigma_decay_to : float or None
         If set, a Gaussian policy's ``sigma`` is multiplied by a factor decaying linearly from 1
         to this value over ``sigma_decay_updates`` updates (paper appendix, NOPG-S).
@@ -169,6 +173,7 @@ class NOPGConfig(TorchPlacement):
     continuation_updates: int | None = None
     continuation_stages: int = 4
     behaviour_weight: float | str = "auto"
+    behaviour_pretrain: int = 500
     sigma_decay_to: float | None = None
     sigma_decay_updates: int | None = None
     dtype: str = MODEL_DEFAULTS["dtype"]
@@ -197,6 +202,8 @@ class NOPGConfig(TorchPlacement):
             fail("behaviour_weight", "'auto' or a finite float >= 0", self.behaviour_weight, _OWNER)
         if not is_int(self.continuation_stages) or self.continuation_stages < 2:
             fail("continuation_stages", "an int >= 2", self.continuation_stages, _OWNER)
+        if not is_int(self.behaviour_pretrain) or self.behaviour_pretrain < 0:
+            fail("behaviour_pretrain", "an int >= 0", self.behaviour_pretrain, _OWNER)
         for name in ("sigma_decay_updates", "continuation_updates"):
             check_positive_int(name, getattr(self, name), _OWNER, allow_none=True)
         if self.sigma_decay_to is not None:
