@@ -30,6 +30,7 @@ from torch import nn
 from .bandwidth import seed_generator
 from .data import TransitionDataset
 from .policies import is_stochastic
+from .validation import check_positive_int
 
 AUTO_SCALE = 2.0
 """``behaviour_weight="auto"`` is ``AUTO_SCALE`` times the action predictability."""
@@ -101,12 +102,8 @@ def action_predictability(data: TransitionDataset, k: int = 10, max_queries: int
     """
     from scipy.spatial import cKDTree
 
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-        raise ValueError(f"The 'k' parameter must be a positive int. Got {k!r} instead.")
-    if isinstance(max_queries, bool) or not isinstance(max_queries, (int, np.integer)) \
-            or max_queries < 1:
-        raise ValueError(f"The 'max_queries' parameter must be a positive int. "
-                         f"Got {max_queries!r} instead.")
+    check_positive_int("k", k)
+    check_positive_int("max_queries", max_queries)
     n = data.n
     if n < 3:
         return 0.0
