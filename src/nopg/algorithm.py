@@ -170,7 +170,9 @@ class NOPG:
                 self.config.behaviour_weight, data)
             self._behaviour_data = data
             if self.behaviour_weight_ > 0:
-                logger.info("behaviour term: weight %.3g (action predictability %s)",
+                logger.info("behaviour term: weight %.3g (action predictability %s); the policy "
+                            "is kept near the data's actions. If the data's behaviour pursued "
+                            "another goal, set behaviour_weight=0",
                             self.behaviour_weight_, "not used" if self.action_predictability_
                             is None else f"{self.action_predictability_:.3f}")
         self._behaviour = behaviour_targets(data, self.behaviour_weight_, self.device,
