@@ -189,3 +189,12 @@ def test_pretraining_in_batches_is_deterministic(bandwidths, initial_states, det
 def test_bad_behaviour_pretrain(value):
     with pytest.raises(ValueError, match="'behaviour_pretrain' parameter"):
         nopg.NOPGConfig(behaviour_pretrain=value)
+
+
+def test_term_stays_on_through_continuation_stages(bandwidths, initial_states, det_policy):
+    config = nopg.NOPGConfig(gamma=0.9, continuation=4.0, continuation_stages=3,
+                             behaviour_pretrain=0)
+    algo = nopg.NOPG(det_policy, config)
+    algo.fit(_controller_data(), bandwidths, initial_states, 6, progress=False)
+    assert algo.behaviour_weight_ > 1.5
+    assert all(np.isfinite(m["behaviour_loss"]) for m in algo.history_)

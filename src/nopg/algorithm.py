@@ -175,8 +175,8 @@ class NOPG:
                             "another goal, set behaviour_weight=0",
                             self.behaviour_weight_, "not used" if self.action_predictability_
                             is None else f"{self.action_predictability_:.3f}")
-        self._behaviour = behaviour_targets(data, self.behaviour_weight_, self.device,
-                                            self.config.torch_dtype)
+            self._behaviour = behaviour_targets(data, self.behaviour_weight_, self.device,
+                                                self.config.torch_dtype)
         return self
 
     def _sigma_scale(self) -> float:

@@ -29,20 +29,13 @@ from torch import nn
 
 from .bandwidth import seed_generator
 from .data import TransitionDataset
-from .policies import is_stochastic
+from .policies import mean_actions
 from .validation import check_positive_int
 
 AUTO_SCALE = 2.0
 """``behaviour_weight="auto"`` is ``AUTO_SCALE`` times the action predictability."""
 PRETRAIN_BATCH = 16_384
 """Largest batch of a behaviour-pretraining step (more samples: random batches of this size)."""
-
-
-def mean_actions(policy: nn.Module, states: torch.Tensor) -> torch.Tensor:
-    """The policy's action (a Gaussian policy's mean) at ``states``, shape (batch, d_a)."""
-    if is_stochastic(policy):
-        return policy.mean_std(states)[0]
-    return policy(states)
 
 
 @dataclass
@@ -136,9 +129,9 @@ def behaviour_targets(data: TransitionDataset, weight: float, device: torch.devi
     if weight == 0:
         return None
     actions = torch.tensor(data.actions, device=device, dtype=dtype)
-    std = actions.std(0, unbiased=False) if data.n > 1 else torch.ones_like(actions[0])
+    std = actions.std(0, unbiased=False)
     # a constant action dimension has nothing to clone: its error is counted in its own units
-    inv_std = torch.where(std > 0, 1.0 / std.clamp_min(torch.finfo(dtype).tiny), torch.ones_like(std))
+    inv_std = torch.where(std > 0, std.reciprocal(), torch.ones_like(std))
     return BehaviourTargets(torch.tensor(data.states, device=device, dtype=dtype), actions, inv_std)
 
 

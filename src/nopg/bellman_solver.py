@@ -25,6 +25,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
+from .defaults import CPU_PRECONDITIONERS
 from .row_matrices import Rows, SparseRows
 from .solvers import (
     AUTO_ERROR,
@@ -134,7 +135,7 @@ class BellmanSolver:
 
     def _preconditioner(self, P: Rows) -> tuple:
         """The preconditioner pair for this solve (rebuilt when stale), or ``(None, None)``."""
-        if self.preconditioner in ("ilu", "aggregation") and isinstance(P, SparseRows):
+        if self.preconditioner in CPU_PRECONDITIONERS and isinstance(P, SparseRows):
             if self.ilu is None or self.stale():
                 self.build_ilu(P)
             if self.ilu is not None:
@@ -187,7 +188,7 @@ class BellmanSolver:
         """Restore :meth:`state` (ignored when it belongs to another data set size)."""
         n = self.n
         if "ilu_index" in state and state["ilu_index"].shape[0] == n and \
-                self.preconditioner in ("ilu", "aggregation"):
+                self.preconditioner in CPU_PRECONDITIONERS:
             self.build_ilu(SparseRows(state["ilu_index"], state["ilu_values"].to(torch.float64), n))
             self.last_iterations = int(state["last_iterations"])
             if "ilu_excess" in state:

@@ -25,6 +25,7 @@ SPARSE_NEIGHBORS = ("candidates", "knn")   # neighbour modes that only exist wit
 CANDIDATES_MAX_N = 50_000      # neighbors="auto" with top_k: candidate sets below, k-NN from here on
 AGGREGATION_MIN_N = 50_000     # preconditioner="auto" on the CPU: ILU below, aggregation from here on
 AGGREGATE_SIZE = 16            # samples per group of the aggregation preconditioner
+CPU_PRECONDITIONERS = ("ilu", "aggregation")   # built with SciPy: CPU only
 
 
 def _is_positive_int(value: Any) -> bool:
@@ -108,7 +109,7 @@ def resolve_preconditioner(preconditioner: str, device_type: str, n: int,
     at 10^6 one ILU build took 44 s, and an update took 16.6 s with the aggregation against
     22.1 s without a preconditioner.
     """
-    if preconditioner in ("ilu", "aggregation") and device_type != "cpu":
+    if preconditioner in CPU_PRECONDITIONERS and device_type != "cpu":
         raise ValueError(f"preconditioner={preconditioner!r} runs on the CPU only; use 'auto' or 'none' "
                          f"on {device_type}")
     if preconditioner == AUTO:

@@ -35,7 +35,7 @@ import torch
 from torch import nn
 
 from . import __version__
-from .policies import is_stochastic
+from .policies import is_stochastic, mean_actions
 
 __all__ = ["FORMATS", "ExportVerificationError", "export_policy", "load_exported_policy"]
 
@@ -55,12 +55,9 @@ class _ActionModule(nn.Module):
     def __init__(self, policy: nn.Module) -> None:
         super().__init__()
         self.policy = policy
-        self.use_mean = is_stochastic(policy)
 
     def forward(self, states: torch.Tensor) -> torch.Tensor:
-        if self.use_mean:
-            return self.policy.mean_std(states)[0]
-        return self.policy(states)
+        return mean_actions(self.policy, states)
 
 
 @contextmanager

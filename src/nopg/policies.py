@@ -278,6 +278,13 @@ def normal_log_density(actions: torch.Tensor, mean: torch.Tensor, std: torch.Ten
     return (-0.5 * z * z - torch.log(std) - 0.5 * math.log(2.0 * math.pi)).sum(-1)
 
 
+def mean_actions(policy: nn.Module, states: torch.Tensor) -> torch.Tensor:
+    """The policy's action (a Gaussian policy's mean) at ``states``, shape (batch, d_a)."""
+    if is_stochastic(policy):
+        return policy.mean_std(states)[0]
+    return policy(states)
+
+
 _POLICIES = {cls.__name__: cls for cls in (DeterministicMLPPolicy, GaussianMLPPolicy, LinearPolicy,
                                           DiagonalLinearPolicy)}
 
