@@ -91,13 +91,16 @@ def test_linear_policy_sgd_moves_towards_target(target_data, target_bw):
     assert algo.history_[-1]["J_hat"] > algo.history_[0]["J_hat"]
 
 
-def test_step_gradient_is_the_policy_gradient(dataset, bandwidths, initial_states, det_policy):
-    """One SGD step with lr 1 moves the parameters by exactly grad J_hat (ascent)."""
+@pytest.mark.parametrize("n_mc_next", ["auto", None])
+def test_step_gradient_is_the_policy_gradient(dataset, bandwidths, initial_states, det_policy,
+                                              n_mc_next):
+    """One SGD step with lr 1 moves the parameters by exactly grad J_hat (ascent), with the
+    default Monte-Carlo next states (the same draws for the same seed) and the kernel mean."""
     before = [p.detach().clone() for p in det_policy.parameters()]
     res = nopg.policy_gradient(dataset, det_policy, bandwidths=bandwidths, gamma=0.9,
-                               initial_states=initial_states, top_k=8)
+                               initial_states=initial_states, top_k=8, n_mc_next=n_mc_next)
     algo = nopg.NOPG(det_policy, nopg.NOPGConfig(gamma=0.9, top_k=8, optimizer="sgd",
-                                                 learning_rate=1.0))
+                                                 learning_rate=1.0, n_mc_next=n_mc_next))
     algo.fit(dataset, bandwidths, initial_states, n_updates=1, progress=False)
     assert algo.history_[0]["J_hat"] == pytest.approx(res.J, abs=1e-12)
     norm = math.sqrt(sum(float((g * g).sum()) for g in res.grads))

@@ -11,8 +11,10 @@ import torch
 import nopg
 from nopg.bellman import NonparametricBellman
 from nopg.defaults import (
+    AUTO_MC_NEXT,
     AUTO_TOP_K,
     DENSE_P_SOLVE_MAX_N,
+    MC_NEXT_MAX_N,
     SPARSE_MIN_N,
     SPARSE_P_SOLVE_MAX_N,
     resolve_settings,
@@ -43,8 +45,38 @@ def test_resolved_keeps_every_other_field():
     c = nopg.NOPGConfig(gamma=0.9, learning_rate=0.05, seed=3, solver_tol=1e-8)
     r = c.resolved(5000)
     changed = {k for k, v in r.to_dict().items() if c.to_dict()[k] != v}
-    assert changed == {"top_k", "solver", "dense_max_n"}
+    assert changed == {"top_k", "solver", "dense_max_n", "n_mc_next"}
     assert r.resolved(5000) == r                          # resolving twice changes nothing
+
+
+@pytest.mark.parametrize("n, expected", [(1, AUTO_MC_NEXT), (5000, AUTO_MC_NEXT),
+                                         (MC_NEXT_MAX_N - 1, AUTO_MC_NEXT), (MC_NEXT_MAX_N, None)])
+def test_auto_monte_carlo_next_states(n, expected):
+    assert nopg.NOPGConfig().n_mc_next == "auto"
+    assert nopg.NOPGConfig().resolved(n).n_mc_next == expected
+    for explicit in (None, 1, 7):                          # explicit settings are kept
+        assert nopg.NOPGConfig(n_mc_next=explicit).resolved(n).n_mc_next == explicit
+
+
+def test_fit_draws_fresh_next_states_every_update(dataset, bandwidths, initial_states):
+    """``auto`` gives the model ``AUTO_MC_NEXT`` draws per transition, new ones at each update
+    (two updates of a fixed policy see different ``J_hat``), the same ones for the same seed."""
+    def j_hats(config: nopg.NOPGConfig) -> list[float]:
+        policy = nopg.DeterministicMLPPolicy(dataset.state_dim, dataset.action_dim, hidden=(4,))
+        algo = nopg.NOPG(policy, config).fit(dataset, bandwidths, initial_states, n_updates=2,
+                                             progress=False)
+        assert algo.model_.n_mc_next == config.resolved(dataset.n).n_mc_next
+        return [m["J_hat"] for m in algo.history_]
+
+    frozen = dict(learning_rate=1e-12, behaviour_weight=0.0, optimizer="sgd")
+    torch.manual_seed(0)
+    auto = j_hats(nopg.NOPGConfig(**frozen))
+    torch.manual_seed(0)
+    assert j_hats(nopg.NOPGConfig(**frozen)) == auto                   # same seed, same draws
+    assert auto[0] != pytest.approx(auto[1], rel=1e-9)                 # fresh draws per update
+    torch.manual_seed(0)
+    mean = j_hats(nopg.NOPGConfig(n_mc_next=None, **frozen))
+    assert mean[0] == pytest.approx(mean[1], rel=1e-9)                 # kernel mean: fixed
 
 
 def test_sparse_min_n_moves_the_switch():
@@ -118,6 +150,9 @@ def test_old_config_dict_loads_with_its_old_settings():
     (dict(dense_max_n="auto"), "'dense_max_n' parameter"),
     (dict(sparse_min_n=0), "'sparse_min_n' parameter"),
     (dict(sparse_min_n=None), "'sparse_min_n' parameter"),
+    (dict(n_mc_next=0), "'n_mc_next' parameter"),
+    (dict(n_mc_next="many"), "'n_mc_next' parameter"),
+    (dict(n_mc_next=True), "'n_mc_next' parameter"),
 ])
 def test_config_validation(kw, match):
     with pytest.raises(ValueError, match=match):
@@ -142,7 +177,7 @@ def test_bellman_validation(dataset, bandwidths, kw, match):
 def test_experiments_pin_their_settings(name):
     """No experiment relies on the size rule: its numbers do not change with the defaults."""
     c = TASKS[name]().default_config().nopg
-    assert c.top_k != "auto"
+    assert c.top_k != "auto" and c.n_mc_next != "auto"
     assert c.solver != "auto" or c.dense_max_n == 2000
 
 

@@ -88,7 +88,7 @@ def test_evaluate_on_other_data_equals_the_model(run, capsys):
     algo = NOPG.load(ckpt)
     c, other = algo.config, run["other"]
     model = nopg.NonparametricBellman(other, algo.model_.bandwidths, c.gamma, top_k=c.top_k,
-                                      n_mc_policy=c.n_mc_policy, solver=c.solver,
+                                      n_mc_policy=c.n_mc_policy, n_mc_next=c.n_mc_next, solver=c.solver,
                                       solver_tol=c.solver_tol, unsupported=c.unsupported,
                                       support_radius=c.support_radius)
     with torch.no_grad():

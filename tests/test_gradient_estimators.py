@@ -257,8 +257,8 @@ def test_lqg_cases_take_a_model_config_or_its_settings():
     lqg = paper_lqg()
     data = collect_lqg(THETA, n_episodes=2, horizon=50, seed=3, alpha=0.5)
     by_keywords = lqg_cases(lqg, THETA, THETA, names=["NOPG-D", "NOPG-S"], n_mc_policy=4, seed=2)
-    config = ModelConfig(top_k=None, n_mc_policy=4, solver_tol=1e-10, dense_max_n=2000,
-                         stochastic=True)
+    config = ModelConfig(top_k=None, n_mc_policy=4, n_mc_next=None, solver_tol=1e-10,
+                         dense_max_n=2000, stochastic=True)
     by_config = lqg_cases(lqg, THETA, THETA, names=["NOPG-D", "NOPG-S"], config=config, seed=2)
     for name in by_keywords:
         assert by_config[name].estimator.config == by_keywords[name].estimator.config

@@ -68,7 +68,7 @@ def test_model_keywords_keep_their_defaults(dataset, bandwidths):
 
 def test_model_from_a_config_equals_the_model_from_keywords(dataset, bandwidths, initial_states,
                                                             det_policy):
-    config = ModelConfig(top_k=8, solver="bicgstab", solver_tol=1e-9)
+    config = ModelConfig(top_k=8, solver="bicgstab", solver_tol=1e-9, n_mc_next=None)
     from_config = NonparametricBellman(dataset, bandwidths, GAMMA, config)
     from_keywords = NonparametricBellman(dataset, bandwidths, GAMMA, top_k=8, solver="bicgstab",
                                          solver_tol=1e-9, n_mc_policy=15, dense_max_n=None)

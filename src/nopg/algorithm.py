@@ -154,10 +154,11 @@ class NOPG:
     def setup(self, data: TransitionDataset, bandwidths: Bandwidths,
               initial_states: np.ndarray | torch.Tensor) -> NOPG:
         """Build the Bellman model for ``data``; called by :meth:`fit` when needed."""
-        c = self.config.resolved(data.n)   # concrete top_k, solver, dense_max_n for this n
+        c = self.config.resolved(data.n)   # concrete top_k, solver, dense_max_n, n_mc_next
         if self.model_ is None:
-            logger.info("n = %d: top_k=%s, solver=%s (config: top_k=%r, solver=%r)", data.n,
-                        c.top_k, c.solver, self.config.top_k, self.config.solver)
+            logger.info("n = %d: top_k=%s, solver=%s, n_mc_next=%s (config: top_k=%r, solver=%r, "
+                        "n_mc_next=%r)", data.n, c.top_k, c.solver, c.n_mc_next, self.config.top_k,
+                        self.config.solver, self.config.n_mc_next)
         previous = self.model_.solver_state() if self.model_ is not None else self._solver_state
         self.model_ = NonparametricBellman(data, bandwidths, c.gamma,
                                            c.model_config(stochastic=self.stochastic))

@@ -236,7 +236,7 @@ class NonparametricBellman:
         self.bandwidths = bandwidths.broadcast(data.state_dim, data.action_dim)
         self.gamma = float(gamma)
         self.top_k = resolved.top_k
-        self.n_mc_next = config.n_mc_next
+        self.n_mc_next = resolved.n_mc_next
         self.stochastic = config.stochastic
         self.n_mc_policy = config.n_mc_policy if self.stochastic else 1
         self.dtype = config.torch_dtype

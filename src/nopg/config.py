@@ -78,8 +78,10 @@ class NOPGConfig(TorchPlacement):
         Neighbour search: SciPy KD-tree (CPU) or tiled torch top-k (any device).
     n_mc_policy : int
         ``N_pi``: Monte-Carlo actions per state for a stochastic policy (NOPG-S).
-    n_mc_next : int or None
-        ``N_phi``: Monte-Carlo next states per transition; ``None`` uses the kernel mean.
+    n_mc_next : int, "auto" or None
+        ``N_phi``: Monte-Carlo next states per transition, drawn afresh at every update;
+        ``None`` uses the kernel mean (the paper's ``N_phi = 1``: faster, and ``J_hat`` is then
+        deterministic). ``"auto"`` (default) is 3 below 10^5 samples and the kernel mean above.
     solver : {"auto", "dense", "bicgstab"}
         Linear solver for ``q`` and ``mu``; ``auto`` is the dense LU up to ``dense_max_n``
         samples and BiCGSTAB above.
@@ -159,7 +161,7 @@ class NOPGConfig(TorchPlacement):
     refine: bool = MODEL_DEFAULTS["refine"]
     neighbor_backend: str = MODEL_DEFAULTS["neighbor_backend"]
     n_mc_policy: int = MODEL_DEFAULTS["n_mc_policy"]
-    n_mc_next: int | None = MODEL_DEFAULTS["n_mc_next"]
+    n_mc_next: int | str | None = MODEL_DEFAULTS["n_mc_next"]
     solver: str = MODEL_DEFAULTS["solver"]
     solver_tol: float | str = MODEL_DEFAULTS["solver_tol"]
     solver_max_iter: int = MODEL_DEFAULTS["solver_max_iter"]
@@ -223,13 +225,15 @@ class NOPGConfig(TorchPlacement):
     def resolved(self, n: int) -> NOPGConfig:
         """This configuration with concrete model settings for a data set of ``n`` samples.
 
-        ``top_k`` becomes an int or ``None``, ``solver`` ``"dense"`` or ``"bicgstab"`` and
-        ``dense_max_n`` the limit ``solver="auto"`` applies (rule: :mod:`nopg.defaults`,
-        :meth:`ModelConfig.resolved`); explicit settings are kept. Fitting with the result gives
-        the same numbers as fitting with this configuration.
+        ``top_k`` becomes an int or ``None``, ``solver`` ``"dense"`` or ``"bicgstab"``,
+        ``n_mc_next`` an int or ``None`` and ``dense_max_n`` the limit ``solver="auto"``
+        applies (rule: :mod:`nopg.defaults`, :meth:`ModelConfig.resolved`); explicit settings
+        are kept. Fitting with the result gives the same numbers as fitting with this
+        configuration.
         """
         m = self.model_config().resolved(n)
-        return replace(self, top_k=m.top_k, solver=m.solver, dense_max_n=m.dense_max_n)
+        return replace(self, top_k=m.top_k, solver=m.solver, dense_max_n=m.dense_max_n,
+                       n_mc_next=m.n_mc_next)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

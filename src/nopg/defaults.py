@@ -5,8 +5,10 @@
 ``AUTO_TOP_K`` entries per row from there on. ``solver="auto"`` uses the dense LU up to
 ``dense_max_n`` samples and BiCGSTAB above; ``dense_max_n=None`` takes the limit from the kind
 of ``P``: ``DENSE_P_SOLVE_MAX_N`` for a dense ``P``, ``SPARSE_P_SOLVE_MAX_N`` for a sparse one.
-The thresholds are measured crossovers of the time per policy update (one CPU thread, float64,
-NOPG-D on Pendulum-like data; ``benchmarks/bench_defaults.py``); an explicit int always wins.
+``n_mc_next="auto"`` draws ``AUTO_MC_NEXT`` next states per transition below ``MC_NEXT_MAX_N``
+samples (:func:`resolve_n_mc_next`). The other thresholds are measured crossovers of the time
+per policy update (one CPU thread, float64, NOPG-D on Pendulum-like data;
+``benchmarks/bench_defaults.py``); an explicit int always wins.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ CANDIDATES_MAX_N = 50_000      # neighbors="auto" with top_k: candidate sets bel
 AGGREGATION_MIN_N = 50_000     # preconditioner="auto" on the CPU: ILU below, aggregation from here on
 AGGREGATE_SIZE = 16            # samples per group of the aggregation preconditioner
 CPU_PRECONDITIONERS = ("ilu", "aggregation")   # built with SciPy: CPU only
+AUTO_MC_NEXT = 3               # n_mc_next="auto": Monte-Carlo next states per transition...
+MC_NEXT_MAX_N = 100_000        # ...below this many samples; the kernel mean from there on
 
 
 def _is_positive_int(value: Any) -> bool:
@@ -76,6 +80,24 @@ def resolve_top_k(top_k: int | str | None, n: int, sparse_min_n: int = SPARSE_MI
     if n >= sparse_min_n or neighbors in SPARSE_NEIGHBORS:
         return min(AUTO_TOP_K, n)
     return None
+
+
+def resolve_n_mc_next(n_mc_next: int | str | None, n: int, max_n: int = MC_NEXT_MAX_N
+                      ) -> int | None:
+    """Concrete ``n_mc_next`` (``N_phi``) for ``n`` samples.
+
+    ``"auto"`` is ``AUTO_MC_NEXT`` next states drawn afresh around every data next state at every
+    update for ``n < max_n``, and ``None`` (the kernel mean, the paper's ``N_phi = 1``) from there
+    on. The fresh draws make the policy act well on a cloud around the data instead of at the
+    data's next states only, which is what the measured returns with small data sets depend on
+    (``docs/bandwidths.md``); above ``max_n`` the kernel mean is kept for its cost (its queries
+    are cached, while a fresh cloud costs a neighbour search of ``AUTO_MC_NEXT * n`` points per
+    update) and because the smoothing was not measured there. ``None`` and ints are returned
+    unchanged.
+    """
+    if n_mc_next != AUTO:
+        return n_mc_next  # type: ignore[return-value]
+    return AUTO_MC_NEXT if n < max_n else None
 
 
 def resolve_neighbors(neighbors: str, top_k: int | None, n: int,

@@ -17,7 +17,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from .defaults import SPARSE_MIN_N, check_dense_max_n, check_top_k, resolve_settings
+from .defaults import (
+    SPARSE_MIN_N,
+    check_dense_max_n,
+    check_top_k,
+    resolve_n_mc_next,
+    resolve_settings,
+)
 from .neighbors import BACKENDS
 from .solvers import check_solver_tol
 from .validation import (
@@ -75,8 +81,11 @@ class ModelConfig(TorchPlacement):
         Neighbour search: SciPy KD-tree (CPU) or tiled torch top-k (any device).
     n_mc_policy : int
         ``N_pi``: Monte-Carlo actions per state for a stochastic policy.
-    n_mc_next : int or None
-        ``N_phi``: Monte-Carlo next states per transition; ``None`` uses the kernel mean.
+    n_mc_next : int, "auto" or None
+        ``N_phi``: Monte-Carlo next states per transition, drawn afresh around each data next
+        state (normal, the next-state bandwidths) at every update; ``None`` uses the kernel mean
+        (the paper's ``N_phi = 1``). ``"auto"`` is 3 below 10^5 samples and the kernel mean from
+        there on (:func:`nopg.defaults.resolve_n_mc_next`).
     stochastic : bool
         Integrate over the policy's Gaussian (NOPG-S) instead of using its mean (NOPG-D).
     solver : {"auto", "dense", "bicgstab"}
@@ -116,7 +125,7 @@ class ModelConfig(TorchPlacement):
     refine: bool = True
     neighbor_backend: str = "auto"
     n_mc_policy: int = 15
-    n_mc_next: int | None = None
+    n_mc_next: int | str | None = "auto"
     stochastic: bool = False
     solver: str = "auto"
     solver_tol: float | str = "auto"
@@ -138,20 +147,22 @@ class ModelConfig(TorchPlacement):
         plain_numbers(self)
 
     def resolved(self, n: int) -> ModelConfig:
-        """This configuration with ``top_k``, ``solver`` and ``dense_max_n`` made concrete for a
-        data set of ``n`` samples (the rules of :mod:`nopg.defaults`; explicit settings kept)."""
+        """This configuration with ``top_k``, ``solver``, ``dense_max_n`` and ``n_mc_next`` made
+        concrete for a data set of ``n`` samples (the rules of :mod:`nopg.defaults`; explicit
+        settings kept)."""
         if not is_int(n) or n < 1:
             raise ValueError(f"n must be a positive int. Got {n!r} instead.")
         s = resolve_settings(int(n), self.top_k, self.solver, self.dense_max_n, self.sparse_min_n,
                              self.neighbors)
-        return replace(self, top_k=s.top_k, solver=s.solver, dense_max_n=s.dense_max_n)
+        return replace(self, top_k=s.top_k, solver=s.solver, dense_max_n=s.dense_max_n,
+                       n_mc_next=resolve_n_mc_next(self.n_mc_next, int(n)))
 
 
 MODEL_DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(ModelConfig)}
 """The defaults of :class:`ModelConfig` by field name (also those of :class:`nopg.NOPGConfig`)."""
 
-KEYWORD_DEFAULTS: dict[str, Any] = {"top_k": None, "n_mc_policy": 10, "solver_tol": 1e-10,
-                                    "dense_max_n": 2000}
+KEYWORD_DEFAULTS: dict[str, Any] = {"top_k": None, "n_mc_policy": 10, "n_mc_next": None,
+                                    "solver_tol": 1e-10, "dense_max_n": 2000}
 """The defaults of :class:`nopg.NonparametricBellman`'s keyword settings (used without a
 ``config``, as by :func:`nopg.policy_gradient`) where they differ from :class:`ModelConfig`'s.
 
@@ -160,9 +171,10 @@ The difference is deliberate. :class:`ModelConfig`'s defaults are those of a fit
 needs, ``N_pi = 15`` (the paper's NOPG-S setting). A model built from keywords is the estimator
 itself, the reference the analyses and the tests compare against: the paper's dense ``P``
 (``top_k=None``), solves to a 1e-10 residual (``J_hat`` and its gradient exact to round-off),
-the dense LU up to 2000 samples and ``N_pi = 10``, the model's setting before the configurations
-existed. Taking the fit's defaults here would change every estimate made this way (the gradient
-analysis, the trust-region experiment, ``neighbor_report``'s reference).
+the dense LU up to 2000 samples, kernel-mean next states and ``N_pi = 10``, the model's
+setting before the configurations existed. Taking the fit's defaults here would change every
+estimate made this way (the gradient analysis, the trust-region experiment,
+``neighbor_report``'s reference).
 """
 
 
@@ -188,7 +200,8 @@ def check_model_settings(values: Mapping[str, Any], owner: str | None = None) ->
     _check_sparsity(v, owner)
     for name in ("n_mc_policy", "solver_max_iter", "sparse_min_n"):
         check_positive_int(name, v[name], owner)
-    check_positive_int("n_mc_next", v["n_mc_next"], owner, allow_none=True)
+    if v["n_mc_next"] != "auto":
+        check_positive_int("n_mc_next", v["n_mc_next"], owner, allow_none=True)
     check_bool("stochastic", v["stochastic"], owner)
     check_choice("solver", v["solver"], SOLVERS, owner)
     if not check_solver_tol(v["solver_tol"]):
