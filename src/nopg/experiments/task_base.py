@@ -5,8 +5,8 @@
 * :func:`task_config`: an :class:`~nopg.experiments.runner.ExperimentConfig` with the settings
   most of the paper's tasks share (gamma 0.99, a 1 x 50 ReLU MLP, Adam at 1e-2, ``auto``
   bandwidths with factors 1, 3 Monte-Carlo next states drawn at every update, a dense ``P`` up
-  to 2000 samples) and the
-  task's own on top; :func:`d4rl_task_config` adds those of the paper's D4RL tasks.
+  to 2000 samples) and the task's own on top; :func:`d4rl_task_config` adds those of the
+  paper's D4RL tasks.
 * :class:`EnvironmentTask`: a task evaluated by rolling its policy out in a gymnasium
   environment from the environment's reset distribution. It draws the objective's initial
   states from that distribution (reset seeds ``10_000 + seed``), evaluates from reset seeds
