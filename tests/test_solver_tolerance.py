@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 import warnings
 
 import numpy as np
@@ -241,3 +242,32 @@ def test_auto_solver_state_round_trip(data300, bandwidths, initial_states):
     other.load_solver_state(state)
     restored, saved = other.linear_solver, model.linear_solver
     assert restored.ilu_excess == 7 and restored.ilu_base == saved.ilu_base
+
+
+@pytest.mark.parametrize("solver_tol", ["auto", 1e-10])
+def test_a_failing_preconditioner_is_dropped_and_the_solve_retried(data300, bandwidths,
+                                                                   initial_states, solver_tol,
+                                                                   caplog):
+    """An unstable incomplete factorisation (here: a singular one that drops half the entries)
+    must not leave the solves unconverged: the solver retries without it, reaches the same
+    solution as with a good one, and builds a fresh one at the next solve."""
+    model = NonparametricBellman(data300, bandwidths, GAMMA, top_k=8, solver="bicgstab",
+                                 solver_tol=solver_tol, solver_max_iter=200)
+    policy = _policy()
+    good = model.solution(policy, initial_states)
+    solver = model.linear_solver
+    keep = (torch.arange(data300.n) % 2 == 0).to(torch.float64)
+    solver.ilu = (lambda v: keep * v, lambda v: keep * v)
+    solver.ilu_excess, solver.last_iterations = 0, 0                   # not stale: it is used
+    with warnings.catch_warnings(), caplog.at_level(logging.WARNING, logger="nopg.bellman_solver"):
+        warnings.simplefilter("ignore")                                # the failed attempt's
+        sol = model.solution(policy, initial_states)
+    assert "retrying without the preconditioner" in caplog.text
+    assert sol.info_q.converged and sol.info_mu.converged
+    rtol = 1e-3 if solver_tol == "auto" else 1e-6      # "auto" stops at its error bound
+    torch.testing.assert_close(sol.q, good.q, rtol=rtol, atol=rtol)
+    torch.testing.assert_close(sol.mu, good.mu, rtol=rtol, atol=rtol)
+    assert solver.ilu is None                                          # the bad one was dropped
+    builds = solver.builds
+    model.solution(policy, initial_states)
+    assert solver.builds == builds + 1 and solver.ilu is not None      # and rebuilt

@@ -116,6 +116,30 @@ class BellmanSolver:
             return q, mu, info, info
         matvec, rmatvec = P64.operators()
         pre_q, pre_mu = self._preconditioner(P64)
+        try:
+            q, mu, info_q, info_mu = self._krylov(matvec, rmatvec, r64, e64, warm_start, pre_q,
+                                                  pre_mu)
+            failed = not (info_q.converged and info_mu.converged)
+            why = (f"residuals q {info_q.residual:.1e}, mu {info_mu.residual:.1e} after "
+                   f"{info_q.iterations}/{info_mu.iterations} iterations")
+        except FloatingPointError as err:
+            if pre_q is None:
+                raise
+            failed, why = True, str(err)
+        if pre_q is not None and failed:
+            # An incomplete factorisation can be unstable for some P: drop it, solve without it,
+            # and build a new one at the next update.
+            logger.warning("the preconditioned solve failed (%s); retrying without the "
+                           "preconditioner", why)
+            self.ilu, self.ilu_source = None, None
+            q, mu, info_q, info_mu = self._krylov(matvec, rmatvec, r64, e64, warm_start, None, None)
+        self._count(info_q.iterations, info_mu.iterations)
+        return q, mu, info_q, info_mu
+
+    def _krylov(self, matvec: Callable, rmatvec: Callable, r64: torch.Tensor, e64: torch.Tensor,
+                warm_start: tuple[torch.Tensor, torch.Tensor] | None, pre_q: Callable | None,
+                pre_mu: Callable | None) -> tuple[torch.Tensor, torch.Tensor, SolveInfo, SolveInfo]:
+        """BiCGSTAB for both systems with the given preconditioners (``None``: none)."""
         if self.solver_tol == "auto":
             q, mu, info_q, info_mu = solve_bellman_auto(
                 matvec, rmatvec, r64, e64, self.gamma, warm_start, error=AUTO_ERROR,
@@ -130,7 +154,6 @@ class BellmanSolver:
                                  tol=tol, max_iter=self.max_iter, precond=pre_q)
             mu, info_mu = bicgstab(lambda v: v - rmatvec(v), e64, mu0,
                                    tol=tol, max_iter=self.max_iter, precond=pre_mu)
-        self._count(info_q.iterations, info_mu.iterations)
         return q, mu, info_q, info_mu
 
     def _preconditioner(self, P: Rows) -> tuple:
