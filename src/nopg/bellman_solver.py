@@ -116,17 +116,18 @@ class BellmanSolver:
             return q, mu, info, info
         matvec, rmatvec = P64.operators()
         pre_q, pre_mu = self._preconditioner(P64)
+        why = None                        # why a preconditioned solve failed (None: it did not)
         try:
             q, mu, info_q, info_mu = self._krylov(matvec, rmatvec, r64, e64, warm_start, pre_q,
                                                   pre_mu)
-            failed = not (info_q.converged and info_mu.converged)
-            why = (f"residuals q {info_q.residual:.1e}, mu {info_mu.residual:.1e} after "
-                   f"{info_q.iterations}/{info_mu.iterations} iterations")
+            if pre_q is not None and not (info_q.converged and info_mu.converged):
+                why = (f"residuals q {info_q.residual:.1e}, mu {info_mu.residual:.1e} after "
+                       f"{info_q.iterations}/{info_mu.iterations} iterations")
         except FloatingPointError as err:
             if pre_q is None:
                 raise
-            failed, why = True, str(err)
-        if pre_q is not None and failed:
+            why = str(err)
+        if why is not None:
             # An incomplete factorisation can be unstable for some P: drop it, solve without it,
             # and build a new one at the next update.
             logger.warning("the preconditioned solve failed (%s); retrying without the "

@@ -37,8 +37,8 @@ def _is_positive_int(value: Any) -> bool:
         and value >= 1
 
 
-def check_top_k(value: Any) -> bool:
-    """Whether ``value`` is a valid ``top_k``: ``"auto"``, ``None`` or a positive int."""
+def check_auto_count(value: Any) -> bool:
+    """Whether ``value`` is ``"auto"``, ``None`` or a positive int (``top_k``, ``n_mc_next``)."""
     if value is None or isinstance(value, str):
         return value is None or value == AUTO
     return _is_positive_int(value)

@@ -19,8 +19,8 @@ import torch
 
 from .defaults import (
     SPARSE_MIN_N,
+    check_auto_count,
     check_dense_max_n,
-    check_top_k,
     resolve_n_mc_next,
     resolve_settings,
 )
@@ -200,8 +200,8 @@ def check_model_settings(values: Mapping[str, Any], owner: str | None = None) ->
     _check_sparsity(v, owner)
     for name in ("n_mc_policy", "solver_max_iter", "sparse_min_n"):
         check_positive_int(name, v[name], owner)
-    if v["n_mc_next"] != "auto":
-        check_positive_int("n_mc_next", v["n_mc_next"], owner, allow_none=True)
+    if not check_auto_count(v["n_mc_next"]):
+        fail("n_mc_next", "a positive int, 'auto' or None", v["n_mc_next"], owner)
     check_bool("stochastic", v["stochastic"], owner)
     check_choice("solver", v["solver"], SOLVERS, owner)
     if not check_solver_tol(v["solver_tol"]):
@@ -221,7 +221,7 @@ def check_model_settings(values: Mapping[str, Any], owner: str | None = None) ->
 
 def _check_sparsity(v: Mapping[str, Any], owner: str | None) -> None:
     """``top_k`` and the neighbour search."""
-    if not check_top_k(v["top_k"]):
+    if not check_auto_count(v["top_k"]):
         fail("top_k", "a positive int, 'auto' or None", v["top_k"], owner)
     check_choice("neighbors", v["neighbors"], NEIGHBOR_MODES, owner)
     if v["top_k"] is None and v["neighbors"] in ("candidates", "knn"):
