@@ -2,9 +2,9 @@
 
 Pendulum-like data (state ``[cos th, sin th, th_dot]``, one action in [-2, 2], next states from
 the Pendulum-v1 equations, vectorised here in NumPy so that 10^6 samples take a second), Silverman
-bandwidths, ``top_k = 10``, a deterministic 3-50-1 MLP, kernel-mean next states (``n_mc_next=None``,
-pinned: the accuracy checks compare kernel-mean models; the library's ``auto`` draws 3 next states
-per transition below 10^5 samples, which costs more per update), BiCGSTAB with warm
+bandwidths, ``top_k = 10``, a deterministic 3-50-1 MLP, kernel-mean next states by default
+(``--mc-next none``; ``--mc-next auto`` is the library's default, which draws 3 next states per
+transition afresh at every update below 10^5 samples, and ``--mc-next N`` draws N), BiCGSTAB with warm
 starts and the library's default ``solver_tol="auto"`` (``--tol`` sets a relative residual). Every
 size runs in its own subprocess so that its peak memory (max RSS) is its own.
 
@@ -99,7 +99,8 @@ def time_path(data: TransitionDataset, neighbors: str, args: argparse.Namespace,
     torch.manual_seed(0)
     policy = DeterministicMLPPolicy(data.state_dim, data.action_dim,
                                     action_max=float(np.abs(data.actions).max()), hidden=(50,))
-    config = NOPGConfig(top_k=args.k, neighbors=neighbors, n_candidates=args.candidates, n_mc_next=None,
+    config = NOPGConfig(top_k=args.k, neighbors=neighbors, n_candidates=args.candidates,
+                        n_mc_next=args.mc_next,
                         solver="bicgstab", solver_tol=args.tol, dtype=args.dtype, device=args.device,
                         learning_rate=args.lr, preconditioner=preconditioner)
     algo = NOPG(policy, config)
@@ -178,18 +179,20 @@ def time_paper_path(data: TransitionDataset, args: argparse.Namespace, updates: 
 
 def accuracy(algo: NOPG, data: TransitionDataset, args: argparse.Namespace) -> dict:
     """J_hat and gradient of the trained sparse model against a fresh dense top-k model at the
-    same policy (the sparse model's candidates were built at earlier policies)."""
+    same policy (the sparse model's candidates were built at earlier policies). With Monte-Carlo
+    next states both models draw the same states (generators of one seed)."""
     from nopg.bellman import NonparametricBellman
 
     def estimate(model: NonparametricBellman) -> tuple[float, np.ndarray]:
-        sol = model.solution(algo.policy, algo.initial_states_)
+        sol = model.solution(algo.policy, algo.initial_states_, torch.Generator().manual_seed(0))
         grads = torch.autograd.grad(sol.surrogate(), list(algo.policy.parameters()))
         return sol.J, torch.cat([g.reshape(-1) for g in grads]).double().cpu().numpy()
 
     J_s, g_s = estimate(algo.model_)
     dense = NonparametricBellman(data, algo.model_.bandwidths, algo.config.gamma, top_k=args.k,
                                  neighbors="dense", dtype=algo.model_.dtype, device=algo.device,
-                                 solver="bicgstab", solver_tol=args.tol)
+                                 solver="bicgstab", solver_tol=args.tol,
+                                 n_mc_next=algo.model_.n_mc_next)
     J_d, g_d = estimate(dense)
     return {"J_rel_err": abs(J_s - J_d) / abs(J_d),
             "grad_cos": float(g_s @ g_d / (np.linalg.norm(g_s) * np.linalg.norm(g_d)))}
@@ -227,6 +230,20 @@ def one_size(args: argparse.Namespace) -> dict:
     return out
 
 
+def _mc_next(text: str) -> str | int | None:
+    if text == "none":
+        return None
+    if text == "auto":
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"--mc-next must be 'none', 'auto' or a positive int. Got {text!r}.")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", type=int, nargs="+", default=[1000, 3000, 10000, 100000, 1000000])
@@ -247,6 +264,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="solver_tol: 'auto' (the library's default) or a relative residual")
     p.add_argument("--lr", type=float, default=1e-2, help="Adam step (the policy moves each update)")
     p.add_argument("--action-factor", type=float, default=1.0, help="multiplies Silverman's h_a")
+    p.add_argument("--mc-next", type=_mc_next, default=None,
+                   help="next states per transition: 'none' (kernel mean, the default here), "
+                        "'auto' (the library's default) or N Monte-Carlo draws per update")
     p.add_argument("--dtype", default="float64", choices=["float64", "float32"])
     p.add_argument("--device", default="cpu")
     p.add_argument("--threads", type=int, default=1)
@@ -257,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     rows = []
     print(f"# NOPG update time vs n: data={args.data}, k={args.k}, neighbors={args.neighbors}, device={args.device}, "
-          f"dtype={args.dtype}, threads={args.threads}")
+          f"dtype={args.dtype}, threads={args.threads}, n_mc_next={args.mc_next or 'none'}")
     print(f"{'n':>9} {'upd':>4} {'setup s':>8} {'first s':>8} {'mean ms':>9} {'nbr ms':>8} "
           f"{'first5 ms':>9} {'steady ms':>9} {'nbr ms':>8} {'refined 5/st':>14} {'iters q/mu':>11} "
           f"{'peak MB':>8} {'dense ms':>10} {'speed-up':>9} {'J rel err':>10} {'grad cos':>10} "
