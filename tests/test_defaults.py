@@ -58,6 +58,34 @@ def test_auto_monte_carlo_next_states(n, expected):
         assert nopg.NOPGConfig(n_mc_next=explicit).resolved(n).n_mc_next == explicit
 
 
+def test_behaviour_term_uses_its_own_next_state_count():
+    c = nopg.NOPGConfig()
+    assert c.resolved(5000, behaviour_term=True).n_mc_next is None        # kernel mean
+    assert c.resolved(5000).n_mc_next == AUTO_MC_NEXT
+    r = nopg.NOPGConfig(n_mc_next=7, behaviour_n_mc_next=2).resolved(5000, behaviour_term=True)
+    assert r.n_mc_next == 2 and r.resolved(5000, behaviour_term=True) == r
+
+
+@pytest.mark.parametrize("weight, behaviour_n, expected", [(0.0, None, AUTO_MC_NEXT),
+                                                           (1.0, None, None), (1.0, 2, 2)])
+def test_fit_picks_next_states_by_behaviour_term(dataset, bandwidths, initial_states, weight,
+                                                 behaviour_n, expected):
+    """The model the fit builds draws ``n_mc_next`` states without the behaviour term and
+    ``behaviour_n_mc_next`` with it; that model gives the fit's ``J_hat``."""
+    torch.manual_seed(0)
+    policy = nopg.DeterministicMLPPolicy(dataset.state_dim, dataset.action_dim, hidden=(4,))
+    config = nopg.NOPGConfig(behaviour_weight=weight, behaviour_n_mc_next=behaviour_n,
+                             behaviour_pretrain=0, learning_rate=1e-12, optimizer="sgd")
+    algo = nopg.NOPG(policy, config).fit(dataset, bandwidths, initial_states, n_updates=1,
+                                         progress=False)
+    assert algo.model_.n_mc_next == expected
+    if expected is None:
+        kernel_mean = nopg.NOPGConfig(n_mc_next=None).resolved(dataset.n).model_config()
+        reference = NonparametricBellman(dataset, bandwidths, config.gamma, kernel_mean)
+        J = reference.solution(policy, initial_states).J
+        assert algo.history_[0]["J_hat"] == pytest.approx(J, rel=1e-8)
+
+
 def test_fit_draws_fresh_next_states_every_update(dataset, bandwidths, initial_states):
     """``auto`` gives the model ``AUTO_MC_NEXT`` draws per transition, new ones at each update
     (two updates of a fixed policy see different ``J_hat``), the same ones for the same seed."""
@@ -153,6 +181,8 @@ def test_old_config_dict_loads_with_its_old_settings():
     (dict(n_mc_next=0), "'n_mc_next' parameter"),
     (dict(n_mc_next="many"), "'n_mc_next' parameter"),
     (dict(n_mc_next=True), "'n_mc_next' parameter"),
+    (dict(behaviour_n_mc_next=0), "'behaviour_n_mc_next' parameter"),
+    (dict(behaviour_n_mc_next="auto"), "'behaviour_n_mc_next' parameter"),
 ])
 def test_config_validation(kw, match):
     with pytest.raises(ValueError, match=match):

@@ -154,18 +154,6 @@ class NOPG:
     def setup(self, data: TransitionDataset, bandwidths: Bandwidths,
               initial_states: np.ndarray | torch.Tensor) -> NOPG:
         """Build the Bellman model for ``data``; called by :meth:`fit` when needed."""
-        c = self.config.resolved(data.n)   # concrete top_k, solver, dense_max_n, n_mc_next
-        if self.model_ is None:
-            logger.info("n = %d: top_k=%s, solver=%s, n_mc_next=%s (config: top_k=%r, solver=%r, "
-                        "n_mc_next=%r)", data.n, c.top_k, c.solver, c.n_mc_next, self.config.top_k,
-                        self.config.solver, self.config.n_mc_next)
-        previous = self.model_.solver_state() if self.model_ is not None else self._solver_state
-        self.model_ = NonparametricBellman(data, bandwidths, c.gamma,
-                                           c.model_config(stochastic=self.stochastic))
-        if previous:
-            self.model_.load_solver_state(previous)
-        self.initial_states_ = as_states(initial_states, data.state_dim, "initial_states")
-        self._solution = None
         if self._behaviour_data is not data:   # continuation stages keep the data
             self.behaviour_weight_, self.action_predictability_ = resolve_behaviour_weight(
                 self.config.behaviour_weight, data)
@@ -178,6 +166,21 @@ class NOPG:
                             is None else f"{self.action_predictability_:.3f}")
             self._behaviour = behaviour_targets(data, self.behaviour_weight_, self.device,
                                                 self.config.torch_dtype)
+        # concrete top_k, solver, dense_max_n, n_mc_next (behaviour_n_mc_next with the term on)
+        c = self.config.resolved(data.n, behaviour_term=self.behaviour_weight_ > 0)
+        if self.model_ is None:
+            logger.info("n = %d: top_k=%s, solver=%s, n_mc_next=%s (config: top_k=%r, solver=%r, "
+                        "n_mc_next=%r%s)", data.n, c.top_k, c.solver, c.n_mc_next, self.config.top_k,
+                        self.config.solver, self.config.n_mc_next,
+                        f", behaviour_n_mc_next={self.config.behaviour_n_mc_next!r} while the "
+                        "behaviour term is on" if self.behaviour_weight_ > 0 else "")
+        previous = self.model_.solver_state() if self.model_ is not None else self._solver_state
+        self.model_ = NonparametricBellman(data, bandwidths, c.gamma,
+                                           c.model_config(stochastic=self.stochastic))
+        if previous:
+            self.model_.load_solver_state(previous)
+        self.initial_states_ = as_states(initial_states, data.state_dim, "initial_states")
+        self._solution = None
         return self
 
     def _sigma_scale(self) -> float:

@@ -138,6 +138,11 @@ class NOPGConfig(TorchPlacement):
         When the behaviour term is on, ``fit`` first runs this many Adam steps (at
         ``learning_rate``) on the behaviour-cloning error alone, so the policy starts from the
         logged behaviour (``0``: no pretraining). Not run when a fit resumes.
+    behaviour_n_mc_next : int or None
+        Next states per transition while the behaviour term is on, in place of ``n_mc_next``
+        (which applies when it is off). ``None`` (default): the kernel mean. On data logged by a
+        policy the behaviour term keeps the policy at the data's states, and drawn next states
+        lie off them (``docs/bandwidths.md``).
     sigma_decay_to : float or None
         If set, a Gaussian policy's ``sigma`` is multiplied by a factor decaying linearly from 1
         to this value over ``sigma_decay_updates`` updates (paper appendix, NOPG-S).
@@ -176,6 +181,7 @@ class NOPGConfig(TorchPlacement):
     continuation_stages: int = 4
     behaviour_weight: float | str = "auto"
     behaviour_pretrain: int = 500
+    behaviour_n_mc_next: int | None = None
     sigma_decay_to: float | None = None
     sigma_decay_updates: int | None = None
     dtype: str = MODEL_DEFAULTS["dtype"]
@@ -206,6 +212,7 @@ class NOPGConfig(TorchPlacement):
             fail("continuation_stages", "an int >= 2", self.continuation_stages, _OWNER)
         if not is_int(self.behaviour_pretrain) or self.behaviour_pretrain < 0:
             fail("behaviour_pretrain", "an int >= 0", self.behaviour_pretrain, _OWNER)
+        check_positive_int("behaviour_n_mc_next", self.behaviour_n_mc_next, _OWNER, allow_none=True)
         for name in ("sigma_decay_updates", "continuation_updates"):
             check_positive_int(name, getattr(self, name), _OWNER, allow_none=True)
         if self.sigma_decay_to is not None:
@@ -222,18 +229,19 @@ class NOPGConfig(TorchPlacement):
         return ModelConfig(**{name: getattr(self, name) for name in MODEL_FIELDS},
                            stochastic=stochastic)
 
-    def resolved(self, n: int) -> NOPGConfig:
+    def resolved(self, n: int, behaviour_term: bool = False) -> NOPGConfig:
         """This configuration with concrete model settings for a data set of ``n`` samples.
 
         ``top_k`` becomes an int or ``None``, ``solver`` ``"dense"`` or ``"bicgstab"``,
-        ``n_mc_next`` an int or ``None`` and ``dense_max_n`` the limit ``solver="auto"``
+        ``n_mc_next`` an int or ``None`` (``behaviour_n_mc_next`` when ``behaviour_term``, i.e.
+        the fit's behaviour weight is positive) and ``dense_max_n`` the limit ``solver="auto"``
         applies (rule: :mod:`nopg.defaults`, :meth:`ModelConfig.resolved`); explicit settings
         are kept. Fitting with the result gives the same numbers as fitting with this
         configuration.
         """
         m = self.model_config().resolved(n)
         return replace(self, top_k=m.top_k, solver=m.solver, dense_max_n=m.dense_max_n,
-                       n_mc_next=m.n_mc_next)
+                       n_mc_next=self.behaviour_n_mc_next if behaviour_term else m.n_mc_next)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -42,7 +42,7 @@ EVALUATION_FILE = "evaluation.json"
 """The file (in ``seed_<k>/``) that holds the last evaluation's episodes and their summary."""
 
 _PAPER_NOPG = {"gamma": 0.99, "learning_rate": 1e-2, "top_k": None, "dense_max_n": 2000,
-               "n_mc_next": AUTO_MC_NEXT}
+               "n_mc_next": AUTO_MC_NEXT, "behaviour_n_mc_next": None}
 _PAPER_RUN = {"bandwidth_method": "auto", "state_factor": 1.0, "action_factor": 1.0,
               "hidden": (50,), "sigma_max": 1.0, "eval_every": 100}
 _PAPER_D4RL_NOPG = {"learning_rate": 3e-4, "n_mc_policy": 1, "n_mc_next": None}
@@ -85,7 +85,8 @@ def task_config(task: TaskSettings | dict[str, Any], nopg: dict[str, Any] | None
     nopg : dict, optional
         :class:`~nopg.NOPGConfig` settings that differ from the shared ones (gamma 0.99,
         learning rate 1e-2, ``top_k=None``, ``dense_max_n=2000``, ``n_mc_next=3``, the
-        library's ``auto`` value below 10^5 samples pinned).
+        library's ``auto`` value below 10^5 samples pinned, and the kernel mean while the
+        behaviour term is on, ``behaviour_n_mc_next=None``).
     **settings
         :class:`~nopg.experiments.runner.ExperimentConfig` fields that differ from the shared
         ones (``auto`` bandwidths, factors 1, hidden ``(50,)``, ``sigma_max`` 1, evaluation
