@@ -18,7 +18,13 @@ from nopg.experiments.sample_efficiency import (
     plan,
 )
 from nopg.experiments.sample_efficiency_jobs import run_job
-from nopg.experiments.sample_efficiency_report import format_table, read_rows, summarize, write_rows
+from nopg.experiments.sample_efficiency_report import (
+    format_table,
+    merge_rows,
+    read_rows,
+    summarize,
+    write_rows,
+)
 
 
 def _has_d3rlpy() -> bool:
@@ -173,3 +179,54 @@ def test_bad_settings_are_refused_clearly(tmp_path):
     assert main(["reproduce", "pendulum-grid", "--task", "x"]) == 2
     paper = SampleEfficiencyConfig.paper_size("cartpole-random")
     assert len(paper.seeds) == 10 and paper.data_sizes()[-1] == 10_000
+
+
+def _full_rows(algorithm, returns, sha="aa", task="pendulum-random", kind="offline"):
+    return [{"task": task, "algorithm": algorithm, "kind": kind, "size": 10,
+             "size_unit": "transitions" if kind == "offline" else "env steps", "n_transitions": 10,
+             "seed": seed, "return": value, "J_hat": None, "wall_time_s": 1.0, "train_steps": 5,
+             "env_steps": None, "data_sha256": sha if kind == "offline" else None, "error": None}
+            for seed, value in enumerate(returns)]
+
+
+def test_merge_replaces_a_rerun_and_keeps_the_other_algorithms():
+    old = _full_rows("NOPG-D", [-900.0, -800.0]) + _full_rows("BC", [-4000.0, -4100.0])
+    new = _full_rows("NOPG-D", [-400.0, -390.0])
+    merged = merge_rows([old, new])
+    assert sorted((r["algorithm"], r["seed"], r["return"]) for r in merged) == [
+        ("BC", 0, -4000.0), ("BC", 1, -4100.0), ("NOPG-D", 0, -400.0), ("NOPG-D", 1, -390.0)]
+    assert {r["return"] for r in merge_rows([new, old]) if r["algorithm"] == "NOPG-D"} == \
+        {-900.0, -800.0}                                   # the later file wins
+
+
+@pytest.mark.parametrize("runs, match", [
+    ([[]], "nothing to merge"),
+    ([_full_rows("BC", [-1.0], task="cartpole-random"), _full_rows("NOPG-D", [-2.0])],
+     "several tasks"),
+    ([_full_rows("BC", [-1.0], sha="aa"), _full_rows("NOPG-D", [-2.0], sha="bb")],
+     "did not train on the same data"),
+])
+def test_merge_refuses_runs_that_do_not_compare(runs, match):
+    with pytest.raises(ValueError, match=match):
+        merge_rows(runs)
+
+
+def test_cli_sweep_report_merges_and_plots(tmp_path, capsys):
+    first = write_rows(_full_rows("NOPG-D", [-900.0, -800.0]) + _full_rows("BC", [-4000.0, -4100.0])
+                       + _full_rows("TD3", [-2000.0, -2200.0], kind="online"), tmp_path / "a.csv")
+    second = write_rows(_full_rows("NOPG-D", [-400.0, -390.0]), tmp_path / "b.csv")
+    out = tmp_path / "report"
+    assert main(["sweep-report", str(first), str(second), "--out", str(out)]) == 0
+    assert "6 runs of pendulum-random from 2 file(s)" in capsys.readouterr().out
+    for name in ("runs.csv", "summary.csv", "table.md", "sample_efficiency.png"):
+        assert (out / name).is_file(), name
+    by_algorithm = {r["algorithm"]: r for r in summarize(read_rows(out / "runs.csv"))}
+    assert by_algorithm["NOPG-D"]["mean"] == -395.0 and by_algorithm["BC"]["mean"] == -4050.0
+    assert by_algorithm["TD3"]["kind"] == "online"
+    assert main(["sweep-report", str(second), "--out", str(out)]) == 2      # nothing overwritten
+    assert "already holds a report" in capsys.readouterr().err
+    assert len(read_rows(out / "runs.csv")) == 6
+    assert main(["sweep-report", str(second), "--out", str(out), "--overwrite"]) == 0
+    assert len(read_rows(out / "runs.csv")) == 2
+    assert main(["sweep-report", str(tmp_path / "none.csv"), "--out", str(tmp_path / "x")]) == 2
+    assert "does not exist" in capsys.readouterr().err

@@ -155,7 +155,24 @@ def _build_parser() -> argparse.ArgumentParser:
     _add_bandwidth_parser(sub)
     _add_collect_parser(sub)
     _add_evaluate_export_parsers(sub)
+    _add_sweep_report_parser(sub)
     return parser
+
+
+def _add_sweep_report_parser(sub: Any) -> None:
+    """The ``sweep-report`` subcommand (merge sample-efficiency sweeps, summarise, plot)."""
+    rep = _subcommand(sub, "sweep-report", "merge sample-efficiency runs.csv files, summarise and plot",
+                      """
+        nopg sweep-report RUNS.csv [RUNS.csv ...] --out DIR: merge the runs of sample-efficiency
+        sweeps of one task (from other machines, days or settings; a run in a later file
+        replaces one of an earlier file with the same algorithm, size and seed), check that the
+        offline algorithms of each size and seed trained on identical data, and write runs.csv,
+        summary.csv, table.md and sample_efficiency.png (mean and bootstrap interval over
+        seeds) into DIR.""")
+    rep.add_argument("runs", nargs="+", help="runs.csv files of `nopg reproduce sample-efficiency`")
+    rep.add_argument("--out", required=True, help="folder for the merged report")
+    rep.add_argument("--overwrite", action="store_true", help="replace a report already in --out")
+    rep.add_argument("--confidence", type=float, default=0.95, help="interval level (0.95)")
 
 
 def _add_reproduce_parser(sub: Any) -> None:
@@ -563,7 +580,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return 0
     commands = {"data": _data_command, "collect": _collect_command, "tune-k": _tune_command,
                 "bandwidth": _bandwidth_command, "fit": _fit_command,
-                "evaluate": _evaluate_command, "export": _export_command}
+                "evaluate": _evaluate_command, "export": _export_command,
+                "sweep-report": _sweep_report_command}
     if args.command in commands:
         return commands[args.command](args)
     _set_threads(args)
@@ -632,6 +650,23 @@ def _evaluate_command(args: argparse.Namespace) -> int:
     if args.data is not None:
         result["data"]["path"] = args.data
     print(json.dumps(result, indent=2) if args.json else format_report(result))
+    return 0
+
+
+def _sweep_report_command(args: argparse.Namespace) -> int:
+    from .experiments.sample_efficiency_report import format_table, merge_rows, read_rows, write_report
+
+    if not 0 < args.confidence < 1:
+        raise ValueError(f"--confidence must lie in (0, 1). Got {args.confidence}.")
+    rows = merge_rows([read_rows(path) for path in args.runs])
+    out = Path(args.out)
+    if (out / "runs.csv").exists() and not args.overwrite:
+        raise ValueError(f"{out} already holds a report (runs.csv); choose another --out or "
+                         "pass --overwrite")
+    out.mkdir(parents=True, exist_ok=True)
+    summary = write_report(rows, out, args.confidence)
+    print(format_table(summary))
+    print(f"{len(rows)} runs of {rows[0]['task']} from {len(args.runs)} file(s); report in {out}")
     return 0
 
 

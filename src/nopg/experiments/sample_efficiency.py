@@ -44,6 +44,7 @@ from ..analysis.parallel import parallel_map
 from ..validation import check_positive_int
 from .common import checked_replace
 from .runner import run_log
+from .sample_efficiency_report import check_identical_data, write_report
 
 __all__ = ["ALGORITHMS", "SWEEP_TASKS", "SampleEfficiencyConfig", "check_identical_data", "plan",
            "run_sample_efficiency"]
@@ -268,26 +269,12 @@ def plan(cfg: SampleEfficiencyConfig, work_dir: Path) -> tuple[list[dict[str, An
     return jobs, skipped
 
 
-def check_identical_data(rows: list[dict[str, Any]]) -> None:
-    """Raise if two offline runs of one size and seed trained on different transitions."""
-    seen: dict[tuple[int, int], tuple[str, str]] = {}
-    for row in rows:
-        if row["kind"] != "offline" or not row["data_sha256"]:
-            continue
-        key = (row["size"], row["seed"])
-        first = seen.setdefault(key, (row["data_sha256"], row["algorithm"]))
-        if first[0] != row["data_sha256"]:
-            raise RuntimeError(f"size {key[0]}, seed {key[1]}: {row['algorithm']} trained on other "
-                               f"transitions than {first[1]}")
-
-
 def run_sample_efficiency(cfg: SampleEfficiencyConfig, out: str | Path = "results",
                           progress: bool = True, run_name: str | None = None,
                           workers: int | None = None, ray_address: str | None = None
                           ) -> dict[str, Any]:
     """Run the sweep and write its folder (module docstring); returns the summary."""
     from .sample_efficiency_jobs import run_job
-    from .sample_efficiency_report import format_table, plot_sample_efficiency, summarize, write_rows
 
     stamp = time.strftime("%Y%m%d-%H%M%S")
     run_dir = Path(out) / (run_name or f"sample-efficiency__{cfg.task}__{stamp}")
@@ -311,19 +298,7 @@ def run_sample_efficiency(cfg: SampleEfficiencyConfig, out: str | Path = "result
         rows = sorted((r for rs in results for r in rs),
                       key=lambda r: (order[r["algorithm"]], r["size"], r["seed"]))
         check_identical_data(rows)
-        write_rows(rows, run_dir / "runs.csv")
-        summary = summarize(rows, cfg.confidence, cfg.n_boot)
-        _write_summary_csv(summary, run_dir / "summary.csv")
-        (run_dir / "table.md").write_text(format_table(summary) + "\n")
-        reference = None
-        if cfg.task == "mountaincar-human":
-            from .mountaincar_human import HUMAN_MEAN_RETURN
-
-            reference = HUMAN_MEAN_RETURN
-        plot_sample_efficiency(summary, run_dir / "sample_efficiency.png",
-                               title=f"{cfg.task}: mean return, {100 * cfg.confidence:.0f}% "
-                                     f"bootstrap interval over {len(cfg.seeds)} seeds",
-                               reference=reference)
+        summary = write_report(rows, run_dir, cfg.confidence, cfg.n_boot)
         wall = time.perf_counter() - start
         for r in summary:
             logger.info("%s n=%d: return %.2f [%.2f, %.2f] over %d seeds, %.1f s per run",
@@ -341,14 +316,3 @@ def run_sample_efficiency(cfg: SampleEfficiencyConfig, out: str | Path = "result
         logger.info("sample-efficiency on %s: %d runs in %.0f s; results in %s", cfg.task,
                     len(rows), wall, run_dir)
         return out_summary
-
-
-def _write_summary_csv(summary: list[dict[str, Any]], path: Path) -> None:
-    import csv
-
-    from .sample_efficiency_report import SUMMARY_COLUMNS
-
-    with path.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(SUMMARY_COLUMNS))
-        writer.writeheader()
-        writer.writerows(summary)

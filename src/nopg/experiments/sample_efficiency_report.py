@@ -19,8 +19,8 @@ import numpy as np
 
 from ..run_evaluation import bootstrap_mean_ci
 
-__all__ = ["ROW_COLUMNS", "SUMMARY_COLUMNS", "format_table", "plot_sample_efficiency",
-           "read_rows", "summarize", "write_rows"]
+__all__ = ["ROW_COLUMNS", "SUMMARY_COLUMNS", "check_identical_data", "format_table", "merge_rows",
+           "plot_sample_efficiency", "read_rows", "summarize", "write_report", "write_rows"]
 
 ROW_COLUMNS: dict[str, type] = {
     "task": str, "algorithm": str, "kind": str,          # kind: offline | online
@@ -69,6 +69,71 @@ def read_rows(path: str | Path) -> list[dict[str, Any]]:
         if missing:
             raise ValueError(f"{path} is not a sample-efficiency CSV: missing {sorted(missing)}")
         return [{k: _parse(k, row.get(k, "")) for k in ROW_COLUMNS} for row in reader]
+
+
+def check_identical_data(rows: Sequence[Mapping[str, Any]]) -> None:
+    """Raise if two offline runs of one size and seed trained on different transitions."""
+    seen: dict[tuple[int, int], tuple[str, str]] = {}
+    for row in rows:
+        if row["kind"] != "offline" or not row["data_sha256"]:
+            continue
+        key = (row["size"], row["seed"])
+        first = seen.setdefault(key, (row["data_sha256"], row["algorithm"]))
+        if first[0] != row["data_sha256"]:
+            raise RuntimeError(f"size {key[0]}, seed {key[1]}: {row['algorithm']} trained on other "
+                               f"transitions than {first[1]}")
+
+
+def merge_rows(runs: Sequence[Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:
+    """The runs of several sweeps of one task as one list (e.g. from other machines or days).
+
+    A run of a later list replaces one of an earlier list with the same algorithm, kind, size
+    and seed (re-running one algorithm with new settings keeps every other algorithm's runs).
+    Raises ``ValueError`` when the lists hold several tasks or when offline runs of one size
+    and seed trained on different transitions (their ``data_sha256``), so that merged sweeps
+    still compare the algorithms on identical data.
+    """
+    merged: dict[tuple, dict[str, Any]] = {}
+    for rows in runs:
+        for row in rows:
+            merged[(row["algorithm"], row["kind"], int(row["size"]), int(row["seed"]))] = dict(row)
+    rows = list(merged.values())
+    if not rows:
+        raise ValueError("nothing to merge: the runs are empty")
+    tasks = sorted({r["task"] for r in rows})
+    if len(tasks) > 1:
+        raise ValueError(f"the runs hold several tasks ({', '.join(tasks)}); merge one task at a time")
+    try:
+        check_identical_data(rows)
+    except RuntimeError as err:
+        raise ValueError(f"the runs did not train on the same data: {err}") from None
+    return rows
+
+
+def write_report(rows: Sequence[Mapping[str, Any]], run_dir: str | Path, confidence: float = 0.95,
+                 n_boot: int = 10000) -> list[dict[str, Any]]:
+    """Write ``runs.csv``, ``summary.csv``, ``table.md`` and ``sample_efficiency.png`` of the
+    runs of one task into ``run_dir``; returns the summary (:func:`summarize`)."""
+    run_dir = Path(run_dir)
+    write_rows(rows, run_dir / "runs.csv")
+    summary = summarize(rows, confidence, n_boot)
+    with (run_dir / "summary.csv").open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(SUMMARY_COLUMNS))
+        writer.writeheader()
+        writer.writerows(summary)
+    (run_dir / "table.md").write_text(format_table(summary) + "\n")
+    task = rows[0]["task"]
+    reference = None
+    if task == "mountaincar-human":
+        from .mountaincar_human import HUMAN_MEAN_RETURN
+
+        reference = HUMAN_MEAN_RETURN
+    n_seeds = len({r["seed"] for r in rows})
+    plot_sample_efficiency(summary, run_dir / "sample_efficiency.png",
+                           title=f"{task}: mean return, {100 * confidence:.0f}% bootstrap interval "
+                                 f"over {n_seeds} seed{'s' if n_seeds > 1 else ''}",
+                           reference=reference)
+    return summary
 
 
 def _parse(column: str, text: str | None) -> Any:
