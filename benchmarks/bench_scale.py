@@ -276,8 +276,9 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(one_size(args)))
         return 0
     rows = []
-    print(f"# NOPG update time vs n: data={args.data}, k={args.k}, neighbors={args.neighbors}, device={args.device}, "
-          f"dtype={args.dtype}, threads={args.threads}, n_mc_next={args.mc_next or 'none'}")
+    print(f"# NOPG update time vs n: data={args.data}, k={args.k}, neighbors={args.neighbors}, "
+          f"device={args.device}, dtype={args.dtype}, threads={args.threads}, "
+          f"n_mc_next={args.mc_next or 'none'}")
     print(f"{'n':>9} {'upd':>4} {'setup s':>8} {'first s':>8} {'mean ms':>9} {'nbr ms':>8} "
           f"{'first5 ms':>9} {'steady ms':>9} {'nbr ms':>8} {'refined 5/st':>14} {'iters q/mu':>11} "
           f"{'peak MB':>8} {'dense ms':>10} {'speed-up':>9} {'J rel err':>10} {'grad cos':>10} "

@@ -50,11 +50,11 @@ from torch import nn
 
 from nopg.bandwidth import select_bandwidths
 from nopg.bellman import pessimistic_value
-from nopg.kernels import thinness
 from nopg.envs.pendulum import make_pendulum_env, pendulum_bottom_setter
 from nopg.evaluation import rollout
 from nopg.experiments import get_task
 from nopg.experiments.runner import make_policy
+from nopg.kernels import thinness
 
 NEIGHBOURS = 10          # responsibilities kept per query (the user-data tasks' top_k)
 CANDIDATES = 30          # nearest data states searched for them
@@ -254,7 +254,8 @@ def fit(spec: str, mode: str, updates: int, task_settings: dict[str, int], absor
             policy.double()
             curve.append((it, round(J.item(), 1), round(ret, 1)))
     ret = model.real_return(policy, model.cfg.final_eval_episodes)
-    print(f"FINAL {spec} {task_settings} mode={mode} absorb={absorb} scales={scales} {aggregate} bootstrap={bootstrap} beta={beta}: return {ret:.1f} J {J.item():.1f} "
+    print(f"FINAL {spec} {task_settings} mode={mode} absorb={absorb} scales={scales} {aggregate} "
+          f"bootstrap={bootstrap} beta={beta}: return {ret:.1f} J {J.item():.1f} "
           f"time {time.time() - start:.0f}s curve (update, J_hat, return) {curve}", flush=True)
 
 

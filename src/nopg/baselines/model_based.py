@@ -232,7 +232,8 @@ def mixed_replay_buffer_class() -> type:
             n_real = int(round(self.real_ratio * batch_size)) if self.size() else batch_size
             if n_real == 0:
                 return super().sample(batch_size, env)
-            idx = np.random.randint(0, len(self.real["rewards"]), size=n_real)
+            # the global NumPy generator, as SB3's own buffers draw (SAC's seed sets it)
+            idx = np.random.randint(0, len(self.real["rewards"]), size=n_real)  # noqa: NPY002
             real = [self.to_torch(self.real[k][idx]) for k in
                     ("observations", "actions", "next_observations", "dones", "rewards")]
             if n_real == batch_size:
