@@ -40,6 +40,7 @@ import torch
 
 from nopg import NOPG, NOPGConfig, TransitionDataset
 from nopg.bandwidth import select_bandwidths
+from nopg.defaults import check_auto_count
 from nopg.policies import DeterministicMLPPolicy
 
 
@@ -231,16 +232,10 @@ def one_size(args: argparse.Namespace) -> dict:
 
 
 def _mc_next(text: str) -> str | int | None:
-    if text == "none":
-        return None
-    if text == "auto":
-        return text
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"--mc-next must be 'none', 'auto' or a positive int. Got {text!r}.")
+    value = None if text == "none" else int(text) if text.lstrip("-").isdigit() else text
+    if not check_auto_count(value):                  # the library's rule for n_mc_next
+        raise argparse.ArgumentTypeError(f"--mc-next must be 'none', 'auto' or a positive int. "
+                                         f"Got {text!r}.")
     return value
 
 

@@ -230,3 +230,7 @@ def test_cli_sweep_report_merges_and_plots(tmp_path, capsys):
     assert len(read_rows(out / "runs.csv")) == 2
     assert main(["sweep-report", str(tmp_path / "none.csv"), "--out", str(tmp_path / "x")]) == 2
     assert "does not exist" in capsys.readouterr().err
+    assert main(["sweep-report", str(second), "--out", str(tmp_path / "c"), "--confidence",
+                 "1.5"]) == 2
+    assert "'confidence' must lie in the open interval" in capsys.readouterr().err
+    assert not (tmp_path / "c").exists()                               # refused before writing

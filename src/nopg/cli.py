@@ -656,14 +656,11 @@ def _evaluate_command(args: argparse.Namespace) -> int:
 def _sweep_report_command(args: argparse.Namespace) -> int:
     from .experiments.sample_efficiency_report import format_table, merge_rows, read_rows, write_report
 
-    if not 0 < args.confidence < 1:
-        raise ValueError(f"--confidence must lie in (0, 1). Got {args.confidence}.")
     rows = merge_rows([read_rows(path) for path in args.runs])
     out = Path(args.out)
     if (out / "runs.csv").exists() and not args.overwrite:
         raise ValueError(f"{out} already holds a report (runs.csv); choose another --out or "
                          "pass --overwrite")
-    out.mkdir(parents=True, exist_ok=True)
     summary = write_report(rows, out, args.confidence)
     print(format_table(summary))
     print(f"{len(rows)} runs of {rows[0]['task']} from {len(args.runs)} file(s); report in {out}")

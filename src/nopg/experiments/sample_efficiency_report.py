@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ..analysis.statistics import check_bootstrap_options
 from ..run_evaluation import bootstrap_mean_ci
 
 __all__ = ["ROW_COLUMNS", "SUMMARY_COLUMNS", "check_identical_data", "format_table", "merge_rows",
@@ -113,7 +114,9 @@ def merge_rows(runs: Sequence[Sequence[Mapping[str, Any]]]) -> list[dict[str, An
 def write_report(rows: Sequence[Mapping[str, Any]], run_dir: str | Path, confidence: float = 0.95,
                  n_boot: int = 10000) -> list[dict[str, Any]]:
     """Write ``runs.csv``, ``summary.csv``, ``table.md`` and ``sample_efficiency.png`` of the
-    runs of one task into ``run_dir``; returns the summary (:func:`summarize`)."""
+    runs of one task into ``run_dir`` (created if needed; bad bootstrap options are refused
+    before anything is written); returns the summary (:func:`summarize`)."""
+    check_bootstrap_options(n_boot, confidence)
     run_dir = Path(run_dir)
     write_rows(rows, run_dir / "runs.csv")
     summary = summarize(rows, confidence, n_boot)
