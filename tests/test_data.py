@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from nopg.data import TransitionDataset, concatenate
-
-SHIPPED = Path("/work/shared/data/mountaincar_human_10.npz")
+from nopg.datasets import mountaincar_human_path
 
 
 def chain(lengths: list[int], seed: int = 0, d_s: int = 2, d_a: int = 1) -> dict:
@@ -187,11 +185,8 @@ def test_load_aliases_and_missing_key(tmp_path, arrays):
         TransitionDataset.load(future)
 
 
-@pytest.mark.skipif(
-    not SHIPPED.exists(), reason=f"shipped data file {SHIPPED} not available in this checkout"
-)
 def test_load_shipped_mountaincar_file():
-    ds = TransitionDataset.load(SHIPPED)
+    ds = TransitionDataset.load(mountaincar_human_path())            # the file the package ships
     assert ds.n == 3589 and ds.state_dim == 2 and ds.action_dim == 1
     episodes = ds.episodes()
     assert len(episodes) == 10
