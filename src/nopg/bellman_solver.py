@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from .defaults import CPU_PRECONDITIONERS
-from .row_matrices import Rows, SparseRows
+from .row_matrices import DenseRows, Rows, SparseRows
 from .solvers import (
     AUTO_ERROR,
     SolveInfo,
@@ -42,6 +42,7 @@ logger = logging.getLogger(__name__)
 REFRESH_RULES = ("iterations", "cost", "once", "always")
 _ILU_REFRESH_ITERS = 15        # "iterations": rebuild the ILU when a solve needs more iterations
 _ILU_BUILD_ITERATIONS = 60     # "cost": an ILU build costs about this many iterations
+DENSE_SKETCH_K = 20            # a dense P's preconditioner is built from its 20 largest entries per row
 
 
 class BellmanSolver:
@@ -159,9 +160,9 @@ class BellmanSolver:
 
     def _preconditioner(self, P: Rows) -> tuple:
         """The preconditioner pair for this solve (rebuilt when stale), or ``(None, None)``."""
-        if self.preconditioner in CPU_PRECONDITIONERS and isinstance(P, SparseRows):
+        if self.preconditioner in CPU_PRECONDITIONERS and isinstance(P, (SparseRows, DenseRows)):
             if self.ilu is None or self.stale():
-                self.build_ilu(P)
+                self.build_ilu(P if isinstance(P, SparseRows) else P.sparsified(DENSE_SKETCH_K))
             if self.ilu is not None:
                 return self.ilu
         return None, None

@@ -54,6 +54,20 @@ class DenseRows:
         """``(x -> M x, y -> M^T y)`` for repeated products (e.g. in a Krylov solver)."""
         return self.matvec, self.rmatvec
 
+    def sparsified(self, k: int) -> SparseRows:
+        """The ``k`` largest entries of every row, rescaled so that each row keeps its sum.
+
+        A sparse stand-in for the matrix where only an approximation is needed (the
+        preconditioner of a dense ``P``): for a non-negative ``M`` with row sums below one it
+        keeps the rows' sums, so ``I - M_k`` stays diagonally dominant like ``I - M``.
+        """
+        m, n = self.matrix.shape
+        vals, idx = torch.topk(self.matrix, min(int(k), n), dim=1)
+        kept = vals.sum(1, keepdim=True)
+        scale = torch.where(kept > 0, self.matrix.sum(1, keepdim=True) / kept.clamp_min(1e-300),
+                            torch.zeros_like(kept))
+        return SparseRows(idx, vals * scale, n)
+
 
 class SparseRows:
     """A matrix whose row ``i`` holds ``values[i, j]`` at column ``index[i, j]``.
