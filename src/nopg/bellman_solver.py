@@ -4,7 +4,9 @@
 ``solver="auto"``, BiCGSTAB above; :mod:`nopg.solvers`) and keeps what carries over between
 updates: the preconditioner of ``I - P`` (an incomplete LU, or the two-level aggregation of
 :func:`nopg.solvers.aggregation_preconditioner` for large data), which is reused while the
-policy (and so ``P``) moves slowly. It is rebuilt
+policy (and so ``P``) moves slowly. A dense ``P`` solved by BiCGSTAB (above ``dense_max_n``) is
+preconditioned from its ``DENSE_SKETCH_K`` largest entries per row, rescaled to the rows' sums
+(:meth:`nopg.row_matrices.DenseRows.sparsified`). It is rebuilt
 
 - ``"iterations"`` (an explicit ``solver_tol``): when the last solve needed more than 15
   iterations;
