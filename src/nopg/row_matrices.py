@@ -61,7 +61,7 @@ class DenseRows:
         preconditioner of a dense ``P``): for a non-negative ``M`` with row sums below one it
         keeps the rows' sums, so ``I - M_k`` stays diagonally dominant like ``I - M``.
         """
-        m, n = self.matrix.shape
+        n = self.matrix.shape[1]
         vals, idx = torch.topk(self.matrix, min(int(k), n), dim=1)
         kept = vals.sum(1, keepdim=True)
         scale = torch.where(kept > 0, self.matrix.sum(1, keepdim=True) / kept.clamp_min(1e-300),
