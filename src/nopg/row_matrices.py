@@ -63,9 +63,8 @@ class DenseRows:
         """
         n = self.matrix.shape[1]
         vals, idx = torch.topk(self.matrix, min(int(k), n), dim=1)
-        kept = vals.sum(1, keepdim=True)
-        scale = torch.where(kept > 0, self.matrix.sum(1, keepdim=True) / kept.clamp_min(1e-300),
-                            torch.zeros_like(kept))
+        # A zero row keeps nothing (0 / tiny = 0); any other row has a positive kept sum.
+        scale = self.matrix.sum(1, keepdim=True) / vals.sum(1, keepdim=True).clamp_min(1e-300)
         return SparseRows(idx, vals * scale, n)
 
 
