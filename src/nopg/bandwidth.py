@@ -29,6 +29,8 @@ __all__ = [
     "seed_generator",
     "select_bandwidths",
     "silverman_bandwidth",
+    "support_widening",
+    "thinness_at",
 ]
 
 logger = logging.getLogger(__name__)
@@ -36,6 +38,7 @@ logger = logging.getLogger(__name__)
 METHODS = ("auto", "knn", "silverman", "scott", "cv")
 _DEFAULT_GRID = np.geomspace(0.05, 5.0, 30)
 _CHUNK_ELEMENTS = 1 << 21  # max held-out x train entries held at once (16 MiB)
+_SUPPORT_QUERIES = 2000    # next states at which the support guard measures the thinness
 
 
 class DuplicatedDataWarning(UserWarning):
@@ -371,6 +374,8 @@ def knn_bandwidths(
     seed: np.random.Generator | int | None = None,
     coverage: float = 0.9,
     reach: float = 8.0,
+    max_thinness: float | None = 0.5,
+    support_radius: float = 2.0,
 ) -> Bandwidths:
     """Local bandwidths from the data's own spacing: the rule behind ``method="auto"``.
 
@@ -382,17 +387,27 @@ def knn_bandwidths(
     (Silverman, Scott) see only the spread of each coordinate and smooth far too much on data
     that lie on a few trajectories.
 
-    Action, per dimension: the standard deviation of the data's actions. The model must weigh
-    every action the policy may take at every state, and with logged data each neighbourhood in
-    state space holds only a few actions; a kernel as wide as the action spread keeps ``Q(s, a)``
-    an average over those neighbours, tilted towards the closer actions, instead of a copy of
-    the single nearest one that the policy would exploit.
+    Action, per dimension: the standard deviation of the data's actions times ``sqrt(d_a)``. The
+    model must weigh every action the policy may take at every state, and with logged data each
+    neighbourhood in state space holds only a few actions; a kernel as wide as the action spread
+    keeps ``Q(s, a)`` an average over those neighbours, tilted towards the closer actions,
+    instead of a copy of the single nearest one that the policy would exploit. With ``d_a``
+    action dimensions the squared kernel distance between two independent data actions adds up
+    over the dimensions; the factor ``sqrt(d_a)`` keeps its expectation at 2, as in one dimension.
 
     Replay guard: where most data sit in one place (a controller holding a set point), the median
     spacing is that of the cluster, and elsewhere a next state's only neighbour within many
     bandwidths is its own successor, so the model replays the logged trajectory whatever the
     action. The state bandwidths are therefore widened (all by one factor) until a share
     ``coverage`` of the next states have 5 data states within ``reach`` bandwidths.
+
+    Support guard: in many state dimensions a neighbourhood one bandwidth wide in every
+    dimension holds hardly any data state, so the model's rows around the data copy single
+    samples and the policy's visits fall where the data are thin. The state bandwidths are
+    widened (all by one factor) until the median thinness of the data (the model's
+    ``1 - w``, :func:`thinness_at`) at next states moved by one draw of the state kernel
+    (``s'_i + h_s xi``, where the Monte-Carlo model queries) paired with data actions drawn at
+    random is at most ``max_thinness``.
 
     Parameters
     ----------
@@ -401,6 +416,10 @@ def knn_bandwidths(
         Neighbours per next state (capped at ``n``).
     coverage, reach : float
         The replay guard (see above); ``reach=inf`` turns it off.
+    max_thinness : float in (0, 1) or None
+        The support guard (see above); ``None`` turns it off.
+    support_radius : float
+        The model's ``support_radius`` (:func:`thinness_at`).
     max_queries : int
         At most this many next states (drawn without replacement) are queried.
     seed : numpy Generator or int, optional
@@ -433,8 +452,14 @@ def knn_bandwidths(
         raise ValueError(f"actions: {err}") from None
     n, d = states.shape
     queries = data.next_states
+    if max_thinness is not None and not 0 < max_thinness < 1:
+        raise ValueError(f"The 'max_thinness' parameter must be in (0, 1) or None. "
+                         f"Got {max_thinness!r} instead.")
+    if not support_radius > 0:
+        raise ValueError(f"The 'support_radius' parameter must be positive. Got {support_radius!r} instead.")
+    generator = seed_generator(seed)
     if queries.shape[0] > max_queries:
-        queries = queries[seed_generator(seed).choice(queries.shape[0], size=max_queries, replace=False)]
+        queries = queries[generator.choice(queries.shape[0], size=max_queries, replace=False)]
     k = min(int(k), n)
     _, idx = cKDTree(states / std).query(queries / std, k=k)
     diff = np.abs(queries[:, None, :] - states[idx.reshape(queries.shape[0], k)])
@@ -450,7 +475,69 @@ def knn_bandwidths(
                         "state beyond %.3g bandwidths; state bandwidths widened x %.3g",
                         100 * (1 - coverage), reach, spread)
             h_state = h_state * spread
-    return Bandwidths(h_state, action_std)
+    h_action = action_std * np.sqrt(action_std.size)
+    if max_thinness is not None:
+        m = min(queries.shape[0], _SUPPORT_QUERIES)
+        rows = generator.choice(queries.shape[0], size=m, replace=False)
+        noise = generator.normal(size=(m, d))
+        acts = data.actions[generator.choice(n, size=m, replace=True)]
+        widen = support_widening(states, data.actions, queries[rows], noise, acts, h_state,
+                                 h_action, max_thinness, support_radius)
+        if widen > 1.0:
+            logger.info("k-NN bandwidths: the median thinness near the next states exceeds %.3g; "
+                        "state bandwidths widened x %.3g", max_thinness, widen)
+            h_state = h_state * widen
+    return Bandwidths(h_state, h_action)
+
+
+def thinness_at(sq_dist: np.ndarray, support_radius: float = 2.0) -> np.ndarray:
+    """The model's thinness ``1 - w = exp(-c / c0)`` per row of squared kernel distances (m, k)
+    (in bandwidths, over the state and action kernels) to the nearest data pairs:
+    ``c = sum_j exp(-d_j^2 / 2)``, ``c0 = exp(-support_radius^2 / 2)``
+    (:func:`nopg.kernels.thinness`)."""
+    mass = np.exp(-0.5 * sq_dist).sum(axis=1)
+    return np.exp(-mass * np.exp(0.5 * support_radius ** 2))
+
+
+def support_widening(states: np.ndarray, actions: np.ndarray, query_states: np.ndarray,
+                     noise: np.ndarray, query_actions: np.ndarray, h_state: np.ndarray, h_action: np.ndarray,
+                     max_thinness: float, support_radius: float = 2.0, k: int = 50,
+                     max_factor: float = 100.0) -> float:
+    """The smallest factor ``f >= 1`` (to 2%, by bisection in ``log f``) by which ``h_state``
+    must grow for the median thinness (:func:`thinness_at`, over the ``k`` nearest data pairs)
+    at the queries to be at most ``max_thinness``; ``max_factor`` at most.
+
+    The queries are ``query_states + f h_state noise`` (a draw of the widened state kernel around
+    each query state; ``noise`` of the same shape) with ``query_actions``, all in the data's
+    units.
+    """
+    from scipy.spatial import cKDTree
+
+    k = min(int(k), states.shape[0])
+    scaled_actions = actions / h_action
+    target_actions = query_actions / h_action
+
+    def median_thinness(factor: float) -> float:
+        data_pts = np.hstack([states / (h_state * factor), scaled_actions])
+        query_pts = np.hstack([query_states / (h_state * factor) + noise, target_actions])
+        dist, _ = cKDTree(data_pts).query(query_pts, k=k)
+        dist = dist.reshape(query_pts.shape[0], -1)
+        return float(np.median(thinness_at(dist ** 2, support_radius)))
+
+    if median_thinness(1.0) <= max_thinness:
+        return 1.0
+    if median_thinness(max_factor) > max_thinness:
+        logger.warning("k-NN bandwidths: the data stay thin near the next states even with state "
+                       "bandwidths x %.3g", max_factor)
+        return float(max_factor)
+    lo, hi = 0.0, float(np.log(max_factor))
+    while hi - lo > np.log(1.02):
+        mid = 0.5 * (lo + hi)
+        if median_thinness(float(np.exp(mid))) <= max_thinness:
+            hi = mid
+        else:
+            lo = mid
+    return float(np.exp(hi))
 
 
 def resolve_method(method: str) -> str:
