@@ -16,9 +16,12 @@ from nopg.bandwidth import (
     cross_validated_bandwidth,
     is_grid_like,
     knn_bandwidths,
+    knn_selection,
     scott_bandwidth,
     select_bandwidths,
     silverman_bandwidth,
+    support_widening,
+    thinness_at,
 )
 from nopg.data import TransitionDataset
 
@@ -309,3 +312,75 @@ def test_knn_replay_guard_widens_bandwidths_on_clustered_data():
     assert knn_bandwidths(spread) == knn_bandwidths(spread, reach=float("inf"))
     with pytest.raises(ValueError, match="'coverage' parameter"):
         knn_bandwidths(ds, coverage=0.0)
+
+
+def test_thinness_at_is_the_models_thinness():
+    import torch
+
+    from nopg.kernels import thinness
+
+    sq = np.random.default_rng(0).uniform(0, 30, size=(5, 8))
+    log_mass = torch.logsumexp(torch.tensor(-0.5 * sq), dim=1)
+    for radius in (1.0, 2.0, 3.0):
+        np.testing.assert_allclose(thinness_at(sq, radius), thinness(log_mass, radius).numpy(),
+                                   rtol=1e-12)
+    # One data pair at the query: 1 - w = exp(-e^{r^2/2}); at r bandwidths: 1/e.
+    np.testing.assert_allclose(thinness_at(np.array([[0.0], [4.0]])), [np.exp(-np.exp(2.0)), np.exp(-1)])
+
+
+def _walks(dim: int, n: int, seed: int = 0, action_dim: int = 1) -> TransitionDataset:
+    """Random-walk trajectories (next state = the following state) in ``dim`` dimensions."""
+    rng = np.random.default_rng(seed)
+    walks = np.cumsum(0.1 * rng.normal(size=(n // 20, 21, dim)), axis=1) \
+        + rng.normal(size=(n // 20, 1, dim))
+    states = walks[:, :-1].reshape(-1, dim)
+    m = states.shape[0]
+    return TransitionDataset(states, rng.uniform(-1, 1, size=(m, action_dim)), np.zeros(m),
+                             walks[:, 1:].reshape(-1, dim), np.zeros(m, bool))
+
+
+def test_support_widening_finds_the_smallest_factor():
+    """Exact thinness (every data pair, k = n): at the factor returned the median thinness of the
+    moved queries is at most the bound, 5% below it above the bound."""
+    ds = _walks(11, 600)
+    rng = np.random.default_rng(1)
+    h_s, h_a = knn_bandwidths(ds, max_thinness=None).state, np.array([0.6])
+    q, noise = ds.next_states[:200], rng.normal(size=(200, 11))
+    acts = ds.actions[rng.integers(0, ds.n, 200)]
+
+    def median_thinness(f: float) -> float:
+        qs = np.hstack([q / (h_s * f) + noise, acts / h_a])
+        xs = np.hstack([ds.states / (h_s * f), ds.actions / h_a])
+        sq = ((qs[:, None, :] - xs[None]) ** 2).sum(-1)
+        return float(np.median(thinness_at(sq)))
+
+    f = support_widening(ds.states, ds.actions, q, noise, acts, h_s, h_a, 0.5, k=ds.n)
+    assert f > 1.5
+    assert median_thinness(f) <= 0.5 < median_thinness(f / 1.05)
+    assert median_thinness(1.0) > 0.5
+    # Already supported: no widening.
+    assert support_widening(ds.states, ds.actions, q, 0 * noise, ds.actions[:200] * 0 + acts,
+                            h_s * 50, h_a, 0.5) == 1.0
+
+
+def test_auto_support_guard_and_action_dimension():
+    """The support guard widens the state bandwidths of thin high-dimensional trajectories by
+    one common factor and leaves dense low-dimensional data alone; the action bandwidth is the
+    actions' spread times sqrt(d_a)."""
+    high = _walks(11, 2000, action_dim=3)
+    plain = knn_bandwidths(high, max_thinness=None)
+    guarded = knn_bandwidths(high)
+    ratio = guarded.state / plain.state
+    assert np.allclose(ratio, ratio[0]) and ratio[0] > 1.5
+    np.testing.assert_allclose(guarded.action, high.actions.std(axis=0, ddof=1) * np.sqrt(3))
+    assert guarded == knn_bandwidths(high) == select_bandwidths(high, "auto")   # deterministic
+    selection = knn_selection(high)
+    assert selection.bandwidths == guarded and selection.replay_widening == 1.0
+    assert selection.support_widening == pytest.approx(ratio[0])
+    low = _walks(2, 2000)
+    assert knn_bandwidths(low) == knn_bandwidths(low, max_thinness=None)
+    np.testing.assert_allclose(knn_bandwidths(low).action, low.actions.std(ddof=1))
+    with pytest.raises(ValueError, match="'max_thinness' parameter must be in"):
+        knn_bandwidths(low, max_thinness=1.0)
+    with pytest.raises(ValueError, match="'support_radius' parameter must be positive"):
+        knn_bandwidths(low, support_radius=0.0)

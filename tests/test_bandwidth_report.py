@@ -10,7 +10,7 @@ import pytest
 
 import nopg
 import nopg.bandwidth_report as br
-from nopg.bandwidth import select_bandwidths
+from nopg.bandwidth import knn_selection, select_bandwidths
 from nopg.bandwidth_report import BandwidthReport, bandwidth_report
 from nopg.cli import main
 
@@ -59,6 +59,15 @@ def test_auto_reports_the_rule_and_leaves_logging_alone(dataset):
     assert report.method == "auto" and report.method_used == "knn"
     assert report.bandwidths == select_bandwidths(dataset, method="auto", seed=1)
     assert logger.level == level and not logger.filters
+    guards = knn_selection(dataset, seed=1)
+    assert (report.replay_widening, report.support_widening) == \
+        (guards.replay_widening, guards.support_widening)
+    assert report.to_dict()["guards"] == {"replay_widening": guards.replay_widening,
+                                          "support_widening": guards.support_widening}
+    assert "(support guard: median thinness" in report.to_text()
+    other = bandwidth_report(dataset, "silverman")
+    assert other.support_widening is None and other.to_dict()["guards"] is None
+    assert "guards" not in other.to_text()
 
 
 def test_distances_are_in_bandwidth_units(dataset):

@@ -22,8 +22,10 @@ __all__ = [
     "Bandwidths",
     "DuplicatedDataWarning",
     "cross_validated_bandwidth",
+    "KnnSelection",
     "is_grid_like",
     "knn_bandwidths",
+    "knn_selection",
     "resolve_method",
     "scott_bandwidth",
     "seed_generator",
@@ -39,6 +41,8 @@ METHODS = ("auto", "knn", "silverman", "scott", "cv")
 _DEFAULT_GRID = np.geomspace(0.05, 5.0, 30)
 _CHUNK_ELEMENTS = 1 << 21  # max held-out x train entries held at once (16 MiB)
 _SUPPORT_QUERIES = 2000    # next states at which the support guard measures the thinness
+SUPPORT_MAX_THINNESS = 0.5
+"""The ``auto`` rule's support guard: the median thinness near the next states at most this."""
 
 
 class DuplicatedDataWarning(UserWarning):
@@ -365,6 +369,16 @@ def cross_validated_bandwidth(
     return result
 
 
+@dataclass(frozen=True)
+class KnnSelection:
+    """What :func:`knn_selection` found: the bandwidths and the factors by which its two guards
+    widened the state bandwidths (1.0: the guard did not act)."""
+
+    bandwidths: Bandwidths
+    replay_widening: float
+    support_widening: float
+
+
 @renamed_keyword("dataset", "data")
 @renamed_keyword("rng", "seed")
 def knn_bandwidths(
@@ -374,9 +388,26 @@ def knn_bandwidths(
     seed: np.random.Generator | int | None = None,
     coverage: float = 0.9,
     reach: float = 8.0,
-    max_thinness: float | None = 0.5,
+    max_thinness: float | None = SUPPORT_MAX_THINNESS,
     support_radius: float = 2.0,
 ) -> Bandwidths:
+    """The bandwidths of :func:`knn_selection`, the rule behind ``method="auto"`` (parameters
+    as there)."""
+    return knn_selection(data, k=k, max_queries=max_queries, seed=seed, coverage=coverage,
+                         reach=reach, max_thinness=max_thinness,
+                         support_radius=support_radius).bandwidths
+
+
+def knn_selection(
+    data: TransitionDataset,
+    k: int = 10,
+    max_queries: int = 20_000,
+    seed: np.random.Generator | int | None = None,
+    coverage: float = 0.9,
+    reach: float = 8.0,
+    max_thinness: float | None = SUPPORT_MAX_THINNESS,
+    support_radius: float = 2.0,
+) -> KnnSelection:
     """Local bandwidths from the data's own spacing: the rule behind ``method="auto"``.
 
     State, per dimension: the median absolute difference between a next state ``s'_i`` and its
@@ -427,7 +458,7 @@ def knn_bandwidths(
 
     Returns
     -------
-    Bandwidths
+    KnnSelection
     """
     from scipy.spatial import cKDTree
 
@@ -467,6 +498,7 @@ def knn_bandwidths(
     # A dimension whose next states coincide with data states (e.g. a constant-velocity
     # coordinate sampled on a grid) gets no spacing; fall back to a small share of its spread.
     h_state = np.where(h_state > 0, h_state, 1e-3 * std)
+    replay, widen = 1.0, 1.0
     if np.isfinite(reach) and n >= 5:
         fifth, _ = cKDTree(states / h_state).query(queries / h_state, k=[5])
         spread = float(np.quantile(fifth, coverage)) / reach
@@ -474,7 +506,7 @@ def knn_bandwidths(
             logger.info("k-NN bandwidths: %.0f%% of the next states have their 5th nearest data "
                         "state beyond %.3g bandwidths; state bandwidths widened x %.3g",
                         100 * (1 - coverage), reach, spread)
-            h_state = h_state * spread
+            h_state, replay = h_state * spread, spread
     h_action = action_std * np.sqrt(action_std.size)
     if max_thinness is not None:
         m = min(queries.shape[0], _SUPPORT_QUERIES)
@@ -487,7 +519,7 @@ def knn_bandwidths(
             logger.info("k-NN bandwidths: the median thinness near the next states exceeds %.3g; "
                         "state bandwidths widened x %.3g", max_thinness, widen)
             h_state = h_state * widen
-    return Bandwidths(h_state, h_action)
+    return KnnSelection(Bandwidths(h_state, h_action), replay, widen)
 
 
 def thinness_at(sq_dist: np.ndarray, support_radius: float = 2.0) -> np.ndarray:

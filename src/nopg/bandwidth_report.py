@@ -31,7 +31,9 @@ from numpy.typing import ArrayLike
 from scipy.spatial import cKDTree
 
 from .bandwidth import (
+    SUPPORT_MAX_THINNESS,
     Bandwidths,
+    knn_selection,
     resolve_method,
     seed_generator,
     select_bandwidths,
@@ -99,6 +101,10 @@ class BandwidthReport:
     """(n_probe_states * n_action_probes,) thinness at next states with uniform actions."""
     action_predictability: float = 0.0
     """:func:`nopg.behaviour.action_predictability` of the data (0: exploration data)."""
+    replay_widening: float | None = None
+    """The ``auto`` rule's replay-guard factor on the state bandwidths (``None``: other rules)."""
+    support_widening: float | None = None
+    """The ``auto`` rule's support-guard factor on the state bandwidths (``None``: other rules)."""
 
     @property
     def behaviour_weight(self) -> float:
@@ -163,6 +169,9 @@ class BandwidthReport:
                         "own_actions": own, "uniform_actions": uniform},
             "action_predictability": float(self.action_predictability),
             "behaviour_weight": float(self.behaviour_weight),
+            "guards": None if self.replay_widening is None else {
+                "replay_widening": float(self.replay_widening),
+                "support_widening": float(self.support_widening)},
         }
 
     def to_text(self) -> str:
@@ -183,6 +192,10 @@ class BandwidthReport:
         for r in self.dimensions():
             lines.append(f"{r['kind'] + ' ' + str(r['index']):<11}{r['std']:>11.4g}"
                          f"{r['silverman']:>11.4g}{r['chosen']:>11.4g}{r['ratio']:>13.3g}")
+        if self.replay_widening is not None:
+            lines += ["", f"guards      state bandwidths widened x {self.replay_widening:.3g} "
+                      f"(replay guard), x {self.support_widening:.3g} (support guard: median "
+                      f"thinness near the next states at most {SUPPORT_MAX_THINNESS:g})"]
         q = "/".join(f"{100 * v:g}" for v in QUANTILES)
         near = np.quantile(self.nearest_distance, QUANTILES)
         kth = np.quantile(self.kth_distance, QUANTILES)
@@ -310,6 +323,7 @@ def bandwidth_report(
     bw = select_bandwidths(data, method=method, state_factor=state_factor,
                            action_factor=action_factor, seed=seed)
     seconds = time.perf_counter() - start
+    guards = knn_selection(data, seed=seed) if used == "knn" else None
     bw = bw.broadcast(data.state_dim, data.action_dim)
     n = data.n
     states, actions, nxt = data.states, data.actions, data.next_states
@@ -351,4 +365,6 @@ def bandwidth_report(
         thinness_own=thin_own, n_probe_states=int(rows.shape[0]),
         n_action_probes=n_action_probes, thinness_uniform=thin_uniform,
         action_predictability=action_predictability(data),
+        replay_widening=None if guards is None else guards.replay_widening,
+        support_widening=None if guards is None else guards.support_widening,
     )
