@@ -48,8 +48,9 @@ def main() -> None:
             ranks.append((rho, len(rows)))
         frac = np.mean([float(r["bandwidth_time_s"]) / float(r["fit_time_s"]) for r in rows])
         fit = np.mean([float(r["fit_time_s"]) for r in rows])
-        print(f"| {task} | {label} | {ret.mean():.1f} [{lo:.1f}, {hi:.1f}] | {ok} of {len(rows)} "
-              f"(≥ {thr:g}) | {failed or '—'} | {rho:.2f} | {100 * frac:.3f}% | {fit:.0f} s |")
+        successes = "— (no threshold)" if thr is None else f"{ok} of {len(rows)} (≥ {thr:g})"
+        print(f"| {task} | {label} | {ret.mean():.1f} [{lo:.1f}, {hi:.1f}] | {successes} "
+              f"| {failed or '—'} | {rho:.2f} | {100 * frac:.3f}% | {fit:.0f} s |")
     if ranks:
         pooled = sum(r * n for r, n in ranks) / sum(n for _, n in ranks)
         print(f"\nRun-weighted mean of the within-group Spearman correlations: {pooled:.2f} "
