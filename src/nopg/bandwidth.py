@@ -369,6 +369,26 @@ def cross_validated_bandwidth(
     return result
 
 
+def _check_knn_arguments(k: int, max_queries: int, coverage: float, reach: float,
+                         max_thinness: float | None, support_radius: float) -> None:
+    """Clear errors for the settings of :func:`knn_selection`."""
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise ValueError(f"The 'k' parameter must be a positive int. Got {k!r} instead.")
+    if not 0 < coverage <= 1:
+        raise ValueError(f"The 'coverage' parameter must be in (0, 1]. Got {coverage!r} instead.")
+    if not reach > 0:
+        raise ValueError(f"The 'reach' parameter must be positive. Got {reach!r} instead.")
+    if isinstance(max_queries, bool) or not isinstance(max_queries, (int, np.integer)) \
+            or max_queries < 1:
+        raise ValueError(f"The 'max_queries' parameter must be a positive int. "
+                         f"Got {max_queries!r} instead.")
+    if max_thinness is not None and not 0 < max_thinness < 1:
+        raise ValueError(f"The 'max_thinness' parameter must be in (0, 1) or None. "
+                         f"Got {max_thinness!r} instead.")
+    if not support_radius > 0:
+        raise ValueError(f"The 'support_radius' parameter must be positive. Got {support_radius!r} instead.")
+
+
 @dataclass(frozen=True)
 class KnnSelection:
     """What :func:`knn_selection` found: the bandwidths and the factors by which its two guards
@@ -462,16 +482,7 @@ def knn_selection(
     """
     from scipy.spatial import cKDTree
 
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-        raise ValueError(f"The 'k' parameter must be a positive int. Got {k!r} instead.")
-    if not 0 < coverage <= 1:
-        raise ValueError(f"The 'coverage' parameter must be in (0, 1]. Got {coverage!r} instead.")
-    if not reach > 0:
-        raise ValueError(f"The 'reach' parameter must be positive. Got {reach!r} instead.")
-    if isinstance(max_queries, bool) or not isinstance(max_queries, (int, np.integer)) \
-            or max_queries < 1:
-        raise ValueError(f"The 'max_queries' parameter must be a positive int. "
-                         f"Got {max_queries!r} instead.")
+    _check_knn_arguments(k, max_queries, coverage, reach, max_thinness, support_radius)
     states = _columns(data.states, "states")
     try:
         std = _checked_std(states)
@@ -483,11 +494,6 @@ def knn_selection(
         raise ValueError(f"actions: {err}") from None
     n, d = states.shape
     queries = data.next_states
-    if max_thinness is not None and not 0 < max_thinness < 1:
-        raise ValueError(f"The 'max_thinness' parameter must be in (0, 1) or None. "
-                         f"Got {max_thinness!r} instead.")
-    if not support_radius > 0:
-        raise ValueError(f"The 'support_radius' parameter must be positive. Got {support_radius!r} instead.")
     generator = seed_generator(seed)
     if queries.shape[0] > max_queries:
         queries = queries[generator.choice(queries.shape[0], size=max_queries, replace=False)]
@@ -509,17 +515,26 @@ def knn_selection(
             h_state, replay = h_state * spread, spread
     h_action = action_std * np.sqrt(action_std.size)
     if max_thinness is not None:
-        m = min(queries.shape[0], _SUPPORT_QUERIES)
-        rows = generator.choice(queries.shape[0], size=m, replace=False)
-        noise = generator.normal(size=(m, d))
-        acts = data.actions[generator.choice(n, size=m, replace=True)]
-        widen = support_widening(states, data.actions, queries[rows], noise, acts, h_state,
-                                 h_action, max_thinness, support_radius)
+        widen = _support_guard(data, queries, h_state, h_action, max_thinness, support_radius,
+                               generator)
         if widen > 1.0:
             logger.info("k-NN bandwidths: the median thinness near the next states exceeds %.3g; "
                         "state bandwidths widened x %.3g", max_thinness, widen)
             h_state = h_state * widen
     return KnnSelection(Bandwidths(h_state, h_action), replay, widen)
+
+
+def _support_guard(data: TransitionDataset, queries: np.ndarray, h_state: np.ndarray,
+                   h_action: np.ndarray, max_thinness: float, support_radius: float,
+                   generator: np.random.Generator) -> float:
+    """:func:`support_widening` at up to ``_SUPPORT_QUERIES`` of the next states ``queries``,
+    each moved by one draw of the state kernel and paired with a data action drawn at random."""
+    m = min(queries.shape[0], _SUPPORT_QUERIES)
+    rows = generator.choice(queries.shape[0], size=m, replace=False)
+    noise = generator.normal(size=(m, data.state_dim))
+    acts = data.actions[generator.choice(data.n, size=m, replace=True)]
+    return support_widening(data.states, data.actions, queries[rows], noise, acts, h_state,
+                            h_action, max_thinness, support_radius)
 
 
 def thinness_at(sq_dist: np.ndarray, support_radius: float = 2.0) -> np.ndarray:
