@@ -401,21 +401,10 @@ class KnnSelection:
 
 @renamed_keyword("dataset", "data")
 @renamed_keyword("rng", "seed")
-def knn_bandwidths(
-    data: TransitionDataset,
-    k: int = 10,
-    max_queries: int = 20_000,
-    seed: np.random.Generator | int | None = None,
-    coverage: float = 0.9,
-    reach: float = 8.0,
-    max_thinness: float | None = SUPPORT_MAX_THINNESS,
-    support_radius: float = 2.0,
-) -> Bandwidths:
-    """The bandwidths of :func:`knn_selection`, the rule behind ``method="auto"`` (parameters
-    as there)."""
-    return knn_selection(data, k=k, max_queries=max_queries, seed=seed, coverage=coverage,
-                         reach=reach, max_thinness=max_thinness,
-                         support_radius=support_radius).bandwidths
+def knn_bandwidths(data: TransitionDataset, **settings: Any) -> Bandwidths:
+    """The bandwidths of :func:`knn_selection`, the rule behind ``method="auto"`` (``settings``:
+    its keyword arguments, ``k`` to ``support_radius``)."""
+    return knn_selection(data, **settings).bandwidths
 
 
 def knn_selection(
