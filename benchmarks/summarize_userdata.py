@@ -18,12 +18,14 @@ import argparse
 import math
 from pathlib import Path
 
-from nopg.experiments.sample_efficiency import (
-    ALGORITHMS,
-    _write_summary_csv,
+from nopg.experiments.sample_efficiency import ALGORITHMS
+from nopg.experiments.sample_efficiency_report import (
     check_identical_data,
+    read_rows,
+    summarize,
+    write_rows,
+    write_summary,
 )
-from nopg.experiments.sample_efficiency_report import read_rows, summarize, write_rows
 
 # Issue 10's thresholds; mountaincar-uniform: the goal reached (return > 0).
 THRESHOLD = {"pendulum-uniform": (-600.0, ">="), "pendulum-controller": (-418.0, ">="),
@@ -56,7 +58,7 @@ def main() -> None:
         stem = f"sample_efficiency_userdata_{task.replace('-', '_')}"
         write_rows(rows, args.out / f"{stem}.csv")
         summary = summarize(rows)
-        _write_summary_csv(summary, args.out / f"{stem}_summary.csv")
+        write_summary(summary, args.out / f"{stem}_summary.csv")
         limit, op = THRESHOLD[task]
         print(f"\n#### {task} (success: return {op} {limit:g})\n")
         print("| algorithm | mean return [95% CI] | successes | per seed | time per run | J_hat |")

@@ -21,7 +21,8 @@ from ..analysis.statistics import check_bootstrap_options
 from ..run_evaluation import bootstrap_mean_ci
 
 __all__ = ["ROW_COLUMNS", "SUMMARY_COLUMNS", "check_identical_data", "format_table", "merge_rows",
-           "plot_sample_efficiency", "read_rows", "summarize", "write_report", "write_rows"]
+           "plot_sample_efficiency", "read_rows", "summarize", "write_report", "write_rows",
+           "write_summary"]
 
 ROW_COLUMNS: dict[str, type] = {
     "task": str, "algorithm": str, "kind": str,          # kind: offline | online
@@ -111,6 +112,16 @@ def merge_rows(runs: Sequence[Sequence[Mapping[str, Any]]]) -> list[dict[str, An
     return rows
 
 
+def write_summary(summary: Sequence[Mapping[str, Any]], path: str | Path) -> Path:
+    """Write the rows of :func:`summarize` to the CSV file ``path``."""
+    path = Path(path)
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(SUMMARY_COLUMNS))
+        writer.writeheader()
+        writer.writerows(summary)
+    return path
+
+
 def write_report(rows: Sequence[Mapping[str, Any]], run_dir: str | Path, confidence: float = 0.95,
                  n_boot: int = 10000) -> list[dict[str, Any]]:
     """Write ``runs.csv``, ``summary.csv``, ``table.md`` and ``sample_efficiency.png`` of the
@@ -120,10 +131,7 @@ def write_report(rows: Sequence[Mapping[str, Any]], run_dir: str | Path, confide
     run_dir = Path(run_dir)
     write_rows(rows, run_dir / "runs.csv")
     summary = summarize(rows, confidence, n_boot)
-    with (run_dir / "summary.csv").open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(SUMMARY_COLUMNS))
-        writer.writeheader()
-        writer.writerows(summary)
+    write_summary(summary, run_dir / "summary.csv")
     (run_dir / "table.md").write_text(format_table(summary) + "\n")
     task = rows[0]["task"]
     reference = None
