@@ -1,10 +1,12 @@
 """Which kernel bandwidths the library picks for a data set, and whether the data support the model.
 
 :func:`bandwidth_report` runs :func:`nopg.bandwidth.select_bandwidths` (timed) and explains the
-result with three groups of numbers:
+result with these groups of numbers:
 
 - per state and action dimension: the standard deviation, Silverman's bandwidth, the chosen
   bandwidth and the ratio chosen / Silverman;
+- for ``auto``: the factors by which its replay and support guards widened the state bandwidths
+  (:func:`nopg.bandwidth.knn_selection`);
 - the criterion behind the choice: for every next state ``s'_i`` the distance, in units of the
   chosen state bandwidths, to its nearest data state and to its 5th nearest (10/50/90 % quantiles).
   The model looks up where a transition leads by the kernel around ``s'_i``: a median nearest
