@@ -30,6 +30,7 @@ __all__ = [
     "scott_bandwidth",
     "seed_generator",
     "select_bandwidths",
+    "select_bandwidths_and_guards",
     "silverman_bandwidth",
     "support_widening",
     "thinness_at",
@@ -401,10 +402,20 @@ class KnnSelection:
 
 @renamed_keyword("dataset", "data")
 @renamed_keyword("rng", "seed")
-def knn_bandwidths(data: TransitionDataset, **settings: Any) -> Bandwidths:
-    """The bandwidths of :func:`knn_selection`, the rule behind ``method="auto"`` (``settings``:
-    its keyword arguments, ``k`` to ``support_radius``)."""
-    return knn_selection(data, **settings).bandwidths
+def knn_bandwidths(
+    data: TransitionDataset,
+    k: int = 10,
+    max_queries: int = 20_000,
+    seed: np.random.Generator | int | None = None,
+    coverage: float = 0.9,
+    reach: float = 8.0,
+    max_thinness: float | None = SUPPORT_MAX_THINNESS,
+    support_radius: float = 2.0,
+) -> Bandwidths:
+    """The bandwidths of :func:`knn_selection`, the rule behind ``method="auto"`` (parameters
+    as there)."""
+    return knn_selection(data, k, max_queries, seed, coverage, reach, max_thinness,
+                         support_radius).bandwidths
 
 
 def knn_selection(
@@ -598,7 +609,24 @@ def select_bandwidths(
     max_samples: int = 5000,
     seed: np.random.Generator | int | None = None,
 ) -> Bandwidths:
-    """Select state/action bandwidths from a dataset.
+    """Select state/action bandwidths from a dataset: the bandwidths of
+    :func:`select_bandwidths_and_guards` (parameters as there)."""
+    return select_bandwidths_and_guards(
+        data, method, state_factor, action_factor, next_state_factor, n_folds, max_samples,
+        seed)[0]
+
+
+def select_bandwidths_and_guards(
+    data: TransitionDataset,
+    method: str = "auto",
+    state_factor: ArrayLike = 1.0,
+    action_factor: ArrayLike = 1.0,
+    next_state_factor: ArrayLike | None = None,
+    n_folds: int = 5,
+    max_samples: int = 5000,
+    seed: np.random.Generator | int | None = None,
+) -> tuple[Bandwidths, KnnSelection | None]:
+    """Select state/action bandwidths from a dataset; with ``auto`` also what its guards did.
 
     Parameters
     ----------
@@ -613,7 +641,13 @@ def select_bandwidths(
         If given, ``next_state = (state rule) * next_state_factor``; else None.
     n_folds, max_samples, seed
         Passed to :func:`cross_validated_bandwidth` (``seed``, formerly ``rng``, also to
-        :func:`knn_bandwidths`).
+        :func:`knn_selection`).
+
+    Returns
+    -------
+    (Bandwidths, KnnSelection or None)
+        The bandwidths (factors applied) and, for ``auto``/``knn``, the rule's
+        :class:`KnnSelection` (its bandwidths before the factors, and the guards' factors).
     """
     if not isinstance(data, TransitionDataset):
         raise TypeError(
@@ -627,11 +661,12 @@ def select_bandwidths(
         else _factor("next_state_factor", next_state_factor, data.state_dim)
     )
     if resolved == "knn":
-        knn = knn_bandwidths(data, seed=seed)
+        selection = knn_selection(data, seed=seed)
+        knn = selection.bandwidths
         result = Bandwidths(knn.state * s_fac, knn.action * a_fac,
                             None if ns_fac is None else knn.state * ns_fac)
         logger.info("selected bandwidths (%s: local k-NN rule): %s", method, result.to_dict())
-        return result
+        return result, selection
     if method == "cv":
         generator = seed_generator(seed)
 
@@ -651,4 +686,4 @@ def select_bandwidths(
         raise ValueError(f"actions: {err}") from None
     result = Bandwidths(state * s_fac, action * a_fac, None if ns_fac is None else state * ns_fac)
     logger.info("selected bandwidths (%s): %s", method, result.to_dict())
-    return result
+    return result, None

@@ -1,6 +1,6 @@
 """Which kernel bandwidths the library picks for a data set, and whether the data support the model.
 
-:func:`bandwidth_report` runs :func:`nopg.bandwidth.select_bandwidths` (timed) and explains the
+:func:`bandwidth_report` runs :func:`nopg.bandwidth.select_bandwidths_and_guards` (timed) and explains the
 result with these groups of numbers:
 
 - per state and action dimension: the standard deviation, Silverman's bandwidth, the chosen
@@ -35,10 +35,9 @@ from scipy.spatial import cKDTree
 from .bandwidth import (
     SUPPORT_MAX_THINNESS,
     Bandwidths,
-    knn_selection,
     resolve_method,
     seed_generator,
-    select_bandwidths,
+    select_bandwidths_and_guards,
     silverman_bandwidth,
 )
 from .behaviour import AUTO_SCALE, action_predictability
@@ -322,10 +321,9 @@ def bandwidth_report(
     seed = 0 if seed is None else seed
     generator = seed_generator(seed)      # checks the seed before any work
     start = time.perf_counter()
-    bw = select_bandwidths(data, method=method, state_factor=state_factor,
-                           action_factor=action_factor, seed=seed)
+    bw, guards = select_bandwidths_and_guards(data, method=method, state_factor=state_factor,
+                                              action_factor=action_factor, seed=seed)
     seconds = time.perf_counter() - start
-    guards = knn_selection(data, seed=seed) if used == "knn" else None
     bw = bw.broadcast(data.state_dim, data.action_dim)
     n = data.n
     states, actions, nxt = data.states, data.actions, data.next_states
