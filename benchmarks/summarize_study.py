@@ -46,7 +46,10 @@ def main() -> None:
         rho = spearmanr(j_hat, ret).statistic if len(rows) > 2 else float("nan")
         if np.isfinite(rho):
             ranks.append((rho, len(rows)))
-        frac = np.mean([float(r["bandwidth_time_s"]) / float(r["fit_time_s"]) for r in rows])
+        # rows transcribed from run logs may lack the selection time
+        timed = [r for r in rows if r["bandwidth_time_s"]]
+        frac = np.mean([float(r["bandwidth_time_s"]) / float(r["fit_time_s"]) for r in timed]) \
+            if timed else float("nan")
         fit = np.mean([float(r["fit_time_s"]) for r in rows])
         successes = "— (no threshold)" if thr is None else f"{ok} of {len(rows)} (≥ {thr:g})"
         print(f"| {task} | {label} | {ret.mean():.1f} [{lo:.1f}, {hi:.1f}] | {successes} "
