@@ -114,8 +114,7 @@ class UMazeTask(EnvironmentTask, name="umaze", state_dim=4, action_dim=2, action
 
     def default_config(self) -> ExperimentConfig:
         return d4rl_task_config(UMazeSettings(), nopg={"behaviour_weight": 0.0},
-                                hidden=(64, 32), eval_episodes=5,
-                                final_eval_episodes=20)
+                                hidden=(64, 32), eval_episodes=5, final_eval_episodes=20)
 
     # ------------------------------------------------------------------ data
     def make_dataset(self, config: ExperimentConfig, seed: int) -> TransitionDataset:
