@@ -92,6 +92,7 @@ VARIANTS: dict[str, tuple[dict[str, Any], Callable[[Any], None] | None, float | 
     "tol 1e-6": (dict(solver_tol=1e-6), None, None),
     "auto (default)": (dict(solver_tol="auto"), None, None),
     "auto, error 1e-2": (dict(solver_tol="auto"), None, 1e-2),
+    "auto, error 1e-1": (dict(solver_tol="auto"), None, 1e-1),
     "auto, error 1e-4": (dict(solver_tol="auto"), None, 1e-4),
     "auto, ILU old rule (>15 its)": (dict(solver_tol="auto"), _set(refresh="iterations"), None),
     "auto, ILU built once": (dict(solver_tol="auto"), _set(refresh="once"), None),

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import nopg
-from nopg.behaviour import AUTO_SCALE, action_predictability
+from nopg.behaviour import AUTO_SCALE, action_predictability, behaviour_targets
 
 
 def _data(states: np.ndarray, actions: np.ndarray) -> nopg.TransitionDataset:
@@ -198,3 +198,71 @@ def test_term_stays_on_through_continuation_stages(bandwidths, initial_states, d
     algo.fit(_controller_data(), bandwidths, initial_states, 6, progress=False)
     assert algo.behaviour_weight_ > 1.5
     assert all(np.isfinite(m["behaviour_loss"]) for m in algo.history_)
+
+
+def test_kept_samples_alone_enter_the_filtered_loss(det_policy):
+    rng = np.random.default_rng(5)
+    data = _data(rng.normal(size=(40, 2)), rng.uniform(-1, 1, size=40))
+    targets = behaviour_targets(data, 1.0, torch.device("cpu"), torch.float64)
+    keep = torch.from_numpy(rng.random(40) < 0.4)
+    with torch.no_grad():
+        err = (det_policy(targets.states) - targets.actions) * targets.inv_std
+        per_sample = (err * err).sum(-1)
+        filtered = float(targets.loss(det_policy, keep=keep))
+        assert filtered == pytest.approx(float(per_sample[keep].mean()), rel=1e-12)
+        assert float(targets.loss(det_policy)) == pytest.approx(float(per_sample.mean()), rel=1e-12)
+        assert float(targets.loss(det_policy, keep=torch.zeros(40, dtype=torch.bool))) == 0.0
+
+
+def _two_action_data(n: int = 40) -> nopg.TransitionDataset:
+    # one place, two logged actions: +1 earns 1, -1 earns -1, and every step ends the episode,
+    # so q_i = r_i and the model's Q(s, a) tilts towards the reward of the nearer action
+    rng = np.random.default_rng(6)
+    s = rng.normal(scale=0.05, size=(n, 2))
+    a = np.where(np.arange(n) % 2 == 0, 1.0, -1.0)
+    return nopg.TransitionDataset(states=s, actions=a[:, None], rewards=a.copy(), next_states=s,
+                                  terminals=np.ones(n, dtype=bool))
+
+
+def test_advantage_filter_keeps_the_actions_the_model_values_above_the_policys(initial_states):
+    data = _two_action_data()
+    policy = nopg.DeterministicMLPPolicy(2, 1, action_max=1.0, hidden=(4,)).double()
+    with torch.no_grad():
+        for p in policy.parameters():
+            p.zero_()                                   # pi(s) = 0 everywhere
+    config = nopg.NOPGConfig(gamma=0.9, behaviour_weight=1.0, behaviour_pretrain=0,
+                             behaviour_filter="advantage", top_k=None)
+    algo = nopg.NOPG(policy, config, optimizer=torch.optim.SGD(policy.parameters(), lr=0.0))
+    algo.setup(data, nopg.Bandwidths(state=[1.0, 1.0], action=[0.5]), initial_states)
+    sol = algo.model_.solution(policy, algo.initial_states_)
+    np.testing.assert_allclose(sol.q.numpy(), data.rewards, atol=1e-12)
+    keep = algo._advantage_mask(sol.q).numpy()
+    np.testing.assert_array_equal(keep, data.actions[:, 0] > 0)
+    metrics = algo.step()
+    assert metrics["behaviour_kept"] == pytest.approx(0.5)
+    # only the +1 samples are cloned: the loss is ||(0 - 1) / std(a)||^2 = 1 (std(a) = 1)
+    assert metrics["behaviour_loss"] == pytest.approx(1.0, rel=1e-12)
+
+
+def test_unfiltered_term_reports_no_kept_share(dataset, bandwidths, initial_states, det_policy):
+    algo = nopg.NOPG(det_policy, nopg.NOPGConfig(gamma=0.9, behaviour_weight=0.5))
+    algo.setup(dataset, bandwidths, initial_states)
+    assert np.isnan(algo.step()["behaviour_kept"])
+
+
+@pytest.mark.parametrize("value", ["advantages", None, 1])
+def test_bad_behaviour_filter(value):
+    with pytest.raises(ValueError, match="'behaviour_filter' parameter"):
+        nopg.NOPGConfig(behaviour_filter=value)
+
+
+@pytest.mark.parametrize("top_k", [None, 3])
+def test_logged_pair_values_match_the_general_query(dataset, bandwidths, initial_states, det_policy,
+                                                   top_k):
+    algo = nopg.NOPG(det_policy, nopg.NOPGConfig(gamma=0.9, top_k=top_k, sparse_min_n=1))
+    algo.setup(dataset, bandwidths, initial_states)
+    for seed in (0, 1):                      # the cached rows serve every later q
+        q = torch.from_numpy(np.random.default_rng(seed).normal(size=dataset.n))
+        np.testing.assert_allclose(algo.model_.logged_q_value(q),
+                                   algo.model_.q_value(dataset.states, dataset.actions, q),
+                                   rtol=1e-12, atol=1e-12)

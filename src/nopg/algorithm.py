@@ -183,6 +183,15 @@ class NOPG:
         self._solution = None
         return self
 
+    def _advantage_mask(self, q: torch.Tensor) -> torch.Tensor:
+        """Samples whose logged action the model values above the policy's action,
+        ``eps(s_i, a_i) . q > eps_pi(s_i) . q`` (the ``behaviour_filter="advantage"`` mask)."""
+        assert self.model_ is not None and self._behaviour_data is not None
+        data = self._behaviour_data
+        logged = self.model_.logged_q_value(q)
+        own = self.model_.value(self.policy, data.states, q)
+        return torch.from_numpy(logged > own).to(self.device)
+
     def _sigma_scale(self) -> float:
         c = self.config
         if c.sigma_decay_to is None or c.sigma_decay_updates is None:
@@ -206,9 +215,13 @@ class NOPG:
         sigma_scale = self._apply_sigma_scale()
         sol = self.model_.solution(self.policy, self.initial_states_, self.generator, self._warm)
         params = [p for p in self.policy.parameters() if p.requires_grad]
-        objective, behaviour = sol.surrogate(), float("nan")
+        objective, behaviour, kept = sol.surrogate(), float("nan"), float("nan")
         if self._behaviour is not None:
-            bc = self._behaviour.loss(self.policy)
+            keep = None
+            if self.config.behaviour_filter == "advantage":
+                keep = self._advantage_mask(sol.q)
+                kept = float(keep.double().mean())
+            bc = self._behaviour.loss(self.policy, keep=keep)
             behaviour = float(bc.detach())
             objective = objective / max(abs(sol.J), 1e-12) - self.behaviour_weight_ * bc
         grads = surrogate_gradient(objective, params)
@@ -225,7 +238,7 @@ class NOPG:
             "solver_iters_q": sol.info_q.iterations, "solver_iters_mu": sol.info_mu.iterations,
             "residual_q": sol.info_q.residual, "residual_mu": sol.info_mu.residual,
             "refined_rows": sol.refined_rows, "update_time_s": time.perf_counter() - start,
-            "sigma_scale": sigma_scale, "behaviour_loss": behaviour,
+            "sigma_scale": sigma_scale, "behaviour_loss": behaviour, "behaviour_kept": kept,
         }
         if not math.isfinite(sol.J):
             raise FloatingPointError(f"J_hat became {sol.J} at update {self.update_}")

@@ -46,12 +46,21 @@ class BehaviourTargets:
     actions: torch.Tensor
     inv_std: torch.Tensor
 
-    def loss(self, policy: nn.Module, rows: torch.Tensor | None = None) -> torch.Tensor:
-        """``mean_i ||(pi(s_i) - a_i) / std(a)||^2`` over all data (or ``rows``), differentiable."""
+    def loss(self, policy: nn.Module, rows: torch.Tensor | None = None,
+             keep: torch.Tensor | None = None) -> torch.Tensor:
+        """``mean_i ||(pi(s_i) - a_i) / std(a)||^2`` over all data (or ``rows``), differentiable.
+
+        ``keep`` (a boolean mask over all data) restricts the mean to those samples (the
+        advantage filter); with none kept the loss is 0.
+        """
         states, actions = (self.states, self.actions) if rows is None \
             else (self.states[rows], self.actions[rows])
         err = (mean_actions(policy, states) - actions) * self.inv_std
-        return (err * err).sum(-1).mean()
+        sq = (err * err).sum(-1)
+        if keep is None:
+            return sq.mean()
+        kept = keep.to(sq.dtype)
+        return (sq * kept).sum() / kept.sum().clamp_min(1.0)
 
     def pretrain(self, policy: nn.Module, steps: int, learning_rate: float, seed: int) -> float:
         """Fit ``policy`` to the data's actions by ``steps`` Adam steps on :meth:`loss` alone.

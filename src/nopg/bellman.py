@@ -273,6 +273,7 @@ class NonparametricBellman:
                                      self.n_candidates, self.refine, self.neighbor_backend)
         absorb = self.unsupported == "absorb"
         self.kernel_rows = KernelRows(self.selector, self.neighbors, self.support_radius, absorb)
+        self._logged_rows: tuple[Rows, torch.Tensor] | None = None   # logged_q_value cache
         self.linear_solver = BellmanSolver(
             self.n, self.solver, self.solver_tol, self.solver_max_iter, self.dense_max_n,
             self.preconditioner, self.gamma, self.absorbing_value if absorb else None,
@@ -508,6 +509,21 @@ class NonparametricBellman:
                 q: torch.Tensor) -> np.ndarray:
         """``Q(s, a) = eps(s, a) . q`` at query pairs (with the absorbed mass, as :meth:`value`)."""
         return self._query(None, states, q, actions=actions, absorbing=True)
+
+    @torch.no_grad()
+    def logged_q_value(self, q: torch.Tensor) -> np.ndarray:
+        """:meth:`q_value` at the data's own pairs ``(s_i, a_i)``; their rows do not depend on the
+        policy, so they are built once and kept."""
+        if self._logged_rows is None:
+            prepared = self._prepare(self._tensor(self.data.states))
+            actions = self._tensor(self.data.actions) / self.h_a
+            rows, thin = self.kernel_rows.rows(prepared, actions[:, None, :], 1)
+            self._logged_rows = (rows.to(torch.float64), thin.to(torch.float64))
+        rows, thin = self._logged_rows
+        values = rows.matvec(q.to(device=self.device, dtype=torch.float64))
+        if self.unsupported == "absorb":
+            values = values + self.absorbing_value * thin
+        return values.cpu().numpy()
 
     def visitation(self, policy: nn.Module, states: np.ndarray | torch.Tensor, mu: torch.Tensor,
                    seed: int = 0) -> np.ndarray:

@@ -36,6 +36,8 @@ __all__ = ["NOPGConfig", "OPTIMIZERS", "SOLVERS", "NEIGHBORS", "NEIGHBOR_BACKEND
            "PRECONDITIONERS", "DTYPES"]
 
 OPTIMIZERS = ("adam", "adamw", "sgd", "rmsprop")
+BEHAVIOUR_FILTERS = ("none", "advantage")
+"""Values of :attr:`NOPGConfig.behaviour_filter`."""
 NEIGHBORS = NEIGHBOR_MODES
 NEIGHBOR_BACKENDS = BACKENDS
 _OWNER = "NOPGConfig"
@@ -143,6 +145,13 @@ class NOPGConfig(TorchPlacement):
         (which applies when it is off). ``None`` (default): the kernel mean. On data logged by a
         policy the behaviour term keeps the policy at the data's states, and drawn next states
         lie off them (``docs/bandwidths.md``).
+    behaviour_filter : {"none", "advantage"}
+        Which samples the behaviour term clones. ``"none"`` (default): all of them.
+        ``"advantage"``: at each update only those whose logged action the model values above
+        the policy's, ``Q(s_i, a_i) > V(s_i)`` (both kernel estimates from the update's ``q``;
+        a binary advantage filter, as in critic-regularised regression), so actions worse
+        than the policy's are not imitated and the term fades once the policy beats the data.
+        The pretraining clones all samples.
     sigma_decay_to : float or None
         If set, a Gaussian policy's ``sigma`` is multiplied by a factor decaying linearly from 1
         to this value over ``sigma_decay_updates`` updates (paper appendix, NOPG-S).
@@ -182,6 +191,7 @@ class NOPGConfig(TorchPlacement):
     behaviour_weight: float | str = "auto"
     behaviour_pretrain: int = 500
     behaviour_n_mc_next: int | None = None
+    behaviour_filter: str = "none"
     sigma_decay_to: float | None = None
     sigma_decay_updates: int | None = None
     dtype: str = MODEL_DEFAULTS["dtype"]
@@ -213,6 +223,8 @@ class NOPGConfig(TorchPlacement):
         if not is_int(self.behaviour_pretrain) or self.behaviour_pretrain < 0:
             fail("behaviour_pretrain", "an int >= 0", self.behaviour_pretrain, _OWNER)
         check_positive_int("behaviour_n_mc_next", self.behaviour_n_mc_next, _OWNER, allow_none=True)
+        if self.behaviour_filter not in BEHAVIOUR_FILTERS:
+            fail("behaviour_filter", f"one of {BEHAVIOUR_FILTERS}", self.behaviour_filter, _OWNER)
         for name in ("sigma_decay_updates", "continuation_updates"):
             check_positive_int(name, getattr(self, name), _OWNER, allow_none=True)
         if self.sigma_decay_to is not None:
