@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import nopg
-from nopg.behaviour import AUTO_SCALE, action_predictability, behaviour_targets, nearest_states
+from nopg.behaviour import AUTO_SCALE, action_predictability, behaviour_targets
 
 
 def _data(states: np.ndarray, actions: np.ndarray) -> nopg.TransitionDataset:
@@ -266,48 +266,3 @@ def test_logged_pair_values_match_the_general_query(dataset, bandwidths, initial
         np.testing.assert_allclose(algo.model_.logged_q_value(q),
                                    algo.model_.q_value(dataset.states, dataset.actions, q),
                                    rtol=1e-12, atol=1e-12)
-
-
-def test_best_nearby_filter_clones_the_better_logged_action_everywhere(initial_states):
-    data = _two_action_data()
-    policy = nopg.DeterministicMLPPolicy(2, 1, action_max=1.0, hidden=(4,)).double()
-    with torch.no_grad():
-        for p in policy.parameters():
-            p.zero_()
-    config = nopg.NOPGConfig(gamma=0.9, behaviour_weight=1.0, behaviour_pretrain=0,
-                             behaviour_filter="best-nearby", top_k=None)
-    algo = nopg.NOPG(policy, config, optimizer=torch.optim.SGD(policy.parameters(), lr=0.0))
-    algo.setup(data, nopg.Bandwidths(state=[1.0, 1.0], action=[0.5]), initial_states)
-    sol = algo.model_.solution(policy, algo.initial_states_)
-    targets, own = algo._best_nearby_actions(sol.q)
-    # every state has both actions among its 10 nearest states: +1 (reward 1) is chosen for all
-    np.testing.assert_array_equal(targets.numpy(), np.ones((data.n, 1)))
-    assert own == pytest.approx(0.5)
-    metrics = algo.step()
-    assert metrics["behaviour_kept"] == pytest.approx(0.5)
-    assert metrics["behaviour_loss"] == pytest.approx(1.0, rel=1e-12)   # every sample, target +1
-
-
-def test_nearest_states_put_each_state_first_even_with_twins():
-    rng = np.random.default_rng(7)
-    s = np.repeat(rng.normal(size=(30, 2)), 2, axis=0)        # every state twice
-    idx = nearest_states(_data(s, np.zeros(60)), k=4)
-    assert idx.shape == (60, 4)
-    np.testing.assert_array_equal(idx[:, 0], np.arange(60))
-    assert all(len(set(row)) == 4 for row in idx.tolist())      # no index twice
-    twin = np.arange(60) ^ 1
-    assert (idx[:, 1:] == twin[:, None]).any(1).all()            # the twin is among the nearest
-
-
-def test_logged_pair_values_with_an_index_match_the_general_query(dataset, bandwidths,
-                                                                  initial_states, det_policy):
-    algo = nopg.NOPG(det_policy, nopg.NOPGConfig(gamma=0.9))
-    algo.setup(dataset, bandwidths, initial_states)
-    index = nearest_states(dataset, k=3)
-    q = torch.from_numpy(np.random.default_rng(8).normal(size=dataset.n))
-    got = algo.model_.logged_q_value(q, index)
-    want = algo.model_.q_value(np.repeat(dataset.states, 3, axis=0),
-                               dataset.actions[index.reshape(-1)], q).reshape(dataset.n, 3)
-    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
-    with pytest.raises(ValueError, match="index must have shape"):
-        algo.model_.logged_q_value(q, index[:-1])

@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from .bandwidth import Bandwidths
-from .behaviour import BehaviourTargets, behaviour_targets, nearest_states, resolve_behaviour_weight
+from .behaviour import BehaviourTargets, behaviour_targets, resolve_behaviour_weight
 from .bellman import BellmanSolution, NonparametricBellman, as_states
 from .checkpoint import (
     CHECKPOINT_FORMAT_VERSION,
@@ -146,7 +146,6 @@ class NOPG:
         self._solution: BellmanSolution | None = None
         self._behaviour: BehaviourTargets | None = None
         self._behaviour_data: TransitionDataset | None = None
-        self._nearby: np.ndarray | None = None         # best-nearby filter: (n, k) neighbours
         self.behaviour_weight_ = 0.0
         self.action_predictability_: float | None = None
 
@@ -158,7 +157,7 @@ class NOPG:
         if self._behaviour_data is not data:   # continuation stages keep the data
             self.behaviour_weight_, self.action_predictability_ = resolve_behaviour_weight(
                 self.config.behaviour_weight, data)
-            self._behaviour_data, self._nearby = data, None
+            self._behaviour_data = data
             if self.behaviour_weight_ > 0:
                 logger.info("behaviour term: weight %.3g (action predictability %s); the policy "
                             "is kept near the data's actions. If the data's behaviour pursued "
@@ -193,20 +192,6 @@ class NOPG:
         own = self.model_.value(self.policy, data.states, q)
         return torch.from_numpy(logged > own).to(self.device)
 
-    def _best_nearby_actions(self, q: torch.Tensor) -> tuple[torch.Tensor, float]:
-        """Per data state, the logged action of its nearest data states that the model values
-        most there (``behaviour_filter="best-nearby"``), and the share of states whose own
-        action that is."""
-        assert self.model_ is not None and self._behaviour_data is not None
-        data = self._behaviour_data
-        if self._nearby is None:
-            self._nearby = nearest_states(data)
-        best = self.model_.logged_q_value(q, self._nearby).argmax(1)
-        choice = self._nearby[np.arange(data.n), best]
-        targets = torch.as_tensor(data.actions[choice], device=self.device,
-                                  dtype=self.config.torch_dtype)
-        return targets, float(np.mean(best == 0))
-
     def _sigma_scale(self) -> float:
         c = self.config
         if c.sigma_decay_to is None or c.sigma_decay_updates is None:
@@ -232,14 +217,11 @@ class NOPG:
         params = [p for p in self.policy.parameters() if p.requires_grad]
         objective, behaviour, kept = sol.surrogate(), float("nan"), float("nan")
         if self._behaviour is not None:
-            keep, targets = None, None
+            keep = None
             if self.config.behaviour_filter == "advantage":
                 keep = self._advantage_mask(sol.q)
                 kept = float(keep.double().mean())
-            elif self.config.behaviour_filter == "best-nearby":
-                targets, own = self._best_nearby_actions(sol.q)
-                kept = own                      # share of states whose own action is the best
-            bc = self._behaviour.loss(self.policy, keep=keep, targets=targets)
+            bc = self._behaviour.loss(self.policy, keep=keep)
             behaviour = float(bc.detach())
             objective = objective / max(abs(sol.J), 1e-12) - self.behaviour_weight_ * bc
         grads = surrogate_gradient(objective, params)

@@ -34,9 +34,6 @@ from .validation import check_positive_int
 
 AUTO_SCALE = 2.0
 """``behaviour_weight="auto"`` is ``AUTO_SCALE`` times the action predictability."""
-NEARBY_K = 10
-"""Logged actions compared per state by ``behaviour_filter="best-nearby"`` (those of its
-``NEARBY_K`` nearest data states, its own included)."""
 PRETRAIN_BATCH = 16_384
 """Largest batch of a behaviour-pretraining step (more samples: random batches of this size)."""
 
@@ -50,18 +47,14 @@ class BehaviourTargets:
     inv_std: torch.Tensor
 
     def loss(self, policy: nn.Module, rows: torch.Tensor | None = None,
-             keep: torch.Tensor | None = None, targets: torch.Tensor | None = None
-             ) -> torch.Tensor:
+             keep: torch.Tensor | None = None) -> torch.Tensor:
         """``mean_i ||(pi(s_i) - a_i) / std(a)||^2`` over all data (or ``rows``), differentiable.
 
         ``keep`` (a boolean mask over all data) restricts the mean to those samples (the
-        advantage filter); with none kept the loss is 0. ``targets`` (n, d_a) replaces the
-        logged actions ``a_i`` (the best-nearby filter).
+        advantage filter); with none kept the loss is 0.
         """
-        actions = self.actions if targets is None else targets
-        states = self.states
-        if rows is not None:
-            states, actions = states[rows], actions[rows]
+        states, actions = (self.states, self.actions) if rows is None \
+            else (self.states[rows], self.actions[rows])
         err = (mean_actions(policy, states) - actions) * self.inv_std
         sq = (err * err).sum(-1)
         if keep is None:
@@ -137,26 +130,6 @@ def action_predictability(data: TransitionDataset, k: int = 10, max_queries: int
     mse = ((actions[rows] - pred) ** 2).mean(0)
     r2 = np.where(var > 0, 1.0 - mse / np.where(var > 0, var, 1.0), 0.0)
     return float(np.clip(r2, 0.0, 1.0).mean())
-
-
-def nearest_states(data: TransitionDataset, k: int = NEARBY_K) -> np.ndarray:
-    """Indices (n, k) of each data state's ``k`` nearest data states, itself first (states
-    standardised per dimension, as in :func:`action_predictability`; ``k`` capped at ``n``)."""
-    from scipy.spatial import cKDTree
-
-    check_positive_int("k", k)
-    states = np.asarray(data.states, dtype=np.float64)
-    std = states.std(0)
-    z = states / np.where(std > 0, std, 1.0)
-    k = min(int(k), data.n)
-    _, idx = cKDTree(z).query(z, k=k)
-    idx = np.asarray(idx, dtype=np.int64).reshape(data.n, k)
-    own = np.arange(data.n)
-    # with duplicate states a twin may come first: put each state's own index in front
-    pos = np.where((idx == own[:, None]).any(1), (idx == own[:, None]).argmax(1), k - 1)
-    idx[own, pos] = idx[:, 0]
-    idx[:, 0] = own
-    return idx
 
 
 def behaviour_targets(data: TransitionDataset, weight: float, device: torch.device,

@@ -61,7 +61,6 @@ __all__ = ["NonparametricBellman", "BellmanSolution", "ModelConfig", "KEYWORD_DE
            "CandidateSets", "NEIGHBOR_MODES", "UNSUPPORTED", "PRECONDITIONERS", "SOLVERS"]
 
 _DENSE_LIMIT = 20_000          # top_k=None beyond this many samples is refused (n x n memory)
-_LOGGED_ROWS_MAX = 1 << 25     # entries of kept logged_q_value rows (dense: 256 MB in float64)
 
 
 @renamed_keyword("dataset", "data")
@@ -274,7 +273,7 @@ class NonparametricBellman:
                                      self.n_candidates, self.refine, self.neighbor_backend)
         absorb = self.unsupported == "absorb"
         self.kernel_rows = KernelRows(self.selector, self.neighbors, self.support_radius, absorb)
-        self._logged_rows: tuple[bytes, Rows, torch.Tensor] | None = None  # logged_q_value
+        self._logged_rows: tuple[Rows, torch.Tensor] | None = None   # logged_q_value cache
         self.linear_solver = BellmanSolver(
             self.n, self.solver, self.solver_tol, self.solver_max_iter, self.dense_max_n,
             self.preconditioner, self.gamma, self.absorbing_value if absorb else None,
@@ -512,45 +511,19 @@ class NonparametricBellman:
         return self._query(None, states, q, actions=actions, absorbing=True)
 
     @torch.no_grad()
-    def logged_q_value(self, q: torch.Tensor, index: np.ndarray | None = None) -> np.ndarray:
-        """:meth:`q_value` at the data's states paired with logged actions: ``(s_i, a_i)`` (n,)
-        without ``index``, ``(s_i, a_index[i, c])`` (n, c) with an integer ``index`` (n, c).
-
-        The rows do not depend on the policy, so they are built once per ``index`` and kept
-        (unless a dense model would need more than :data:`_LOGGED_ROWS_MAX` entries; then they
-        are rebuilt in chunks at every call).
-        """
-        n = self.data.n
-        idx = np.arange(n)[:, None] if index is None else np.asarray(index)
-        if idx.ndim != 2 or idx.shape[0] != n:
-            raise ValueError(f"index must have shape (n, c) = ({n}, c). Got {idx.shape}.")
-        key = idx.tobytes()
-        vec = q.to(device=self.device, dtype=torch.float64)
-        if self._logged_rows is not None and self._logged_rows[0] == key:
-            values = self._logged_value(self._logged_rows[1], self._logged_rows[2], vec)
-        else:
-            states = self._tensor(np.repeat(self.data.states, idx.shape[1], axis=0))
-            actions = self._tensor(self.data.actions[idx.reshape(-1)]) / self.h_a
-            width = n if self.neighbors == "dense" else int(self.top_k or n)
-            cache = states.shape[0] * width <= _LOGGED_ROWS_MAX
-            chunk = states.shape[0] if cache else max(1, _LOGGED_ROWS_MAX // max(width, 1))
-            parts = []
-            for lo in range(0, states.shape[0], chunk):
-                rows, thin = self.kernel_rows.rows(self._prepare(states[lo:lo + chunk]),
-                                                   actions[lo:lo + chunk, None, :], 1)
-                rows, thin = rows.to(torch.float64), thin.to(torch.float64)
-                if cache:
-                    self._logged_rows = (key, rows, thin)
-                parts.append(self._logged_value(rows, thin, vec))
-            values = torch.cat(parts)
-        out = values.cpu().numpy()
-        return out if index is None else out.reshape(idx.shape)
-
-    def _logged_value(self, rows: Rows, thin: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
-        values = rows.matvec(q)
+    def logged_q_value(self, q: torch.Tensor) -> np.ndarray:
+        """:meth:`q_value` at the data's own pairs ``(s_i, a_i)``; their rows do not depend on the
+        policy, so they are built once and kept."""
+        if self._logged_rows is None:
+            prepared = self._prepare(self._tensor(self.data.states))
+            actions = self._tensor(self.data.actions) / self.h_a
+            rows, thin = self.kernel_rows.rows(prepared, actions[:, None, :], 1)
+            self._logged_rows = (rows.to(torch.float64), thin.to(torch.float64))
+        rows, thin = self._logged_rows
+        values = rows.matvec(q.to(device=self.device, dtype=torch.float64))
         if self.unsupported == "absorb":
             values = values + self.absorbing_value * thin
-        return values
+        return values.cpu().numpy()
 
     def visitation(self, policy: nn.Module, states: np.ndarray | torch.Tensor, mu: torch.Tensor,
                    seed: int = 0) -> np.ndarray:

@@ -36,7 +36,7 @@ __all__ = ["NOPGConfig", "OPTIMIZERS", "SOLVERS", "NEIGHBORS", "NEIGHBOR_BACKEND
            "PRECONDITIONERS", "DTYPES"]
 
 OPTIMIZERS = ("adam", "adamw", "sgd", "rmsprop")
-BEHAVIOUR_FILTERS = ("none", "advantage", "best-nearby")
+BEHAVIOUR_FILTERS = ("none", "advantage")
 """Values of :attr:`NOPGConfig.behaviour_filter`."""
 NEIGHBORS = NEIGHBOR_MODES
 NEIGHBOR_BACKENDS = BACKENDS
@@ -145,18 +145,13 @@ class NOPGConfig(TorchPlacement):
         (which applies when it is off). ``None`` (default): the kernel mean. On data logged by a
         policy the behaviour term keeps the policy at the data's states, and drawn next states
         lie off them (``docs/bandwidths.md``).
-    behaviour_filter : {"none", "advantage", "best-nearby"}
+    behaviour_filter : {"none", "advantage"}
         Which samples the behaviour term clones. ``"none"`` (default): all of them.
         ``"advantage"``: at each update only those whose logged action the model values above
         the policy's, ``Q(s_i, a_i) > V(s_i)`` (both kernel estimates from the update's ``q``;
         a binary advantage filter, as in critic-regularised regression), so actions worse
         than the policy's are not imitated and the term fades once the policy beats the data.
         The pretraining clones all samples.
-        ``"best-nearby"``: every data state is kept, and its target is, among the actions
-        logged at its 10 nearest data states (its own included), the one the model values most
-        at that state, ``argmax_c Q(s_i, a_c)``; where the logged behaviour differs between
-        nearby states (several people, hesitations) the policy is pulled to the better of
-        them instead of their average. The pretraining clones the logged actions.
     sigma_decay_to : float or None
         If set, a Gaussian policy's ``sigma`` is multiplied by a factor decaying linearly from 1
         to this value over ``sigma_decay_updates`` updates (paper appendix, NOPG-S).
