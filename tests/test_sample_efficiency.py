@@ -234,3 +234,23 @@ def test_cli_sweep_report_merges_and_plots(tmp_path, capsys):
                  "1.5"]) == 2
     assert "'confidence' must lie in the open interval" in capsys.readouterr().err
     assert not (tmp_path / "c").exists()                               # refused before writing
+
+
+def test_every_algorithm_of_the_sweep_gets_its_own_colour_in_every_figure():
+    from nopg.experiments.sample_efficiency import ALGORITHMS
+    from nopg.experiments.sample_efficiency_report import algorithm_colors
+
+    colors = algorithm_colors(ALGORITHMS)
+    assert len(set(colors.values())) == len(ALGORITHMS)
+    # the same algorithm keeps its colour whatever else is plotted beside it
+    assert algorithm_colors(["SAC", "NOPG-S"]) == {"SAC": colors["SAC"], "NOPG-S": colors["NOPG-S"]}
+    extra = algorithm_colors([*ALGORITHMS, "BRAC"])
+    assert extra["BRAC"] not in colors.values()
+
+
+def test_title_counts_seeds_per_point():
+    from nopg.experiments.sample_efficiency_report import seeds_phrase
+
+    assert seeds_phrase([{"n": 3}, {"n": 3}]) == "3 seeds"
+    assert seeds_phrase([{"n": 1}]) == "1 seed"
+    assert seeds_phrase([{"n": 3}, {"n": 10}, {"n": 5}]) == "3-10 seeds per point"

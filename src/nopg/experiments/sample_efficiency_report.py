@@ -139,10 +139,9 @@ def write_report(rows: Sequence[Mapping[str, Any]], run_dir: str | Path, confide
         from .mountaincar_human import HUMAN_MEAN_RETURN
 
         reference = HUMAN_MEAN_RETURN
-    n_seeds = len({r["seed"] for r in rows})
     plot_sample_efficiency(summary, run_dir / "sample_efficiency.png",
                            title=f"{task}: mean return, {100 * confidence:.0f}% bootstrap interval "
-                                 f"over {n_seeds} seed{'s' if n_seeds > 1 else ''}",
+                                 f"over {seeds_phrase(summary)}",
                            reference=reference)
     return summary
 
@@ -219,6 +218,36 @@ def _seconds(value: float) -> str:
     return f"{value:.1f} s" if value < 10 else f"{value:.0f} s"
 
 
+# One colour per algorithm in every figure (tab20: a dark and a light shade per hue).
+_COLOR_ORDER = ("NOPG-D", "NOPG-S", "BC", "TD3+BC", "IQL", "CQL", "BCQ", "BEAR", "MOPO", "MOReL",
+                "PWIS", "DDPG", "TD3", "SAC")
+_TAB20 = (0, 1, 2, 4, 6, 8, 10, 12, 14, 16, 18, 3, 5, 9, 7, 11, 13, 15, 17, 19)
+
+
+def algorithm_colors(algorithms: Sequence[str]) -> dict[str, tuple[float, ...]]:
+    """A distinct colour per algorithm, the same one in every figure for the sweep's own
+    algorithms (others take the remaining colours in order; beyond 20 they repeat)."""
+    from matplotlib import colormaps
+
+    cmap = colormaps["tab20"]
+    known = {name: _TAB20[i] for i, name in enumerate(_COLOR_ORDER)}
+    spare = [i for i in _TAB20 if i not in known.values()]
+    out: dict[str, tuple[float, ...]] = {}
+    for name in algorithms:
+        if name not in known:
+            known[name] = spare.pop(0) if spare else _TAB20[len(known) % len(_TAB20)]
+        out[name] = tuple(cmap(known[name]))
+    return out
+
+
+def seeds_phrase(summary: Sequence[Mapping[str, Any]]) -> str:
+    """``"3 seeds"``, or ``"3-10 seeds per point"`` when the points have different counts."""
+    counts = sorted({int(r["n"]) for r in summary})
+    if len(counts) == 1:
+        return f"{counts[0]} seed{'s' if counts[0] > 1 else ''}"
+    return f"{counts[0]}-{counts[-1]} seeds per point"
+
+
 def plot_sample_efficiency(summary: Sequence[Mapping[str, Any]], path: str | Path,
                            title: str | None = None, reference: float | None = None) -> Path:
     """Mean return and its interval against data size (log x), one line and band per algorithm.
@@ -233,14 +262,15 @@ def plot_sample_efficiency(summary: Sequence[Mapping[str, Any]], path: str | Pat
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 4.8))
     algos = list(dict.fromkeys(r["algorithm"] for r in summary))
-    for i, algo in enumerate(algos):
+    colors = algorithm_colors(algos)
+    for algo in algos:
         part = sorted((r for r in summary if r["algorithm"] == algo), key=lambda r: r["size"])
         x = np.array([r["size"] for r in part], float)
         mean = np.array([r["mean"] for r in part], float)
         lo = np.array([r["ci_lo"] for r in part], float)
         hi = np.array([r["ci_hi"] for r in part], float)
         online = part[0]["kind"] == "online"
-        color = f"C{i % 10}"
+        color = colors[algo]
         ax.plot(x, mean, ls="--" if online else "-", marker="o", ms=3, color=color,
                 label=f"{algo} (env steps)" if online else algo)
         ax.fill_between(x, lo, hi, color=color, alpha=0.15, lw=0)
