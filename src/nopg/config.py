@@ -149,9 +149,9 @@ class NOPGConfig(TorchPlacement):
         Which samples the behaviour term clones. ``"none"`` (default): all of them.
         ``"advantage"``: at each update only those whose logged action the model values above
         the policy's, ``Q(s_i, a_i) > V(s_i)`` (both kernel estimates from the update's ``q``;
-        a binary advantage filter, as in critic-regularised regression), so actions worse
-        than the policy's are not imitated and the term fades once the policy beats the data.
-        The pretraining clones all samples.
+        a binary advantage filter, as in critic-regularised regression): the error is
+        averaged over those samples only (none kept: no term), so actions the model rates
+        below the policy's are not imitated. The pretraining clones all samples.
     sigma_decay_to : float or None
         If set, a Gaussian policy's ``sigma`` is multiplied by a factor decaying linearly from 1
         to this value over ``sigma_decay_updates`` updates (paper appendix, NOPG-S).
