@@ -132,9 +132,8 @@ class SampleEfficiencyConfig:
     """Settings of the sweep.
 
     The reduced default (3 seeds, 3 sizes, 1000 d3rlpy steps, 2000 MOPO/MOReL SAC steps, 500
-    PWIS updates, online budgets 1000 and 5000) is estimated at ~100 core-minutes for
-    pendulum-random, ~50-55 minutes with two workers on the 2-core machine (per-run times
-    measured in ``docs/sample_efficiency.md``).
+    PWIS updates, online budgets 1000 and 5000) is sized to finish within an hour on two
+    workers of the 2-core machine (its measured cost per run: ``docs/sample_efficiency.md``).
 
     Attributes
     ----------
