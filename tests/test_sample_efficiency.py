@@ -254,3 +254,9 @@ def test_title_counts_seeds_per_point():
     assert seeds_phrase([{"n": 3}, {"n": 3}]) == "3 seeds"
     assert seeds_phrase([{"n": 1}]) == "1 seed"
     assert seeds_phrase([{"n": 3}, {"n": 10}, {"n": 5}]) == "3-10 seeds per point"
+
+
+def test_reduced_sizes_leave_out_the_runs_that_break_the_budget_and_full_keeps_them():
+    for task, dropped in (("cartpole-random", 2500), ("mountaincar-human", 10)):
+        assert dropped not in SampleEfficiencyConfig(task=task).data_sizes()
+        assert dropped in SampleEfficiencyConfig.paper_size(task).data_sizes()
