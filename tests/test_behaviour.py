@@ -266,3 +266,20 @@ def test_logged_pair_values_match_the_general_query(dataset, bandwidths, initial
         np.testing.assert_allclose(algo.model_.logged_q_value(q),
                                    algo.model_.q_value(dataset.states, dataset.actions, q),
                                    rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("top_k, unsupported", [(None, "extrapolate"), (3, "extrapolate"),
+                                                (3, "absorb")])
+def test_data_state_values_match_the_general_query(dataset, bandwidths, initial_states,
+                                                   det_policy, top_k, unsupported):
+    algo = nopg.NOPG(det_policy, nopg.NOPGConfig(gamma=0.9, top_k=top_k, sparse_min_n=1,
+                                                 unsupported=unsupported))
+    algo.setup(dataset, bandwidths, initial_states)
+    q = torch.from_numpy(np.random.default_rng(9).normal(size=dataset.n))
+    for _ in range(2):                 # the kept preparation serves the policy after a change
+        np.testing.assert_allclose(algo.model_.data_value(det_policy, q),
+                                   algo.model_.value(det_policy, dataset.states, q),
+                                   rtol=1e-12, atol=1e-12)
+        with torch.no_grad():
+            for p in det_policy.parameters():
+                p.add_(0.3)

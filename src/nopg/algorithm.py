@@ -186,11 +186,9 @@ class NOPG:
     def _advantage_mask(self, q: torch.Tensor) -> torch.Tensor:
         """Samples whose logged action the model values above the policy's action,
         ``eps(s_i, a_i) . q > eps_pi(s_i) . q`` (the ``behaviour_filter="advantage"`` mask)."""
-        assert self.model_ is not None and self._behaviour_data is not None
-        data = self._behaviour_data
+        assert self.model_ is not None
         logged = self.model_.logged_q_value(q)
-        own = self.model_.value(self.policy, data.states, q)
-        return torch.from_numpy(logged > own).to(self.device)
+        return torch.from_numpy(logged > self.model_.data_value(self.policy, q)).to(self.device)
 
     def _sigma_scale(self) -> float:
         c = self.config

@@ -274,6 +274,7 @@ class NonparametricBellman:
         absorb = self.unsupported == "absorb"
         self.kernel_rows = KernelRows(self.selector, self.neighbors, self.support_radius, absorb)
         self._logged_rows: tuple[Rows, torch.Tensor] | None = None   # logged_q_value cache
+        self._data_queries: QueryStates | None = None      # data_value: prepared data states
         self.linear_solver = BellmanSolver(
             self.n, self.solver, self.solver_tol, self.solver_max_iter, self.dense_max_n,
             self.preconditioner, self.gamma, self.absorbing_value if absorb else None,
@@ -494,8 +495,8 @@ class NonparametricBellman:
                 out.append(thin.to(torch.float64))
                 continue
             values = rows.to(torch.float64).matvec(vec)
-            if absorbing and self.unsupported == "absorb":
-                values = values + self.absorbing_value * thin.to(torch.float64)
+            if absorbing:
+                values = self._with_absorbed(values, thin)
             out.append(values)
         return torch.cat(out).cpu().numpy()
 
@@ -515,15 +516,30 @@ class NonparametricBellman:
         """:meth:`q_value` at the data's own pairs ``(s_i, a_i)``; their rows do not depend on the
         policy, so they are built once and kept."""
         if self._logged_rows is None:
-            prepared = self._prepare(self._tensor(self.data.states))
+            prepared = self._prepare(self.states)
             actions = self._tensor(self.data.actions) / self.h_a
             rows, thin = self.kernel_rows.rows(prepared, actions[:, None, :], 1)
             self._logged_rows = (rows.to(torch.float64), thin.to(torch.float64))
         rows, thin = self._logged_rows
-        values = rows.matvec(q.to(device=self.device, dtype=torch.float64))
-        if self.unsupported == "absorb":
-            values = values + self.absorbing_value * thin
-        return values.cpu().numpy()
+        return self._with_absorbed(rows.matvec(q.to(device=self.device, dtype=torch.float64)),
+                                   thin).cpu().numpy()
+
+    @torch.no_grad()
+    def data_value(self, policy: nn.Module, q: torch.Tensor, seed: int = 0) -> np.ndarray:
+        """:meth:`value` at the data's own states, their policy-free part prepared once and kept
+        (as for the rows of ``P``)."""
+        if self._data_queries is None:
+            self._data_queries = self._prepare(self.states, cache=True)
+        rows, thin, _ = self._policy_rows(policy, self.states, self._data_queries, 1,
+                                          torch.Generator().manual_seed(seed))
+        values = rows.to(torch.float64).matvec(q.to(device=self.device, dtype=torch.float64))
+        return self._with_absorbed(values, thin).cpu().numpy()
+
+    def _with_absorbed(self, values: torch.Tensor, thin: torch.Tensor) -> torch.Tensor:
+        """``values`` plus the absorbed mass times its value in the support-aware model."""
+        if self.unsupported != "absorb":
+            return values
+        return values + self.absorbing_value * thin.to(values.dtype)
 
     def visitation(self, policy: nn.Module, states: np.ndarray | torch.Tensor, mu: torch.Tensor,
                    seed: int = 0) -> np.ndarray:
