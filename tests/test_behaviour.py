@@ -208,10 +208,10 @@ def test_kept_samples_alone_enter_the_filtered_loss(det_policy):
     with torch.no_grad():
         err = (det_policy(targets.states) - targets.actions) * targets.inv_std
         per_sample = (err * err).sum(-1)
-        filtered = float(targets.loss(det_policy, keep=keep))
+        filtered = float(targets.loss(det_policy, weights=keep))
         assert filtered == pytest.approx(float(per_sample[keep].mean()), rel=1e-12)
         assert float(targets.loss(det_policy)) == pytest.approx(float(per_sample.mean()), rel=1e-12)
-        assert float(targets.loss(det_policy, keep=torch.zeros(40, dtype=torch.bool))) == 0.0
+        assert float(targets.loss(det_policy, weights=torch.zeros(40, dtype=torch.bool))) == 0.0
 
 
 def _two_action_data(n: int = 40) -> nopg.TransitionDataset:
@@ -236,12 +236,65 @@ def test_advantage_filter_keeps_the_actions_the_model_values_above_the_policys(i
     algo.setup(data, nopg.Bandwidths(state=[1.0, 1.0], action=[0.5]), initial_states)
     sol = algo.model_.solution(policy, algo.initial_states_)
     np.testing.assert_allclose(sol.q.numpy(), data.rewards, atol=1e-12)
-    keep = algo._advantage_mask(sol.q).numpy()
+    keep = algo._behaviour_weights(sol.q)[0].numpy() > 0
     np.testing.assert_array_equal(keep, data.actions[:, 0] > 0)
     metrics = algo.step()
     assert metrics["behaviour_kept"] == pytest.approx(0.5)
     # only the +1 samples are cloned: the loss is ||(0 - 1) / std(a)||^2 = 1 (std(a) = 1)
     assert metrics["behaviour_loss"] == pytest.approx(1.0, rel=1e-12)
+
+
+def _zero_policy() -> nopg.DeterministicMLPPolicy:
+    policy = nopg.DeterministicMLPPolicy(2, 1, action_max=1.0, hidden=(4,)).double()
+    with torch.no_grad():
+        for p in policy.parameters():
+            p.zero_()                                   # pi(s) = 0 everywhere
+    return policy
+
+
+@pytest.mark.parametrize("temperature", [0.05, 0.5, 1e6])
+def test_weighted_filter_weighs_samples_by_their_exponentiated_advantage(initial_states,
+                                                                        temperature):
+    data = _two_action_data()
+    policy = _zero_policy()
+    config = nopg.NOPGConfig(gamma=0.9, behaviour_weight=1.0, behaviour_pretrain=0, top_k=None,
+                             behaviour_filter="weighted", behaviour_temperature=temperature)
+    algo = nopg.NOPG(policy, config, optimizer=torch.optim.SGD(policy.parameters(), lr=0.0))
+    algo.setup(data, nopg.Bandwidths(state=[1.0, 1.0], action=[0.5]), initial_states)
+    sol = algo.model_.solution(policy, algo.initial_states_)
+    adv = algo.model_.q_value(data.states, data.actions, sol.q) \
+        - algo.model_.value(policy, data.states, sol.q)
+    assert np.all(adv[data.actions[:, 0] > 0] > 0) and np.all(adv[data.actions[:, 0] < 0] < 0)
+    beta = temperature * np.abs(data.rewards).mean()           # mean |q| = 1 here
+    expected = np.exp(np.minimum(adv / beta, np.log(20.0)))
+    weights, kept = algo._behaviour_weights(sol.q)
+    np.testing.assert_allclose(weights.numpy(), expected, rtol=1e-10)
+    assert kept == pytest.approx(0.5)
+    # the loss is the weighted mean of ||(0 - a_i) / std(a)||^2 = 1 for every sample
+    metrics = algo.step()
+    assert metrics["behaviour_loss"] == pytest.approx(1.0, rel=1e-10)
+    if temperature > 1e3:                               # equal weights: plain cloning
+        np.testing.assert_allclose(weights.numpy(), 1.0, atol=1e-5)
+    if temperature == 0.05:                             # the better action dominates, capped at 20
+        assert weights.numpy()[data.actions[:, 0] > 0].max() == pytest.approx(20.0)
+
+
+def test_weighted_loss_is_the_weighted_mean(det_policy):
+    rng = np.random.default_rng(7)
+    data = _data(rng.normal(size=(30, 2)), rng.uniform(-1, 1, size=30))
+    targets = behaviour_targets(data, 1.0, torch.device("cpu"), torch.float64)
+    w = torch.from_numpy(rng.exponential(size=30))
+    with torch.no_grad():
+        err = (det_policy(targets.states) - targets.actions) * targets.inv_std
+        per_sample = (err * err).sum(-1)
+        assert float(targets.loss(det_policy, weights=w)) == pytest.approx(
+            float((per_sample * w).sum() / w.sum()), rel=1e-12)
+
+
+@pytest.mark.parametrize("value", [0.0, -1e-3, float("inf"), "big", None])
+def test_bad_behaviour_temperature(value):
+    with pytest.raises(ValueError, match="'behaviour_temperature' parameter"):
+        nopg.NOPGConfig(behaviour_temperature=value)
 
 
 def test_unfiltered_term_reports_no_kept_share(dataset, bandwidths, initial_states, det_policy):

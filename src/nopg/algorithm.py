@@ -21,7 +21,12 @@ import torch
 from torch import nn
 
 from .bandwidth import Bandwidths
-from .behaviour import BehaviourTargets, behaviour_targets, resolve_behaviour_weight
+from .behaviour import (
+    WEIGHT_LOG_MAX,
+    BehaviourTargets,
+    behaviour_targets,
+    resolve_behaviour_weight,
+)
 from .bellman import BellmanSolution, NonparametricBellman, as_states
 from .checkpoint import (
     CHECKPOINT_FORMAT_VERSION,
@@ -183,12 +188,23 @@ class NOPG:
         self._solution = None
         return self
 
-    def _advantage_mask(self, q: torch.Tensor) -> torch.Tensor:
-        """Samples whose logged action the model values above the policy's action,
-        ``eps(s_i, a_i) . q > eps_pi(s_i) . q`` (the ``behaviour_filter="advantage"`` mask)."""
+    def _behaviour_weights(self, q: torch.Tensor) -> tuple[torch.Tensor, float]:
+        """Per-sample weights of the behaviour term from the advantages
+        ``A_i = eps(s_i, a_i) . q - eps_pi(s_i) . q`` of the logged actions over the policy's, and
+        the share of samples with ``A_i > 0``.
+
+        ``behaviour_filter="advantage"``: the 0/1 mask ``A_i > 0``. ``"weighted"``:
+        ``exp(min(A_i / beta, ln 20))`` with ``beta = behaviour_temperature * mean_j |q_j|``
+        (advantage-weighted regression with the values' own scale as the unit)."""
         assert self.model_ is not None
-        logged = self.model_.logged_q_value(q)
-        return torch.from_numpy(logged > self.model_.data_value(self.policy, q)).to(self.device)
+        adv = self.model_.logged_q_value(q) - self.model_.data_value(self.policy, q)
+        kept = float(np.mean(adv > 0))
+        if self.config.behaviour_filter == "advantage":
+            weights = (adv > 0).astype(np.float64)
+        else:
+            beta = self.config.behaviour_temperature * float(q.abs().mean())
+            weights = np.exp(np.minimum(adv / max(beta, 1e-300), WEIGHT_LOG_MAX))
+        return torch.from_numpy(weights).to(self.device), kept
 
     def _sigma_scale(self) -> float:
         c = self.config
@@ -215,11 +231,10 @@ class NOPG:
         params = [p for p in self.policy.parameters() if p.requires_grad]
         objective, behaviour, kept = sol.surrogate(), float("nan"), float("nan")
         if self._behaviour is not None:
-            keep = None
-            if self.config.behaviour_filter == "advantage":
-                keep = self._advantage_mask(sol.q)
-                kept = float(keep.double().mean())
-            bc = self._behaviour.loss(self.policy, keep=keep)
+            weights = None
+            if self.config.behaviour_filter != "none":
+                weights, kept = self._behaviour_weights(sol.q)
+            bc = self._behaviour.loss(self.policy, weights=weights)
             behaviour = float(bc.detach())
             objective = objective / max(abs(sol.J), 1e-12) - self.behaviour_weight_ * bc
         grads = surrogate_gradient(objective, params)

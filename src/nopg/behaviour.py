@@ -21,6 +21,7 @@ behaviour instead of from a random policy that the term must pull back.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,6 +35,9 @@ from .validation import check_positive_int
 
 AUTO_SCALE = 2.0
 """``behaviour_weight="auto"`` is ``AUTO_SCALE`` times the action predictability."""
+WEIGHT_LOG_MAX = math.log(20.0)
+"""Cap of the exponent of the advantage weights (``behaviour_filter="weighted"``): no sample
+weighs more than 20 times one with zero advantage."""
 PRETRAIN_BATCH = 16_384
 """Largest batch of a behaviour-pretraining step (more samples: random batches of this size)."""
 
@@ -47,20 +51,22 @@ class BehaviourTargets:
     inv_std: torch.Tensor
 
     def loss(self, policy: nn.Module, rows: torch.Tensor | None = None,
-             keep: torch.Tensor | None = None) -> torch.Tensor:
+             weights: torch.Tensor | None = None) -> torch.Tensor:
         """``mean_i ||(pi(s_i) - a_i) / std(a)||^2`` over all data (or ``rows``), differentiable.
 
-        ``keep`` (a boolean mask over all data) restricts the mean to those samples (the
-        advantage filter); with none kept the loss is 0.
+        ``weights`` (non-negative, one per sample of all data) turn the mean into the weighted
+        mean ``sum_i w_i e_i / sum_i w_i`` (the behaviour filters: a 0/1 mask or advantage
+        weights); with all weights 0 the loss is 0.
         """
         states, actions = (self.states, self.actions) if rows is None \
             else (self.states[rows], self.actions[rows])
         err = (mean_actions(policy, states) - actions) * self.inv_std
         sq = (err * err).sum(-1)
-        if keep is None:
+        if weights is None:
             return sq.mean()
-        kept = keep.to(sq.dtype)
-        return (sq * kept).sum() / kept.sum().clamp_min(1.0)
+        w = weights.to(sq.dtype)
+        total = w.sum()
+        return (sq * w).sum() / torch.where(total > 0, total, torch.ones_like(total))
 
     def pretrain(self, policy: nn.Module, steps: int, learning_rate: float, seed: int) -> float:
         """Fit ``policy`` to the data's actions by ``steps`` Adam steps on :meth:`loss` alone.

@@ -36,7 +36,7 @@ __all__ = ["NOPGConfig", "OPTIMIZERS", "SOLVERS", "NEIGHBORS", "NEIGHBOR_BACKEND
            "PRECONDITIONERS", "DTYPES"]
 
 OPTIMIZERS = ("adam", "adamw", "sgd", "rmsprop")
-BEHAVIOUR_FILTERS = ("none", "advantage")
+BEHAVIOUR_FILTERS = ("none", "advantage", "weighted")
 """Values of :attr:`NOPGConfig.behaviour_filter`."""
 NEIGHBORS = NEIGHBOR_MODES
 NEIGHBOR_BACKENDS = BACKENDS
@@ -151,7 +151,14 @@ class NOPGConfig(TorchPlacement):
         the policy's, ``Q(s_i, a_i) > V(s_i)`` (both kernel estimates from the update's ``q``;
         a binary advantage filter, as in critic-regularised regression): the error is
         averaged over those samples only (none kept: no term), so actions the model rates
-        below the policy's are not imitated. The pretraining clones all samples.
+        below the policy's are not imitated. ``"weighted"``: every sample, weighted by
+        ``exp(A_i / beta)`` (capped at 20) with ``A_i = Q(s_i, a_i) - V(s_i)`` and
+        ``beta = behaviour_temperature * mean |q|`` (advantage-weighted regression): where the
+        model barely tells the actions apart the weights are nearly equal and the term clones
+        all samples. The pretraining clones all samples.
+    behaviour_temperature : float
+        ``beta`` of ``behaviour_filter="weighted"`` as a fraction of the mean absolute value
+        ``mean |q|`` (> 0).
     sigma_decay_to : float or None
         If set, a Gaussian policy's ``sigma`` is multiplied by a factor decaying linearly from 1
         to this value over ``sigma_decay_updates`` updates (paper appendix, NOPG-S).
@@ -192,6 +199,7 @@ class NOPGConfig(TorchPlacement):
     behaviour_pretrain: int = 500
     behaviour_n_mc_next: int | None = None
     behaviour_filter: str = "none"
+    behaviour_temperature: float = 1e-3
     sigma_decay_to: float | None = None
     sigma_decay_updates: int | None = None
     dtype: str = MODEL_DEFAULTS["dtype"]
@@ -225,6 +233,8 @@ class NOPGConfig(TorchPlacement):
         check_positive_int("behaviour_n_mc_next", self.behaviour_n_mc_next, _OWNER, allow_none=True)
         if self.behaviour_filter not in BEHAVIOUR_FILTERS:
             fail("behaviour_filter", f"one of {BEHAVIOUR_FILTERS}", self.behaviour_filter, _OWNER)
+        if not is_float(self.behaviour_temperature) or not 0 < self.behaviour_temperature < math.inf:
+            fail("behaviour_temperature", "a finite float > 0", self.behaviour_temperature, _OWNER)
         for name in ("sigma_decay_updates", "continuation_updates"):
             check_positive_int(name, getattr(self, name), _OWNER, allow_none=True)
         if self.sigma_decay_to is not None:
