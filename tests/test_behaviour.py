@@ -68,23 +68,34 @@ def test_bad_behaviour_weight(value):
         nopg.NOPGConfig(behaviour_weight=value)
 
 
-def _objective(algo: nopg.NOPG, weight: float, scale: float) -> float:
+def _objective(algo: nopg.NOPG, weight: float, scale: float,
+               sample_weights: torch.Tensor | None = None) -> float:
     sol = algo.model_.solution(algo.policy, algo.initial_states_, torch.Generator().manual_seed(0))
-    return sol.J / scale - weight * float(algo._behaviour.loss(algo.policy).detach())
+    return sol.J / scale - weight * float(
+        algo._behaviour.loss(algo.policy, weights=sample_weights).detach())
 
 
-@pytest.mark.parametrize("policy_name", ["det_policy", "gauss_policy"])
+@pytest.mark.parametrize("policy_name, behaviour_filter", [
+    ("det_policy", "none"), ("gauss_policy", "none"), ("det_policy", "weighted"),
+    ("gauss_policy", "weighted")])
 def test_step_ascends_the_exact_gradient_of_the_regularised_objective(
-        dataset, bandwidths, initial_states, policy_name, request):
+        dataset, bandwidths, initial_states, policy_name, behaviour_filter, request):
+    # with the weighted filter the sample weights are held at the update's values (as in
+    # advantage-weighted regression): the step is the exact gradient of the weighted objective
     weight = 0.7
     policy = request.getfixturevalue(policy_name)
-    config = nopg.NOPGConfig(gamma=0.9, behaviour_weight=weight, n_mc_policy=1)
+    config = nopg.NOPGConfig(gamma=0.9, behaviour_weight=weight, n_mc_policy=1,
+                             behaviour_filter=behaviour_filter, behaviour_temperature=0.05)
     algo = nopg.NOPG(policy, config, stochastic=False,
                      optimizer=torch.optim.SGD(policy.parameters(), lr=1.0))
     algo.setup(dataset, bandwidths, initial_states)
     before = [p.detach().clone() for p in policy.parameters()]
-    scale = abs(algo.model_.solution(policy, algo.initial_states_,
-                                     torch.Generator().manual_seed(0)).J)
+    sol0 = algo.model_.solution(policy, algo.initial_states_, torch.Generator().manual_seed(0))
+    scale = abs(sol0.J)
+    sample_weights = None
+    if behaviour_filter == "weighted":
+        sample_weights = algo._behaviour_weights(sol0.q)[0]
+        assert float(sample_weights.std()) > 0.05 * float(sample_weights.mean())  # not uniform
     metrics = algo.step()
     assert metrics["behaviour_loss"] > 0
     step = torch.cat([(p.detach() - b).reshape(-1) for p, b in zip(policy.parameters(), before)])
@@ -98,9 +109,9 @@ def test_step_ascends_the_exact_gradient_of_the_regularised_objective(
         for i in range(flat.numel()):
             old = flat[i].item()
             flat[i] = old + eps
-            up = _objective(algo, weight, scale)
+            up = _objective(algo, weight, scale, sample_weights)
             flat[i] = old - eps
-            down = _objective(algo, weight, scale)
+            down = _objective(algo, weight, scale, sample_weights)
             flat[i] = old
             fd.append((up - down) / (2 * eps))
     fd = np.asarray(fd)
@@ -298,9 +309,24 @@ def test_bad_behaviour_temperature(value):
 
 
 def test_unfiltered_term_reports_no_kept_share(dataset, bandwidths, initial_states, det_policy):
-    algo = nopg.NOPG(det_policy, nopg.NOPGConfig(gamma=0.9, behaviour_weight=0.5))
+    algo = nopg.NOPG(det_policy, nopg.NOPGConfig(gamma=0.9, behaviour_weight=0.5,
+                                                 behaviour_filter="none"))
     algo.setup(dataset, bandwidths, initial_states)
-    assert np.isnan(algo.step()["behaviour_kept"])
+    metrics = algo.step()
+    assert np.isnan(metrics["behaviour_kept"]) and np.isnan(metrics["behaviour_ess"])
+
+
+def test_weighted_filter_is_the_default_and_reports_its_effective_sample_share(
+        dataset, bandwidths, initial_states, det_policy):
+    algo = nopg.NOPG(det_policy, nopg.NOPGConfig(gamma=0.9, behaviour_weight=0.5))
+    assert algo.config.behaviour_filter == "weighted"
+    algo.setup(dataset, bandwidths, initial_states)
+    sol = algo.model_.solution(det_policy, algo.initial_states_)
+    w = algo._behaviour_weights(sol.q)[0].numpy()
+    metrics = algo.step()
+    assert 0 < metrics["behaviour_ess"] <= 1
+    assert metrics["behaviour_ess"] == pytest.approx(w.sum() ** 2 / (w * w).sum() / w.size,
+                                                     rel=1e-9)
 
 
 @pytest.mark.parametrize("value", ["advantages", None, 1])

@@ -229,11 +229,13 @@ class NOPG:
         sigma_scale = self._apply_sigma_scale()
         sol = self.model_.solution(self.policy, self.initial_states_, self.generator, self._warm)
         params = [p for p in self.policy.parameters() if p.requires_grad]
-        objective, behaviour, kept = sol.surrogate(), float("nan"), float("nan")
+        objective, behaviour, kept, ess = sol.surrogate(), float("nan"), float("nan"), float("nan")
         if self._behaviour is not None:
             weights = None
             if self.config.behaviour_filter != "none":
                 weights, kept = self._behaviour_weights(sol.q)
+                ess = float(weights.sum() ** 2 / (weights * weights).sum().clamp_min(1e-300)
+                            / weights.numel())
             bc = self._behaviour.loss(self.policy, weights=weights)
             behaviour = float(bc.detach())
             objective = objective / max(abs(sol.J), 1e-12) - self.behaviour_weight_ * bc
@@ -252,6 +254,7 @@ class NOPG:
             "residual_q": sol.info_q.residual, "residual_mu": sol.info_mu.residual,
             "refined_rows": sol.refined_rows, "update_time_s": time.perf_counter() - start,
             "sigma_scale": sigma_scale, "behaviour_loss": behaviour, "behaviour_kept": kept,
+            "behaviour_ess": ess,
         }
         if not math.isfinite(sol.J):
             raise FloatingPointError(f"J_hat became {sol.J} at update {self.update_}")

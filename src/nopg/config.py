@@ -145,17 +145,16 @@ class NOPGConfig(TorchPlacement):
         (which applies when it is off). ``None`` (default): the kernel mean. On data logged by a
         policy the behaviour term keeps the policy at the data's states, and drawn next states
         lie off them (``docs/bandwidths.md``).
-    behaviour_filter : {"none", "advantage"}
-        Which samples the behaviour term clones. ``"none"`` (default): all of them.
-        ``"advantage"``: at each update only those whose logged action the model values above
-        the policy's, ``Q(s_i, a_i) > V(s_i)`` (both kernel estimates from the update's ``q``;
-        a binary advantage filter, as in critic-regularised regression): the error is
-        averaged over those samples only (none kept: no term), so actions the model rates
-        below the policy's are not imitated. ``"weighted"``: every sample, weighted by
-        ``exp(A_i / beta)`` (capped at 20) with ``A_i = Q(s_i, a_i) - V(s_i)`` and
-        ``beta = behaviour_temperature * mean |q|`` (advantage-weighted regression): where the
-        model barely tells the actions apart the weights are nearly equal and the term clones
-        all samples. The pretraining clones all samples.
+    behaviour_filter : {"weighted", "none", "advantage"}
+        Which samples the behaviour term clones, and how much. ``"weighted"`` (default): every
+        sample, weighted by ``exp(A_i / beta)`` (capped at 20) with the advantage
+        ``A_i = Q(s_i, a_i) - V(s_i)`` of its logged action over the policy's (both kernel
+        estimates from the update's ``q``) and ``beta = behaviour_temperature * mean |q|``
+        (advantage-weighted regression): where the model ranks the logged actions the better ones
+        dominate; where it barely tells them apart the weights are nearly equal and the term
+        clones all samples. ``"none"``: all samples, equal weights. ``"advantage"``: only the
+        samples with ``A_i > 0`` (a binary filter, as in critic-regularised regression), equal
+        weights (none kept: no term). The pretraining clones all samples.
     behaviour_temperature : float
         ``beta`` of ``behaviour_filter="weighted"`` as a fraction of the mean absolute value
         ``mean |q|`` (> 0).
@@ -198,7 +197,7 @@ class NOPGConfig(TorchPlacement):
     behaviour_weight: float | str = "auto"
     behaviour_pretrain: int = 500
     behaviour_n_mc_next: int | None = None
-    behaviour_filter: str = "none"
+    behaviour_filter: str = "weighted"
     behaviour_temperature: float = 1e-3
     sigma_decay_to: float | None = None
     sigma_decay_updates: int | None = None
