@@ -32,7 +32,7 @@ from . import __version__
 from .bandwidth import Bandwidths
 from .config import NOPGConfig
 from .data import TransitionDataset
-from .loggers import LOG_COLUMNS
+from .loggers import LOG_COLUMNS, csv_row
 from .policies import policy_from_spec
 
 if TYPE_CHECKING:
@@ -69,7 +69,7 @@ def save_checkpoint(algo: NOPG, path: str | Path, *, include_data: bool = True) 
     with open(path / "history.csv", "w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=LOG_COLUMNS, extrasaction="ignore")
         writer.writeheader()
-        writer.writerows(algo.history_)
+        writer.writerows(csv_row(m, LOG_COLUMNS) for m in algo.history_)
     if include_data and model is not None:
         model.data.save(path / "dataset.npz")
     return path

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import logging
+import math
 import sys
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -33,8 +34,16 @@ __all__ = ["LOG_COLUMNS", "CSVLogger", "LogLineLogger", "MetricsLogger", "Progre
 LOG_COLUMNS = ("update", "J_hat", "support_gap", "initial_gap", "grad_norm", "solver_iters_q",
                "solver_iters_mu",
                "residual_q", "residual_mu", "refined_rows", "update_time_s", "sigma_scale",
-               "eval_return")
+               "behaviour_loss", "behaviour_kept", "behaviour_ess", "eval_return")
 """The columns of ``log.csv`` and of a checkpoint's ``history.csv``, in order."""
+
+
+def csv_row(metrics: dict[str, Any], columns: tuple[str, ...]) -> dict[str, Any]:
+    """One CSV row of ``columns`` from ``metrics``: missing metrics and NaN (a metric that does
+    not apply) as empty cells."""
+    def cell(value: Any) -> Any:
+        return "" if isinstance(value, float) and math.isnan(value) else value
+    return {k: cell(metrics.get(k, "")) for k in columns}
 
 
 @runtime_checkable
@@ -55,7 +64,8 @@ class CSVLogger:
 
     The header is written when the file is new or empty, so a resumed fit continues the same
     file (with that file's columns, should it come from an older version). Metrics outside the
-    columns are ignored; missing ones are left empty.
+    columns are ignored; missing ones, and NaN (a metric that does not apply, such as the
+    behaviour term's when it is off), are left empty.
     """
 
     def __init__(self, path: str | Path) -> None:
@@ -72,7 +82,7 @@ class CSVLogger:
             self._writer.writeheader()
 
     def on_update(self, metrics: dict[str, Any]) -> None:
-        self._writer.writerow({k: metrics.get(k, "") for k in self.columns})
+        self._writer.writerow(csv_row(metrics, self.columns))
         self._handle.flush()
 
     def close(self) -> None:
