@@ -276,7 +276,7 @@ def test_weighted_filter_weighs_samples_by_their_exponentiated_advantage(initial
     adv = algo.model_.q_value(data.states, data.actions, sol.q) \
         - algo.model_.value(policy, data.states, sol.q)
     assert np.all(adv[data.actions[:, 0] > 0] > 0) and np.all(adv[data.actions[:, 0] < 0] < 0)
-    beta = temperature * np.abs(data.rewards).mean()           # mean |q| = 1 here
+    beta = temperature * np.std(data.rewards)                  # std(q) = 1 here
     expected = np.exp(np.minimum(adv / beta, np.log(20.0)))
     weights, kept = algo._behaviour_weights(sol.q)
     np.testing.assert_allclose(weights.numpy(), expected, rtol=1e-10)
@@ -288,6 +288,28 @@ def test_weighted_filter_weighs_samples_by_their_exponentiated_advantage(initial
         np.testing.assert_allclose(weights.numpy(), 1.0, atol=1e-5)
     if temperature == 0.05:                             # the better action dominates, capped at 20
         assert weights.numpy()[data.actions[:, 0] > 0].max() == pytest.approx(20.0)
+
+
+@pytest.mark.parametrize("shift, scale", [(5.0, 1.0), (-3.0, 2.5)])
+def test_weighted_filter_ignores_a_shift_and_a_scale_of_the_rewards(dataset, bandwidths,
+                                                                   initial_states, det_policy,
+                                                                   shift, scale):
+    # no terminals: every row of eps and P sums to 1 (times gamma), so r -> scale r + shift moves
+    # q to scale q + shift / (1 - gamma), leaves every advantage times scale, std(q) times scale
+    weights = []
+    for s, c in ((1.0, 0.0), (scale, shift)):
+        data = nopg.TransitionDataset(states=dataset.states, actions=dataset.actions,
+                                      rewards=s * dataset.rewards + c,
+                                      next_states=dataset.next_states,
+                                      terminals=np.zeros(dataset.n, dtype=bool))
+        config = nopg.NOPGConfig(gamma=0.9, behaviour_weight=1.0, behaviour_pretrain=0,
+                                 top_k=None, behaviour_temperature=0.05)
+        algo = nopg.NOPG(det_policy, config)
+        algo.setup(data, bandwidths, initial_states)
+        sol = algo.model_.solution(det_policy, algo.initial_states_)
+        weights.append(algo._behaviour_weights(sol.q)[0].numpy())
+    assert weights[0].std() > 0.05 * weights[0].mean()
+    np.testing.assert_allclose(weights[1], weights[0], rtol=1e-7)
 
 
 def test_weighted_loss_is_the_weighted_mean(det_policy):

@@ -194,15 +194,16 @@ class NOPG:
         the share of samples with ``A_i > 0``.
 
         ``behaviour_filter="advantage"``: the 0/1 mask ``A_i > 0``. ``"weighted"``:
-        ``exp(min(A_i / beta, ln 20))`` with ``beta = behaviour_temperature * mean_j |q_j|``
-        (advantage-weighted regression with the values' own scale as the unit)."""
+        ``exp(min(A_i / beta, ln 20))`` with ``beta = behaviour_temperature * std_j(q_j)``
+        (advantage-weighted regression with the spread of the values as the unit, so the weights
+        do not change when the rewards are shifted or scaled)."""
         assert self.model_ is not None
         adv = self.model_.logged_q_value(q) - self.model_.data_value(self.policy, q)
         kept = float(np.mean(adv > 0))
         if self.config.behaviour_filter == "advantage":
             weights = (adv > 0).astype(np.float64)
         else:
-            beta = self.config.behaviour_temperature * float(q.abs().mean())
+            beta = self.config.behaviour_temperature * float(q.std(correction=0))
             weights = np.exp(np.minimum(adv / max(beta, 1e-300), WEIGHT_LOG_MAX))
         return torch.from_numpy(weights).to(self.device), kept
 

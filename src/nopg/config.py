@@ -149,15 +149,16 @@ class NOPGConfig(TorchPlacement):
         Which samples the behaviour term clones, and how much. ``"weighted"`` (default): every
         sample, weighted by ``exp(A_i / beta)`` (capped at 20) with the advantage
         ``A_i = Q(s_i, a_i) - V(s_i)`` of its logged action over the policy's (both kernel
-        estimates from the update's ``q``) and ``beta = behaviour_temperature * mean |q|``
+        estimates from the update's ``q``) and ``beta = behaviour_temperature * std(q)``
         (advantage-weighted regression): where the model ranks the logged actions the better ones
         dominate; where it barely tells them apart the weights are nearly equal and the term
         clones all samples. ``"none"``: all samples, equal weights. ``"advantage"``: only the
         samples with ``A_i > 0`` (a binary filter, as in critic-regularised regression), equal
         weights (none kept: no term). The pretraining clones all samples.
     behaviour_temperature : float
-        ``beta`` of ``behaviour_filter="weighted"`` as a fraction of the mean absolute value
-        ``mean |q|`` (> 0).
+        ``beta`` of ``behaviour_filter="weighted"`` as a fraction of the spread ``std(q)`` of the
+        values over the data (> 0; a shift or a scale of the rewards leaves the weights as
+        they are).
     sigma_decay_to : float or None
         If set, a Gaussian policy's ``sigma`` is multiplied by a factor decaying linearly from 1
         to this value over ``sigma_decay_updates`` updates (paper appendix, NOPG-S).
@@ -198,7 +199,7 @@ class NOPGConfig(TorchPlacement):
     behaviour_pretrain: int = 500
     behaviour_n_mc_next: int | None = None
     behaviour_filter: str = "weighted"
-    behaviour_temperature: float = 1e-3
+    behaviour_temperature: float = 4e-3
     sigma_decay_to: float | None = None
     sigma_decay_updates: int | None = None
     dtype: str = MODEL_DEFAULTS["dtype"]
