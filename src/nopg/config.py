@@ -199,7 +199,7 @@ class NOPGConfig(TorchPlacement):
     behaviour_pretrain: int = 500
     behaviour_n_mc_next: int | None = None
     behaviour_filter: str = "weighted"
-    behaviour_temperature: float = 4e-3
+    behaviour_temperature: float = 3e-3
     sigma_decay_to: float | None = None
     sigma_decay_updates: int | None = None
     dtype: str = MODEL_DEFAULTS["dtype"]
