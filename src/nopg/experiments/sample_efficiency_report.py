@@ -240,6 +240,10 @@ def algorithm_colors(algorithms: Sequence[str]) -> dict[str, tuple[float, ...]]:
     return out
 
 
+MAX_SIZE_TICKS = 8
+"""Up to this many distinct sizes, the figure's x ticks are exactly the sizes measured."""
+
+
 def seeds_phrase(summary: Sequence[Mapping[str, Any]]) -> str:
     """``"3 seeds"``, or ``"3-10 seeds per point"`` when the points have different counts."""
     counts = sorted({int(r["n"]) for r in summary})
@@ -277,8 +281,14 @@ def plot_sample_efficiency(summary: Sequence[Mapping[str, Any]], path: str | Pat
     if reference is not None:
         ax.axhline(reference, color="k", lw=0.8, ls=":", label="demonstrators")
     ax.set_xscale("log")
+    sizes = sorted({float(r["size"]) for r in summary})
+    if len(sizes) <= MAX_SIZE_TICKS:     # few sizes: tick exactly those, in plain numbers
+        ax.set_xticks(sizes, [f"{v:g}" for v in sizes])
+        ax.xaxis.set_minor_formatter(plt.NullFormatter())
     units = sorted({r["size_unit"] for r in summary if r["kind"] == "offline"}) or ["transitions"]
-    ax.set_xlabel(f"data set size ({', '.join(units)}); online: environment steps")
+    online_note = "; online: environment steps" if any(r["kind"] == "online" for r in summary) \
+        else ""
+    ax.set_xlabel(f"data set size ({', '.join(units)}){online_note}")
     ax.set_ylabel("return")
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize="small", ncol=2)
