@@ -6,7 +6,9 @@ and actions ``a_i`` (``pi``: the policy's mean action). Dividing ``J_hat`` by it
 the action error by the data's action spread makes ``w`` free of the reward's and the action's
 units. Where the kernel model cannot tell actions apart (a flat ``J_hat`` in the action, as on
 data from one controller) the term keeps the policy on the data's actions instead of letting it
-drift to where the model extrapolates.
+drift to where the model extrapolates. ``NOPG`` weights the mean per sample by the model's
+advantage of the logged action over the policy's (``NOPGConfig.behaviour_filter``), so that
+the better of the logged actions are cloned more.
 
 ``behaviour_weight="auto"`` sets ``w = AUTO_SCALE * rho``, with ``rho`` the data's *action
 predictability* (:func:`action_predictability`): the leave-one-out R^2 of predicting each
