@@ -235,12 +235,17 @@ def _two_action_data(n: int = 40) -> nopg.TransitionDataset:
                                   terminals=np.ones(n, dtype=bool))
 
 
-def test_advantage_filter_keeps_the_actions_the_model_values_above_the_policys(initial_states):
-    data = _two_action_data()
+def _zero_policy() -> nopg.DeterministicMLPPolicy:
     policy = nopg.DeterministicMLPPolicy(2, 1, action_max=1.0, hidden=(4,)).double()
     with torch.no_grad():
         for p in policy.parameters():
             p.zero_()                                   # pi(s) = 0 everywhere
+    return policy
+
+
+def test_advantage_filter_keeps_the_actions_the_model_values_above_the_policys(initial_states):
+    data = _two_action_data()
+    policy = _zero_policy()
     config = nopg.NOPGConfig(gamma=0.9, behaviour_weight=1.0, behaviour_pretrain=0,
                              behaviour_filter="advantage", top_k=None)
     algo = nopg.NOPG(policy, config, optimizer=torch.optim.SGD(policy.parameters(), lr=0.0))
@@ -253,14 +258,6 @@ def test_advantage_filter_keeps_the_actions_the_model_values_above_the_policys(i
     assert metrics["behaviour_kept"] == pytest.approx(0.5)
     # only the +1 samples are cloned: the loss is ||(0 - 1) / std(a)||^2 = 1 (std(a) = 1)
     assert metrics["behaviour_loss"] == pytest.approx(1.0, rel=1e-12)
-
-
-def _zero_policy() -> nopg.DeterministicMLPPolicy:
-    policy = nopg.DeterministicMLPPolicy(2, 1, action_max=1.0, hidden=(4,)).double()
-    with torch.no_grad():
-        for p in policy.parameters():
-            p.zero_()                                   # pi(s) = 0 everywhere
-    return policy
 
 
 @pytest.mark.parametrize("temperature", [0.05, 0.5, 1e6])
