@@ -2,7 +2,7 @@
 
 Pendulum-like data (state ``[cos th, sin th, th_dot]``, one action in [-2, 2], next states from
 the Pendulum-v1 equations, vectorised here in NumPy so that 10^6 samples take a second), Silverman
-bandwidths, ``top_k = 10``, a deterministic 3-50-1 MLP, kernel-mean next states by default
+bandwidths (``--bandwidth auto``: the library's default rule), ``top_k = 10``, a deterministic 3-50-1 MLP, kernel-mean next states by default
 (``--mc-next none``; ``--mc-next auto`` is the library's default, which draws 3 next states per
 transition afresh at every update below 10^5 samples, and ``--mc-next N`` draws N), BiCGSTAB with warm
 starts and the library's default ``solver_tol="auto"`` (``--tol`` sets a relative residual). Every
@@ -95,7 +95,7 @@ def time_path(data: TransitionDataset, neighbors: str, args: argparse.Namespace,
     the last ``min(20, updates // 2)``; ``neighbor_s`` the share of each spent selecting the top-k
     entries (``nopg.candidates.TopKSelector.select``); ``refined`` the rows re-centred per update.
     """
-    bw = select_bandwidths(data, "silverman",
+    bw = select_bandwidths(data, args.bandwidth,
                            action_factor=np.full(data.action_dim, args.action_factor))
     torch.manual_seed(0)
     policy = DeterministicMLPPolicy(data.state_dim, data.action_dim,
@@ -139,7 +139,7 @@ def time_path(data: TransitionDataset, neighbors: str, args: argparse.Namespace,
 def time_paper_path(data: TransitionDataset, args: argparse.Namespace, updates: int) -> dict:
     """The paper's method, as the issue describes it: the full (n, n) transition matrix,
     every row sorted, the top k kept and renormalised, dense solves; one Adam update each."""
-    bw = select_bandwidths(data, "silverman",
+    bw = select_bandwidths(data, args.bandwidth,
                            action_factor=np.full(data.action_dim, args.action_factor))
     torch.manual_seed(0)
     policy = DeterministicMLPPolicy(data.state_dim, data.action_dim,
@@ -258,7 +258,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tol", type=_tolerance, default="auto",
                    help="solver_tol: 'auto' (the library's default) or a relative residual")
     p.add_argument("--lr", type=float, default=1e-2, help="Adam step (the policy moves each update)")
-    p.add_argument("--action-factor", type=float, default=1.0, help="multiplies Silverman's h_a")
+    p.add_argument("--bandwidth", default="silverman", choices=["silverman", "auto"],
+                   help="bandwidth rule: Silverman's (the reference of the tables) or the library's "
+                        "default 'auto' (k-NN state spacing, action spread)")
+    p.add_argument("--action-factor", type=float, default=1.0, help="multiplies h_a")
     p.add_argument("--mc-next", type=_mc_next, default=None,
                    help="next states per transition: 'none' (kernel mean, the default here), "
                         "'auto' (the library's default) or N Monte-Carlo draws per update")
@@ -273,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     print(f"# NOPG update time vs n: data={args.data}, k={args.k}, neighbors={args.neighbors}, "
           f"device={args.device}, dtype={args.dtype}, threads={args.threads}, "
-          f"n_mc_next={args.mc_next or 'none'}")
+          f"n_mc_next={args.mc_next or 'none'}, bandwidth={args.bandwidth}")
     print(f"{'n':>9} {'upd':>4} {'setup s':>8} {'first s':>8} {'mean ms':>9} {'nbr ms':>8} "
           f"{'first5 ms':>9} {'steady ms':>9} {'nbr ms':>8} {'refined 5/st':>14} {'iters q/mu':>11} "
           f"{'peak MB':>8} {'dense ms':>10} {'speed-up':>9} {'J rel err':>10} {'grad cos':>10} "

@@ -234,6 +234,22 @@ def test_aggregation_preconditioned_bicgstab_solves_both_systems_in_fewer_iterat
         assert info.converged and info.iterations < info0.iterations / 2
 
 
+def test_isotropic_z_order_groups_stay_compact_when_the_axes_differ_in_extent():
+    # Bandwidth-scaled data can span hundreds of units along a state axis and a few along the
+    # action: per-axis cells then give the short axis as many cuts as the long one, and groups
+    # stretch along the long axis; cells of one width keep them compact in the common metric.
+    from nopg.neighbors import z_order_groups
+
+    pts = np.random.default_rng(0).uniform(0, 1, (4000, 2)) * [100.0, 1.0]
+    spread = {}
+    for iso in (True, False):
+        groups = z_order_groups(pts, 8, isotropic=iso)
+        assert np.bincount(groups).max() == 8
+        spread[iso] = np.mean([np.ptp(pts[groups == g], axis=0).max() for g in range(500)])
+    # 8 of 40 points per unit square: about sqrt(8 / 40) = 0.45 across when compact
+    assert spread[True] < 1.0 < 4.0 < spread[False]
+
+
 def test_model_with_aggregation_preconditioner_matches_ilu(dataset, bandwidths, initial_states,
                                                             det_policy):
     sols = {}

@@ -35,17 +35,22 @@ _KDTREE_MAX_DIM = 20
 _Z_ORDER_MIN_QUERIES = 4096     # smaller batches fit in cache without sorting
 
 
-def z_order(points: np.ndarray, bits: int = 10) -> np.ndarray:
+def z_order(points: np.ndarray, bits: int = 10, isotropic: bool = False) -> np.ndarray:
     """The permutation that visits ``points`` (m, d) along a Z-order (Morton) curve.
 
-    Each coordinate is cut into ``2^b`` cells of the points' bounding box (``b = min(bits,
-    62 // d)``) and the cell indices' bits are interleaved into one integer key, which is sorted
-    (stable, so equal keys keep their order).
+    Each coordinate is cut into ``2^b`` cells (``b = min(bits, 62 // d)``) and the cell indices'
+    bits are interleaved into one integer key, which is sorted (stable, so equal keys keep their
+    order). The cells divide the points' bounding box per axis, or with ``isotropic=True`` the
+    smallest cube that holds them, so that a cell has the same width along every axis: for
+    points already scaled to a common metric (bandwidth units) consecutive points are then
+    close in that metric, however unequal the axes' extents.
     """
     m, d = points.shape
     b = max(1, min(int(bits), 62 // max(d, 1)))
     lo = points.min(axis=0)
     span = points.max(axis=0) - lo
+    if isotropic:
+        span = np.full_like(span, span.max(initial=0.0))
     span[span <= 0] = 1.0
     cells = np.clip(((points - lo) / span * (1 << b)).astype(np.int64), 0, (1 << b) - 1)
     key = np.zeros(m, dtype=np.int64)
@@ -55,13 +60,14 @@ def z_order(points: np.ndarray, bits: int = 10) -> np.ndarray:
     return np.argsort(key, kind="stable")
 
 
-def z_order_groups(points: np.ndarray, size: int) -> np.ndarray:
+def z_order_groups(points: np.ndarray, size: int, isotropic: bool = True) -> np.ndarray:
     """Groups of ``size`` consecutive points along the Z-order curve (the last may be smaller):
     ``groups[i]`` is point ``i``'s group, from 0 to ``ceil(m / size) - 1``. Points of one group
-    lie close together (aggregates of :func:`nopg.solvers.aggregation_preconditioner`)."""
+    lie close together (aggregates of :func:`nopg.solvers.aggregation_preconditioner`); with
+    ``isotropic`` (the default) close in the points' own metric (:func:`z_order`)."""
     check_positive_int("size", size)
     groups = np.empty(points.shape[0], dtype=np.int64)
-    groups[z_order(points)] = np.arange(points.shape[0]) // int(size)
+    groups[z_order(points, isotropic=isotropic)] = np.arange(points.shape[0]) // int(size)
     return groups
 
 
