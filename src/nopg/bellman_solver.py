@@ -27,6 +27,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
+from . import defaults
 from .defaults import CPU_PRECONDITIONERS
 from .row_matrices import DenseRows, Rows, SparseRows
 from .solvers import (
@@ -195,7 +196,8 @@ class BellmanSolver:
             if self._aggregates is None:
                 assert self._aggregates_fn is not None
                 self._aggregates = self._aggregates_fn()
-            self.ilu = aggregation_preconditioner(P.to_scipy(), self._aggregates)
+            self.ilu = aggregation_preconditioner(P.to_scipy(), self._aggregates,
+                                                  defaults.AGGREGATION_SMOOTHING)
         else:
             self.ilu = ilu_preconditioner(P.to_scipy(), **self.ilu_options)
         self.ilu_excess, self.ilu_base = 0, None

@@ -27,6 +27,7 @@ SPARSE_NEIGHBORS = ("candidates", "knn")   # neighbour modes that only exist wit
 CANDIDATES_MAX_N = 50_000      # neighbors="auto" with top_k: candidate sets below, k-NN from here on
 AGGREGATION_MIN_N = 50_000     # preconditioner="auto" on the CPU: ILU below, aggregation from here on
 AGGREGATE_SIZE = 16            # samples per group of the aggregation preconditioner
+AGGREGATION_SMOOTHING = 1      # Richardson steps per application of the aggregation preconditioner
 CPU_PRECONDITIONERS = ("ilu", "aggregation")   # built with SciPy: CPU only
 AUTO_MC_NEXT = 3               # n_mc_next="auto": Monte-Carlo next states per transition...
 MC_NEXT_MAX_N = 100_000        # ...below this many samples; the kernel mean from there on

@@ -27,6 +27,8 @@ import scipy.sparse
 import scipy.sparse.linalg
 import torch
 
+from .validation import check_positive_int
+
 logger = logging.getLogger(__name__)
 
 MatVec = Callable[[torch.Tensor], torch.Tensor]
@@ -337,22 +339,23 @@ def ilu_preconditioner(P: scipy.sparse.csr_matrix, drop_tol: float = 1e-4, fill_
     return apply, apply_transpose
 
 
-def aggregation_preconditioner(P: scipy.sparse.csr_matrix, aggregates: np.ndarray
-                               ) -> tuple[MatVec, MatVec] | None:
+def aggregation_preconditioner(P: scipy.sparse.csr_matrix, aggregates: np.ndarray,
+                               smoothing_steps: int = 1) -> tuple[MatVec, MatVec] | None:
     """Two-level aggregation preconditioners of ``A = I - P`` and of its transpose (CPU).
 
     The samples are grouped into aggregates (``aggregates[i]`` is sample ``i``'s group, from
     ``0`` to ``m - 1``); ``R`` sums over a group and ``R^T`` copies a group's value to its
     members, so ``A_c = R A R^T`` (m, m) is the chain seen at the groups' scale. One application
-    is a coarse solve followed by a Richardson step:
+    is a coarse solve followed by ``smoothing_steps`` Richardson steps:
 
-        x = R^T A_c^{-1} R v,   x <- x + (v - A x),
+        x = R^T A_c^{-1} R v,   x <- x + (v - A x)  (repeated),
 
     and the transpose uses ``A^T`` and ``A_c^T`` (one sparse LU of ``A_c`` serves both). The
     coarse solve removes the slowly mixing error modes, which carry the ``1 / (1 - gamma)``
-    conditioning of ``A`` and are smooth over groups of nearby samples; the Richardson step damps
-    those that ``P`` mixes quickly. Each application costs one product with ``A``. With every
-    sample its own group it is ``A^{-1}`` exactly.
+    conditioning of ``A`` and are smooth over groups of nearby samples; the Richardson steps
+    (value-iteration sweeps ``x <- v + P x``) damp those that ``P`` mixes quickly. Each
+    application costs ``smoothing_steps`` products with ``A``. With every sample its own group
+    it is ``A^{-1}`` exactly.
 
     Returns
     -------
@@ -361,6 +364,7 @@ def aggregation_preconditioner(P: scipy.sparse.csr_matrix, aggregates: np.ndarra
         if the coarse factorisation fails, in which case the solve runs unpreconditioned.
     """
     n = P.shape[0]
+    check_positive_int("smoothing_steps", smoothing_steps)
     groups = np.asarray(aggregates, dtype=np.int64)
     if groups.shape != (n,) or n == 0 or groups.min() < 0:
         raise ValueError(f"aggregates must be {n} non-negative group indices. Got shape {groups.shape}.")
@@ -378,7 +382,9 @@ def aggregation_preconditioner(P: scipy.sparse.csr_matrix, aggregates: np.ndarra
         def apply(v: torch.Tensor) -> torch.Tensor:
             b = v.numpy()
             x = lu.solve(np.bincount(groups, weights=b, minlength=m), trans)[groups]
-            return torch.from_numpy(x + (b - op @ x))
+            for _ in range(smoothing_steps):
+                x = x + (b - op @ x)
+            return torch.from_numpy(x)
         return apply
 
     return cycle(A, "N"), cycle(AT, "T")
