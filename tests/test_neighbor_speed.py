@@ -165,11 +165,11 @@ def test_blocked_query_and_query_index(backend):
         big.query_index(queries, 501)
 
 
-def test_auto_neighbour_mode_by_n():
-    from nopg.defaults import CANDIDATES_MAX_N, resolve_neighbors
+def test_auto_neighbour_mode():
+    from nopg.defaults import resolve_neighbors
     assert resolve_neighbors("auto", None, 10 ** 6) == "dense"
-    assert resolve_neighbors("auto", 10, CANDIDATES_MAX_N - 1) == "candidates"
-    assert resolve_neighbors("auto", 10, CANDIDATES_MAX_N) == "knn"
+    assert resolve_neighbors("auto", 10, 100) == "candidates"
+    assert resolve_neighbors("auto", 10, 10 ** 6) == "candidates"    # switching to k-NN as needed
     assert resolve_neighbors("candidates", 10, 10 ** 6) == "candidates"
     assert resolve_neighbors("knn", 10, 100) == "knn"
     assert NonparametricBellman(_data(), BW, 0.95, top_k=K).neighbors == "candidates"

@@ -145,6 +145,46 @@ def test_certificate_triggers_refinement_and_refinement_is_needed(data):
     assert refined.refined_rows_ == 0
 
 
+def test_auto_mode_switches_to_knn_after_a_costly_selection_and_back(data):
+    """``neighbors="auto"``: a selection that re-centres more than ``switch_share`` of the rows
+    sends the next ``probe_every - 1`` to the exact k-NN query, then the candidates are tried
+    again; every matrix equals the dense top-k throughout."""
+    from nopg.defaults import RECENTRE_SWITCH_SHARE
+
+    exact = _model(data, "dense")
+    model = _model(data, "auto", n_candidates=8)
+    assert model.neighbors == "candidates" and model.switch_share == RECENTRE_SWITCH_SHARE
+    assert _model(data, "candidates", n_candidates=8).switch_share is None
+    sel = model.selector
+    sel.probe_every = 3
+
+    def check(policy) -> None:
+        got = model.transition_matrix(policy).to_dense().detach()
+        torch.testing.assert_close(got, exact.transition_matrix(policy).to_dense().detach(),
+                                   rtol=1e-12, atol=1e-14)
+
+    check(_policy())                                   # builds the candidate sets
+    model.refined_rows_ = 0
+    check(perturbed(_policy(), 1.0))                   # a large move: most rows re-centred
+    assert model.refined_rows_ > RECENTRE_SWITCH_SHARE * N
+    for scale in (1.5, 2.0):                           # the next two: exact k-NN queries
+        check(perturbed(_policy(), scale))
+    assert sel.knn_selections == 2
+    sets = model._next_queries.candidates
+    model.refined_rows_ = 0
+    check(perturbed(_policy(), 3.0))                   # the probe: costly again, so a run of 6
+    assert model.refined_rows_ > RECENTRE_SWITCH_SHARE * N and sets.knn_left == 5
+    for _ in range(5):
+        check(perturbed(_policy(), 3.0))
+    assert sel.knn_selections == 7 and sets.knn_left == 0
+    # The same policy again: the probe finds the sets centred at it, nothing is re-centred,
+    # and the candidates stay (the run length is reset).
+    knn, model.refined_rows_ = sel.knn_selections, 0
+    for _ in range(2 * sel.probe_every):
+        check(perturbed(_policy(), 3.0))
+    assert sel.knn_selections == knn and model.refined_rows_ == 0 and sets.knn_run == 0
+
+
 def test_all_candidates_certify_every_row(data):
     model = _model(data, "candidates", n_candidates=N)
     model.transition_matrix(_policy())

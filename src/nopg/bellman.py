@@ -39,7 +39,8 @@ from .bandwidth import Bandwidths
 from .bellman_solver import BellmanSolver
 from .candidates import CandidateSets, TopKSelector, candidate_action_scale, default_candidates
 from .data import TransitionDataset, check_gamma
-from .defaults import AGGREGATE_SIZE, resolve_neighbors, resolve_preconditioner
+from .defaults import (AGGREGATE_SIZE, KNN_PROBE_EVERY, RECENTRE_SWITCH_SHARE, resolve_neighbors,
+                       resolve_preconditioner)
 from .model_config import (
     KEYWORD_DEFAULTS,
     NEIGHBOR_MODES,
@@ -247,6 +248,8 @@ class NonparametricBellman:
         self.solver_max_iter = config.solver_max_iter
         self.dense_max_n = resolved.dense_max_n
         self.neighbors = neighbors
+        self.switch_share = (RECENTRE_SWITCH_SHARE if config.neighbors == "auto" and
+                             neighbors == "candidates" else None)
         self.n_candidates = min(config.n_candidates or default_candidates(self.top_k or 1), n)
         self.refine = config.refine
         self.neighbor_backend = config.neighbor_backend
@@ -270,7 +273,8 @@ class NonparametricBellman:
         self.rewards = torch.tensor(self.data.rewards, dtype=torch.float64, device=self.device)
         self.discounts = t(self.data.discounts(self.gamma))                   # (n,)
         self.selector = TopKSelector(self.states_scaled, self.actions_scaled, self.top_k,
-                                     self.n_candidates, self.refine, self.neighbor_backend)
+                                     self.n_candidates, self.refine, self.neighbor_backend,
+                                     self.switch_share, KNN_PROBE_EVERY)
         absorb = self.unsupported == "absorb"
         self.kernel_rows = KernelRows(self.selector, self.neighbors, self.support_radius, absorb)
         self._logged_rows: tuple[Rows, torch.Tensor] | None = None   # logged_q_value cache

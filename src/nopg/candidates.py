@@ -19,6 +19,15 @@ With ``n_candidates`` above ``4 top_k`` the candidates are found with the action
 (:func:`candidate_action_scale`): they reach ``1 / lambda`` times further along the actions, where
 the policy moves, and :meth:`TopKSelector.certified` gives the bound that still holds.
 ``refine=False`` skips the certificate (candidates from the first update only): an approximation.
+
+Where the policy moves far in bandwidth units at every update (narrow action kernels on large
+data), most rows leave their certificate and the candidates cost a re-centring query per row on
+top of the re-ranking. With ``switch_share`` set (``neighbors="auto"``), an update that re-centres
+more than that share of a batch's rows sends the batch's next ``probe_every - 1`` selections to
+the exact k-NN query of every pair, after which the candidates are tried again; each further
+such selection in a row doubles the length of the k-NN run (up to ``16 probe_every``), so where
+the candidates never pay (high-dimensional data) the probes cost little. Both paths are exact,
+and the switch depends only on the counts, so a fit stays deterministic.
 """
 
 from __future__ import annotations
@@ -32,6 +41,7 @@ from .kernels import squared_norm
 from .neighbors import NeighborIndex
 
 _BLOCK = 1 << 22               # elements per block of candidate scores (bounds peak memory)
+_MAX_RUN = 16                  # longest k-NN run of switch_share, in probe_every
 _SCALE_MARGIN = 4.0            # candidate_action_scale rule: lambda^d_a = margin * top_k / n_candidates
 
 
@@ -85,6 +95,11 @@ class CandidateSets:
         none is).
     scale : tensor of shape (m,)
         ``lambda`` of each set (1 for rows that fell back to the joint neighbours).
+    knn_left : int
+        Selections left that skip the candidates for an exact k-NN query of every pair
+        (``switch_share`` of :class:`TopKSelector`).
+    knn_run : int
+        Length of the next such run (0: ``probe_every``); doubles after each costly selection.
     """
 
     states: torch.Tensor
@@ -93,6 +108,8 @@ class CandidateSets:
     centre: torch.Tensor | None = None
     radius: torch.Tensor | None = None
     scale: torch.Tensor | None = None
+    knn_left: int = 0
+    knn_run: int = 0
 
     def allocate(self, n_candidates: int, action_dim: int) -> None:
         """Empty buffers for every row (called before the first :meth:`TopKSelector.recentre`)."""
@@ -119,13 +136,24 @@ class TopKSelector:
         Re-centre the rows the certificate cannot vouch for (exact). ``False`` approximates.
     backend : {"auto", "kdtree", "torch"}
         Back end of the k-NN searches (:class:`nopg.neighbors.NeighborIndex`).
+    switch_share : float or None
+        Share of a batch's rows re-centred in one selection above which its next
+        ``probe_every - 1`` selections use the exact k-NN query instead (module docstring);
+        ``None``: always the candidates.
+    probe_every : int
+        Length of such a k-NN run, the selection that tries the candidates again included.
     """
 
     def __init__(self, states: torch.Tensor, actions: torch.Tensor, top_k: int | None,
-                 n_candidates: int, refine: bool = True, backend: str = "auto") -> None:
+                 n_candidates: int, refine: bool = True, backend: str = "auto",
+                 switch_share: float | None = None, probe_every: int = 10) -> None:
         self.states, self.actions = states, actions
         self.top_k, self.n_candidates = top_k, int(n_candidates)
         self.refine, self.backend = bool(refine), backend
+        self.switch_share = None if switch_share is None else float(switch_share)
+        self.probe_every = int(probe_every)
+        self.knn_selections = 0
+        """Candidate-batch selections answered by the exact k-NN query (``switch_share``)."""
         self.action_scale = candidate_action_scale(top_k or 1, self.n_candidates, actions.shape[1])
         """``lambda`` in (0, 1] of the candidate index (exact for any; the speed depends on it)."""
         self.action_columns = actions.T.contiguous()
@@ -289,6 +317,10 @@ class TopKSelector:
         """
         M, G, _ = actions.shape
         top_k = self._top_k()
+        if sets is not None and sets.knn_left > 0:     # switch_share: k-NN for this selection
+            sets.knn_left -= 1
+            self.knn_selections += 1
+            sets = None
         if sets is None:
             points = states[:, None, :].expand(M, G, -1).reshape(M * G, -1)
             joint = torch.cat([points, actions.reshape(M * G, -1)], dim=-1)
@@ -300,6 +332,12 @@ class TopKSelector:
         if not self.refine:
             return idx
         rows = torch.nonzero(~self.certified(sets, None, actions, kth).all(1)).reshape(-1)
+        if self.switch_share is not None:
+            if rows.numel() > self.switch_share * M:
+                run = sets.knn_run or self.probe_every
+                sets.knn_left, sets.knn_run = run - 1, min(2 * run, _MAX_RUN * self.probe_every)
+            else:
+                sets.knn_run = 0
         if rows.numel():
             self.refined_rows += int(rows.numel())
             self.recentre(sets, rows, centre[rows])

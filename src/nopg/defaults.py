@@ -24,7 +24,8 @@ SPARSE_MIN_N = 400             # top_k="auto": dense P below this many samples, 
 DENSE_P_SOLVE_MAX_N = 5000     # solver="auto", dense_max_n=None: dense LU up to here (dense P)
 SPARSE_P_SOLVE_MAX_N = 350     # the same for a sparse P (top_k set)
 SPARSE_NEIGHBORS = ("candidates", "knn")   # neighbour modes that only exist with top_k
-CANDIDATES_MAX_N = 50_000      # neighbors="auto" with top_k: candidate sets below, k-NN from here on
+RECENTRE_SWITCH_SHARE = 0.3    # neighbors="auto": k-NN for a while after re-centring more rows than this
+KNN_PROBE_EVERY = 10           # ...selections per such k-NN run (the one that tries candidates again included)
 AGGREGATION_MIN_N = 50_000     # preconditioner="auto" on the CPU: ILU below, aggregation from here on
 AGGREGATE_SIZE = 16            # samples per group of the aggregation preconditioner
 AGGREGATION_SMOOTHING = 1      # Richardson steps per application of the aggregation preconditioner
@@ -101,22 +102,22 @@ def resolve_n_mc_next(n_mc_next: int | str | None, n: int, max_n: int = MC_NEXT_
     return AUTO_MC_NEXT if n < max_n else None
 
 
-def resolve_neighbors(neighbors: str, top_k: int | None, n: int,
-                      candidates_max_n: int = CANDIDATES_MAX_N) -> str:
-    """Concrete neighbour mode: ``"auto"`` is ``"dense"`` without ``top_k``, ``"candidates"``
-    below ``candidates_max_n`` samples and ``"knn"`` from there on (``top_k`` already resolved).
+def resolve_neighbors(neighbors: str, top_k: int | None, n: int) -> str:
+    """Concrete neighbour mode: ``"auto"`` is ``"dense"`` without ``top_k`` and ``"candidates"``
+    with it (``top_k`` already resolved), where the model also switches a batch of rows to exact
+    k-NN queries for :data:`KNN_PROBE_EVERY` selections after one that re-centred more than
+    :data:`RECENTRE_SWITCH_SHARE` of them (:class:`nopg.candidates.TopKSelector`).
 
-    Both sparse modes are exact. The crossover is measured (one thread, Pendulum-like data, top_k = 10,
-    Adam 1e-2, mean top-k selection time over the first 100 updates, ``benchmarks/bench_scale.py``):
-    candidates 19 vs k-NN 23 ms at 10^4, 43 vs 52 ms at 2 x 10^4, 108 vs 108 ms at 4 x 10^4,
-    572 vs 295 ms at 10^5, where Silverman's bandwidths have shrunk so far that the policy's
-    moves take ~40 % of the rows out of their certificate every update.
+    Both sparse modes are exact; which is faster depends on how far the policy's actions move
+    in bandwidth units per update, not on ``n`` alone (one thread, Pendulum-like data, top_k =
+    10, Adam 1e-2, ``benchmarks/bench_scale.py``): with Silverman's bandwidths the candidates
+    took 19 against 23 ms at 10^4 and 572 against 295 ms at 10^5, where ~40 % of the rows leave
+    their certificate every update; with the ``auto`` bandwidths (an action kernel as wide as
+    the actions' spread) almost none do at 10^5.
     """
     if neighbors != AUTO:
         return neighbors
-    if top_k is None:
-        return "dense"
-    return "candidates" if n < candidates_max_n else "knn"
+    return "dense" if top_k is None else "candidates"
 
 
 def resolve_preconditioner(preconditioner: str, device_type: str, n: int,
