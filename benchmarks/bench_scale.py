@@ -9,8 +9,8 @@ starts and the library's default ``solver_tol="auto"`` (``--tol`` sets a relativ
 size runs in its own subprocess so that its peak memory (max RSS) is its own.
 
 For each ``n`` the script times ``NOPG.setup`` (``setup s``) and then ``--updates`` policy
-updates (default 100) of the sparse path (default ``neighbors="auto"``: candidates below 50 000
-samples, k-NN above) from the start. It
+updates (default 100) of the sparse path (default ``neighbors="auto"``: candidates, with runs of exact k-NN
+queries after updates that re-centre most rows) from the start. It
 reports the first update (which also builds the candidate sets), the mean over all of them (what
 a user pays for a fit of that length), the mean over the first 5 and the steady state (the mean
 over the last 20), the time spent selecting the top-k entries (``nbr ms``, mean and steady), the

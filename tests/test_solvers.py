@@ -193,11 +193,14 @@ def test_aggregation_preconditioner_with_singleton_groups_is_the_exact_inverse()
 
     P = substochastic(40, 0.99)
     A = np.eye(40) - P
-    apply, apply_t = aggregation_preconditioner(scipy.sparse.csr_matrix(P), np.arange(40))
     v = torch.from_numpy(np.random.default_rng(1).normal(size=40))
-    np.testing.assert_allclose(apply(v).numpy(), np.linalg.solve(A, v.numpy()), rtol=1e-10, atol=1e-12)
-    np.testing.assert_allclose(apply_t(v).numpy(), np.linalg.solve(A.T, v.numpy()), rtol=1e-10,
-                               atol=1e-12)
+    for smoother in ("gauss-seidel", "richardson"):
+        apply, apply_t = aggregation_preconditioner(scipy.sparse.csr_matrix(P), np.arange(40),
+                                                    smoother=smoother)
+        np.testing.assert_allclose(apply(v).numpy(), np.linalg.solve(A, v.numpy()), rtol=1e-10,
+                                   atol=1e-12)
+        np.testing.assert_allclose(apply_t(v).numpy(), np.linalg.solve(A.T, v.numpy()),
+                                   rtol=1e-10, atol=1e-12)
     with pytest.raises(ValueError, match="aggregates must be 40"):
         aggregation_preconditioner(scipy.sparse.csr_matrix(P), np.arange(39))
 
@@ -225,9 +228,10 @@ def test_aggregation_preconditioned_bicgstab_solves_both_systems_in_fewer_iterat
     assert np.bincount(groups).max() == 8 and groups.max() == 2000 // 8 - 1
     A = np.eye(2000) - P.toarray()
     b = torch.from_numpy(np.random.default_rng(2).normal(size=2000))
-    iterations: dict[int, list[int]] = {}
-    for steps in (1, 3):
-        apply, apply_t = aggregation_preconditioner(P, groups, smoothing_steps=steps)
+    iterations: dict[tuple[str, int], list[int]] = {}
+    for smoother, steps in (("richardson", 1), ("richardson", 3), ("gauss-seidel", 1)):
+        apply, apply_t = aggregation_preconditioner(P, groups, smoothing_steps=steps,
+                                                    smoother=smoother)
         for op, pre, dense in ((lambda v: v - torch.from_numpy(P @ v.numpy()), apply, A),
                                (lambda v: v - torch.from_numpy(P.T @ v.numpy()), apply_t, A.T)):
             plain, info0 = nopg.bicgstab(op, b, tol=1e-10, max_iter=2000)
@@ -235,11 +239,50 @@ def test_aggregation_preconditioned_bicgstab_solves_both_systems_in_fewer_iterat
             np.testing.assert_allclose(x.numpy(), np.linalg.solve(dense, b.numpy()), rtol=0,
                                        atol=1e-7)
             assert info.converged and info.iterations < info0.iterations / 2
-            iterations.setdefault(steps, []).append(info.iterations)
-    # more smoothing steps: a preconditioner closer to A^{-1}, fewer iterations for both systems
-    assert all(i3 < i1 for i1, i3 in zip(iterations[1], iterations[3]))
+            iterations.setdefault((smoother, steps), []).append(info.iterations)
+    # more smoothing steps: a preconditioner closer to A^{-1}, fewer iterations for both systems;
+    # a Gauss-Seidel sweep does more than a Richardson step
+    rich1, rich3 = iterations["richardson", 1], iterations["richardson", 3]
+    assert all(i3 < i1 for i1, i3 in zip(rich1, rich3))
+    assert all(gs < i1 for i1, gs in zip(rich1, iterations["gauss-seidel", 1]))
     with pytest.raises(ValueError, match="smoothing_steps"):
         aggregation_preconditioner(P, groups, smoothing_steps=0)
+    with pytest.raises(ValueError, match="smoother must be one of"):
+        aggregation_preconditioner(P, groups, smoother="jacobi")
+
+
+@pytest.mark.parametrize("smoother", ["gauss-seidel", "richardson"])
+def test_aggregation_preconditioner_matches_its_formula(smoother):
+    """One application against dense linear algebra: with the samples sorted by group, the
+    coarse correction ``R^T A_c^{-1} R v`` followed by one smoothing step, a symmetric
+    Gauss-Seidel sweep (lower triangle of ``A``, then upper) or a Richardson step; the transpose
+    the same with ``A^T``."""
+    import scipy.sparse
+
+    from nopg.solvers import aggregation_preconditioner
+
+    rng = np.random.default_rng(3)
+    n, m = 60, 12
+    P = substochastic(n, 0.95)
+    groups = rng.permutation(np.repeat(np.arange(m), n // m))
+    order = np.argsort(groups, kind="stable")
+    R = np.zeros((m, n))
+    R[groups[order], np.arange(n)] = 1.0
+
+    def reference(M: np.ndarray, b: np.ndarray) -> np.ndarray:  # in the sorted order
+        x = R.T @ np.linalg.solve(R @ M @ R.T, R @ b)
+        if smoother == "richardson":
+            return x + (b - M @ x)
+        x = x + np.linalg.solve(np.tril(M), b - M @ x)
+        return x + np.linalg.solve(np.triu(M), b - M @ x)
+
+    A = (np.eye(n) - P)[np.ix_(order, order)]
+    v = rng.normal(size=n)
+    apply, apply_t = aggregation_preconditioner(scipy.sparse.csr_matrix(P), groups,
+                                                smoother=smoother)
+    for pre, M in ((apply, A), (apply_t, A.T)):
+        got = pre(torch.from_numpy(v)).numpy()[order]
+        np.testing.assert_allclose(got, reference(M, v[order]), rtol=1e-11, atol=1e-13)
 
 
 def test_isotropic_z_order_groups_stay_compact_when_the_axes_differ_in_extent():

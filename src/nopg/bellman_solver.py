@@ -44,7 +44,7 @@ logger = logging.getLogger(__name__)
 
 REFRESH_RULES = ("iterations", "cost", "once", "always")
 _ILU_REFRESH_ITERS = 15        # "iterations": rebuild the ILU when a solve needs more iterations
-_ILU_BUILD_ITERATIONS = 60     # "cost": an ILU build costs about this many iterations
+_BUILD_ITERATIONS = {"ilu": 60, "aggregation": 15}   # "cost": a build costs about this many iterations
 DENSE_SKETCH_K = 20            # a dense P's preconditioner is built from its 20 largest entries per row
 
 
@@ -181,7 +181,7 @@ class BellmanSolver:
     def stale(self) -> bool:
         """Whether to rebuild the ILU before this solve (the :attr:`refresh` rule)."""
         if self.refresh == "cost":
-            return self.ilu_excess >= _ILU_BUILD_ITERATIONS
+            return self.ilu_excess >= _BUILD_ITERATIONS[self.preconditioner]
         if self.refresh == "always":
             return True
         if self.refresh == "once":
@@ -197,7 +197,8 @@ class BellmanSolver:
                 assert self._aggregates_fn is not None
                 self._aggregates = self._aggregates_fn()
             self.ilu = aggregation_preconditioner(P.to_scipy(), self._aggregates,
-                                                  defaults.AGGREGATION_SMOOTHING)
+                                                  defaults.AGGREGATION_SMOOTHING,
+                                                  defaults.AGGREGATION_SMOOTHER)
         else:
             self.ilu = ilu_preconditioner(P.to_scipy(), **self.ilu_options)
         self.ilu_excess, self.ilu_base = 0, None

@@ -26,9 +26,10 @@ SPARSE_P_SOLVE_MAX_N = 350     # the same for a sparse P (top_k set)
 SPARSE_NEIGHBORS = ("candidates", "knn")   # neighbour modes that only exist with top_k
 RECENTRE_SWITCH_SHARE = 0.3    # neighbors="auto": k-NN for a while after re-centring more rows than this
 KNN_PROBE_EVERY = 10           # ...selections per such k-NN run (the one that tries candidates again included)
-AGGREGATION_MIN_N = 50_000     # preconditioner="auto" on the CPU: ILU below, aggregation from here on
-AGGREGATE_SIZE = 16            # samples per group of the aggregation preconditioner
-AGGREGATION_SMOOTHING = 1      # Richardson steps per application of the aggregation preconditioner
+AGGREGATION_MIN_N = 15_000     # preconditioner="auto" on the CPU: ILU below, aggregation from here on
+AGGREGATE_SIZE = 64            # samples per group of the aggregation preconditioner
+AGGREGATION_SMOOTHING = 1      # smoothing steps per application of the aggregation preconditioner
+AGGREGATION_SMOOTHER = "gauss-seidel"   # ...each a symmetric Gauss-Seidel sweep (or "richardson")
 CPU_PRECONDITIONERS = ("ilu", "aggregation")   # built with SciPy: CPU only
 AUTO_MC_NEXT = 3               # n_mc_next="auto": Monte-Carlo next states per transition...
 MC_NEXT_MAX_N = 100_000        # ...below this many samples; the kernel mean from there on
@@ -127,11 +128,12 @@ def resolve_preconditioner(preconditioner: str, device_type: str, n: int,
     (:func:`nopg.solvers.aggregation_preconditioner`) from there on, and none on a GPU;
     ``"ilu"`` and ``"aggregation"`` run on the CPU only.
 
-    The crossover is measured (one thread, Pendulum-like data, top_k = 10, Adam 1e-2, mean time
-    per update of a fit from the start, ``benchmarks/bench_scale.py``): ILU 60-65 ms against
-    aggregation 66 ms at 10^4, 234 against 225 ms at 3 x 10^4, 1050 against 841 ms at 10^5;
-    at 10^6 one ILU build took 44 s, and an update took 16.6 s with the aggregation against
-    22.1 s without a preconditioner.
+    The crossover is measured (one thread, Pendulum-like data with the ``auto`` bandwidths,
+    top_k = 10, Adam 1e-2, mean time per update over the first 100 updates of a fit, 2026-11-25;
+    the aggregation with its default symmetric Gauss-Seidel smoothing and groups of 64): ILU
+    41 against aggregation 59 ms at 10^4, 130 against 96 ms at 2 x 10^4, 227 against 149 ms at
+    3 x 10^4. At 10^5 the ILU's first build fails (a zero pivot) and a fit's update took 3.2 s
+    with it against 0.63 s with the aggregation; at 10^6 one ILU build took 44 s.
     """
     if preconditioner in CPU_PRECONDITIONERS and device_type != "cpu":
         raise ValueError(f"preconditioner={preconditioner!r} runs on the CPU only; use 'auto' or 'none' "

@@ -339,52 +339,95 @@ def ilu_preconditioner(P: scipy.sparse.csr_matrix, drop_tol: float = 1e-4, fill_
     return apply, apply_transpose
 
 
+SMOOTHERS = ("gauss-seidel", "richardson")
+"""Smoothers of :func:`aggregation_preconditioner`."""
+
+
 def aggregation_preconditioner(P: scipy.sparse.csr_matrix, aggregates: np.ndarray,
-                               smoothing_steps: int = 1) -> tuple[MatVec, MatVec] | None:
+                               smoothing_steps: int = 1, smoother: str = "gauss-seidel"
+                               ) -> tuple[MatVec, MatVec] | None:
     """Two-level aggregation preconditioners of ``A = I - P`` and of its transpose (CPU).
 
     The samples are grouped into aggregates (``aggregates[i]`` is sample ``i``'s group, from
     ``0`` to ``m - 1``); ``R`` sums over a group and ``R^T`` copies a group's value to its
     members, so ``A_c = R A R^T`` (m, m) is the chain seen at the groups' scale. One application
-    is a coarse solve followed by ``smoothing_steps`` Richardson steps:
+    is a coarse solve followed by ``smoothing_steps`` smoothing steps:
 
-        x = R^T A_c^{-1} R v,   x <- x + (v - A x)  (repeated),
+        x = R^T A_c^{-1} R v,   then per step
+        x <- x + (v - A x)                                   (``"richardson"``), or
+        x <- x + L^{-1} (v - A x),  x <- x + U^{-1} (v - A x)  (``"gauss-seidel"``),
 
-    and the transpose uses ``A^T`` and ``A_c^T`` (one sparse LU of ``A_c`` serves both). The
-    coarse solve removes the slowly mixing error modes, which carry the ``1 / (1 - gamma)``
-    conditioning of ``A`` and are smooth over groups of nearby samples; the Richardson steps
-    (value-iteration sweeps ``x <- v + P x``) damp those that ``P`` mixes quickly. Each
-    application costs ``smoothing_steps`` products with ``A``. With every sample its own group
-    it is ``A^{-1}`` exactly.
+    where ``L`` and ``U`` are the lower and upper triangles of ``A`` (diagonal included) with the
+    samples ordered by aggregate: a symmetric Gauss-Seidel sweep, forward then backward. The
+    transpose uses ``A^T`` and ``A_c^T``: its triangles are ``U^T`` and ``L^T``, so one sparse LU
+    of ``A_c`` and one factor per triangle (SuperLU in the given order, no fill) serve both.
+
+    The coarse solve removes the slowly mixing error modes, which carry the ``1 / (1 - gamma)``
+    conditioning of ``A`` and are smooth over groups of nearby samples; the smoothing damps those
+    that ``P`` mixes quickly. A Richardson step is one value-iteration sweep ``x <- v + P x``
+    (one product with ``A``); a Gauss-Seidel step uses each updated value at once within the
+    sweep, which carries values along the chain's transitions much further per sweep, for two
+    products with ``A`` and two triangular solves. With every sample its own group it is
+    ``A^{-1}`` exactly, whatever the smoother.
 
     Returns
     -------
     (apply, apply_transpose) or None
         ``v -> M^{-1} v`` and ``v -> M^{-T} v`` on CPU tensors; ``None`` (with a log message)
-        if the coarse factorisation fails, in which case the solve runs unpreconditioned.
+        if a factorisation fails, in which case the solve runs unpreconditioned.
     """
     n = P.shape[0]
     check_positive_int("smoothing_steps", smoothing_steps)
+    if smoother not in SMOOTHERS:
+        raise ValueError(f"smoother must be one of {SMOOTHERS}. Got {smoother!r}.")
     groups = np.asarray(aggregates, dtype=np.int64)
     if groups.shape != (n,) or n == 0 or groups.min() < 0:
         raise ValueError(f"aggregates must be {n} non-negative group indices. Got shape {groups.shape}.")
     m = int(groups.max()) + 1
-    R = scipy.sparse.csr_matrix((np.ones(n), (groups, np.arange(n))), shape=(m, n))
-    A = (scipy.sparse.identity(n, dtype=P.dtype, format="csr") - P).tocsr()
+    # Work in the aggregates' order: groups become contiguous slices (restriction by reduceat,
+    # prolongation by repeat) and the triangles of A are those of the sweep order.
+    order = np.argsort(groups, kind="stable")
+    inverse = np.empty(n, dtype=np.int64)
+    inverse[order] = np.arange(n)
+    sizes = np.bincount(groups, minlength=m)
+    if (sizes == 0).any():
+        raise ValueError("aggregates must use every group index from 0 to their maximum")
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    A = (scipy.sparse.identity(n, dtype=P.dtype, format="csr") - P).tocsr()[order][:, order]
+    A = A.tocsr()
     AT = A.T.tocsr()
+    coarse_groups = np.repeat(np.arange(m), sizes)
+    R = scipy.sparse.csr_matrix((np.ones(n), (coarse_groups, np.arange(n))), shape=(m, n))
     try:
         lu = scipy.sparse.linalg.splu((R @ A @ R.T).tocsc())
+        if smoother == "gauss-seidel":
+            # A triangle in its own order has an exact LU without fill or pivoting. SuperLU's
+            # incomplete LU with nothing dropped computes it, and reserves memory for about the
+            # triangle's entries (its complete LU reserves room for 20 times as many).
+            triangle = dict(drop_tol=0.0, drop_rule="basic", fill_factor=1.5,
+                            permc_spec="NATURAL", diag_pivot_thresh=0.0,
+                            options=dict(SymmetricMode=True))
+            lower = scipy.sparse.linalg.spilu(scipy.sparse.tril(A, format="csc"), **triangle)
+            upper = scipy.sparse.linalg.spilu(scipy.sparse.triu(A, format="csc"), **triangle)
     except RuntimeError as err:  # e.g. a singular coarse matrix
         logger.warning("aggregation preconditioner failed (%s); solving without one", err)
         return None
 
     def cycle(op: scipy.sparse.csr_matrix, trans: str) -> MatVec:
+        sweeps: tuple = ()
+        if smoother == "gauss-seidel":   # forward, then backward (the transpose swaps them)
+            sweeps = ((lower, "N"), (upper, "N")) if trans == "N" else ((upper, "T"), (lower, "T"))
+
         def apply(v: torch.Tensor) -> torch.Tensor:
-            b = v.numpy()
-            x = lu.solve(np.bincount(groups, weights=b, minlength=m), trans)[groups]
+            b = v.numpy()[order]
+            x = np.repeat(lu.solve(np.add.reduceat(b, starts), trans), sizes)
             for _ in range(smoothing_steps):
-                x = x + (b - op @ x)
-            return torch.from_numpy(x)
+                if sweeps:
+                    for factor, how in sweeps:
+                        x += factor.solve(b - op @ x, how)
+                else:
+                    x += b - op @ x
+            return torch.from_numpy(x[inverse])
         return apply
 
     return cycle(A, "N"), cycle(AT, "T")
