@@ -1,9 +1,10 @@
 """Time NOPG policy updates against the number of transitions (issue: scale).
 
 Pendulum-like data (state ``[cos th, sin th, th_dot]``, one action in [-2, 2], next states from
-the Pendulum-v1 equations, vectorised here in NumPy so that 10^6 samples take a second), Silverman
-bandwidths (``--bandwidth auto``: the library's default rule), ``top_k = 10``, a deterministic 3-50-1 MLP, kernel-mean next states by default
-(``--mc-next none``; ``--mc-next auto`` is the library's default, which draws 3 next states per
+the Pendulum-v1 equations, vectorised here in NumPy so that 10^6 samples take a second), the
+library's default ``auto`` bandwidths (``--bandwidth silverman``: Silverman's rule, the reference
+of the earlier tables), ``top_k = 10``, a deterministic 3-50-1 MLP, kernel-mean next states by
+default (``--mc-next none``; ``--mc-next auto`` is the library's default, which draws 3 next states per
 transition afresh at every update below 10^5 samples, and ``--mc-next N`` draws N), BiCGSTAB with warm
 starts and the library's default ``solver_tol="auto"`` (``--tol`` sets a relative residual). Every
 size runs in its own subprocess so that its peak memory (max RSS) is its own.
@@ -258,9 +259,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tol", type=_tolerance, default="auto",
                    help="solver_tol: 'auto' (the library's default) or a relative residual")
     p.add_argument("--lr", type=float, default=1e-2, help="Adam step (the policy moves each update)")
-    p.add_argument("--bandwidth", default="silverman", choices=["silverman", "auto"],
-                   help="bandwidth rule: Silverman's (the reference of the tables) or the library's "
-                        "default 'auto' (k-NN state spacing, action spread)")
+    p.add_argument("--bandwidth", default="auto", choices=["silverman", "auto"],
+                   help="bandwidth rule: the library's default 'auto' (k-NN state spacing, action "
+                        "spread) or Silverman's (the reference of the earlier tables)")
     p.add_argument("--action-factor", type=float, default=1.0, help="multiplies h_a")
     p.add_argument("--mc-next", type=_mc_next, default=None,
                    help="next states per transition: 'none' (kernel mean, the default here), "

@@ -39,8 +39,13 @@ from .bandwidth import Bandwidths
 from .bellman_solver import BellmanSolver
 from .candidates import CandidateSets, TopKSelector, candidate_action_scale, default_candidates
 from .data import TransitionDataset, check_gamma
-from .defaults import (AGGREGATE_SIZE, KNN_PROBE_EVERY, RECENTRE_SWITCH_SHARE, resolve_neighbors,
-                       resolve_preconditioner)
+from .defaults import (
+    AGGREGATE_SIZE,
+    KNN_PROBE_EVERY,
+    RECENTRE_SWITCH_SHARE,
+    resolve_neighbors,
+    resolve_preconditioner,
+)
 from .model_config import (
     KEYWORD_DEFAULTS,
     NEIGHBOR_MODES,

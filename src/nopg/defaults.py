@@ -25,7 +25,7 @@ DENSE_P_SOLVE_MAX_N = 5000     # solver="auto", dense_max_n=None: dense LU up to
 SPARSE_P_SOLVE_MAX_N = 350     # the same for a sparse P (top_k set)
 SPARSE_NEIGHBORS = ("candidates", "knn")   # neighbour modes that only exist with top_k
 RECENTRE_SWITCH_SHARE = 0.3    # neighbors="auto": k-NN for a while after re-centring more rows than this
-KNN_PROBE_EVERY = 10           # ...selections per such k-NN run (the one that tries candidates again included)
+KNN_PROBE_EVERY = 10           # ...selections per such k-NN run (the probe of the candidates included)
 AGGREGATION_MIN_N = 15_000     # preconditioner="auto" on the CPU: ILU below, aggregation from here on
 AGGREGATE_SIZE = 64            # samples per group of the aggregation preconditioner
 AGGREGATION_SMOOTHING = 1      # smoothing steps per application of the aggregation preconditioner
