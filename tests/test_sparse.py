@@ -148,7 +148,10 @@ def test_certificate_triggers_refinement_and_refinement_is_needed(data):
 def test_auto_mode_switches_to_knn_after_a_costly_selection_and_back(data):
     """``neighbors="auto"``: a selection that re-centres more than ``switch_share`` of the rows
     sends the next ``probe_every - 1`` to the exact k-NN query, then the candidates are tried
-    again; every matrix equals the dense top-k throughout."""
+    again. A costly probe doubles the run; it answers its uncertified pairs by exact k-NN
+    queries without re-centring, except when the runs have reached their longest. Every matrix
+    equals the dense top-k throughout."""
+    from nopg.candidates import _MAX_RUN
     from nopg.defaults import RECENTRE_SWITCH_SHARE
 
     exact = _model(data, "dense")
@@ -172,16 +175,28 @@ def test_auto_mode_switches_to_knn_after_a_costly_selection_and_back(data):
     assert sel.knn_selections == 2
     sets = model._next_queries.candidates
     model.refined_rows_ = 0
-    check(perturbed(_policy(), 3.0))                   # the probe: costly again, so a run of 6
-    assert model.refined_rows_ > RECENTRE_SWITCH_SHARE * N and sets.knn_left == 5
+    far = perturbed(_policy(), 3.0)
+    check(far)                                         # the probe: costly again, so a run of 6,
+    assert model.refined_rows_ == 0 and sets.knn_left == 5 and sets.knn_run == 12  # no re-centring
     for _ in range(5):
-        check(perturbed(_policy(), 3.0))
+        check(far)
     assert sel.knn_selections == 7 and sets.knn_left == 0
-    # The same policy again: the probe finds the sets centred at it, nothing is re-centred,
-    # and the candidates stay (the run length is reset).
+    # The same policy from now on: the sets are still centred at the earlier one, so the probes
+    # stay costly until the run reaches its longest, where the rows are re-centred at last.
+    longest = _MAX_RUN * sel.probe_every
+    selections = 0
+    while model.refined_rows_ == 0:
+        assert sets.knn_left == 0 and sets.knn_run <= longest      # the next one is a probe
+        run = sets.knn_run
+        check(far)
+        selections += 1 + sets.knn_left
+        for _ in range(sets.knn_left):
+            check(far)
+    assert run == longest and selections == 12 + 24 + 48
+    # Centred at this policy, the next probe re-centres nothing and the candidates stay.
     knn, model.refined_rows_ = sel.knn_selections, 0
     for _ in range(2 * sel.probe_every):
-        check(perturbed(_policy(), 3.0))
+        check(far)
     assert sel.knn_selections == knn and model.refined_rows_ == 0 and sets.knn_run == 0
 
 

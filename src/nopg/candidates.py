@@ -25,9 +25,13 @@ data), most rows leave their certificate and the candidates cost a re-centring q
 top of the re-ranking. With ``switch_share`` set (``neighbors="auto"``), an update that re-centres
 more than that share of a batch's rows sends the batch's next ``probe_every - 1`` selections to
 the exact k-NN query of every pair, after which the candidates are tried again; each further
-such selection in a row doubles the length of the k-NN run (up to ``16 probe_every``), so where
-the candidates never pay (high-dimensional data) the probes cost little. Both paths are exact,
-and the switch depends only on the counts, so a fit stays deterministic.
+such selection in a row doubles the length of the k-NN run (up to ``16 probe_every``). Such a
+probe re-ranks the candidates and answers the pairs it cannot certify by exact k-NN queries,
+without re-centring them (a re-centring query costs several times a k-NN query); it re-centres
+only once the runs have reached their longest, so that sets left behind by a policy that has
+since settled are renewed. Where the candidates never pay (high-dimensional data) the probes
+therefore cost little. Both paths are exact, and the switch depends only on the counts, so a
+fit stays deterministic.
 """
 
 from __future__ import annotations
@@ -331,11 +335,21 @@ class TopKSelector:
         idx, kth = self.rerank(sets, None, actions)
         if not self.refine:
             return idx
-        rows = torch.nonzero(~self.certified(sets, None, actions, kth).all(1)).reshape(-1)
+        ok_pairs = self.certified(sets, None, actions, kth)
+        rows = torch.nonzero(~ok_pairs.all(1)).reshape(-1)
         if self.switch_share is not None:
             if rows.numel() > self.switch_share * M:
                 run = sets.knn_run or self.probe_every
+                # Re-centre at the first costly probe of a series and when the runs reach their
+                # longest; a probe in between answers its uncertified pairs by exact k-NN
+                # queries and leaves the sets as they are.
+                recentre = run == self.probe_every or run == _MAX_RUN * self.probe_every
                 sets.knn_left, sets.knn_run = run - 1, min(2 * run, _MAX_RUN * self.probe_every)
+                if not recentre:
+                    r_bad, g_bad = torch.nonzero(~ok_pairs, as_tuple=True)
+                    _, idx[r_bad, g_bad] = self.exact_knn(sets.states[r_bad], actions[r_bad, g_bad],
+                                                          top_k)
+                    return idx
             else:
                 sets.knn_run = 0
         if rows.numel():
