@@ -216,7 +216,8 @@ def one_size(args: argparse.Namespace) -> dict:
     data = pendulum_data(n) if args.data == "pendulum" else hopper_data(n)
     out = {"n": n, "data": args.data, "data_s": time.perf_counter() - t, "threads": torch.get_num_threads(),
            "device": args.device, "dtype": args.dtype, "k": args.k}
-    out["sparse"], algo = time_path(data, args.neighbors, args, args.updates)
+    out["sparse"], algo = time_path(data, args.neighbors, args, args.updates,
+                                    preconditioner=args.preconditioner)
     if n <= args.dense_max:
         # The core issue's dense top-k path: (n, n) log-weights, unpreconditioned BiCGSTAB.
         out["dense"], _ = time_path(data, "dense", args, max(1, min(args.updates, args.dense_updates)),
@@ -256,6 +257,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dense-max", type=int, default=10000)
     p.add_argument("--paper-max", type=int, default=3000,
                    help="largest n for the paper-style baseline (full P, sorted rows)")
+    p.add_argument("--preconditioner", default="auto", choices=["auto", "ilu", "aggregation", "none"],
+                   help="BiCGSTAB preconditioner of the sparse path (NOPGConfig.preconditioner)")
     p.add_argument("--tol", type=_tolerance, default="auto",
                    help="solver_tol: 'auto' (the library's default) or a relative residual")
     p.add_argument("--lr", type=float, default=1e-2, help="Adam step (the policy moves each update)")
@@ -277,7 +280,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     print(f"# NOPG update time vs n: data={args.data}, k={args.k}, neighbors={args.neighbors}, "
           f"device={args.device}, dtype={args.dtype}, threads={args.threads}, "
-          f"n_mc_next={args.mc_next or 'none'}, bandwidth={args.bandwidth}")
+          f"n_mc_next={args.mc_next or 'none'}, bandwidth={args.bandwidth}, "
+          f"preconditioner={args.preconditioner}")
     print(f"{'n':>9} {'upd':>4} {'setup s':>8} {'first s':>8} {'mean ms':>9} {'nbr ms':>8} "
           f"{'first5 ms':>9} {'steady ms':>9} {'nbr ms':>8} {'refined 5/st':>14} {'iters q/mu':>11} "
           f"{'peak MB':>8} {'dense ms':>10} {'speed-up':>9} {'J rel err':>10} {'grad cos':>10} "

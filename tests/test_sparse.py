@@ -145,7 +145,7 @@ def test_certificate_triggers_refinement_and_refinement_is_needed(data):
     assert refined.refined_rows_ == 0
 
 
-def test_auto_mode_switches_to_knn_after_a_costly_selection_and_back(data):
+def test_auto_mode_switches_to_knn_after_a_costly_selection_and_back(data, monkeypatch):
     """``neighbors="auto"``: a selection that re-centres more than ``switch_share`` of the rows
     sends the next ``probe_every - 1`` to the exact k-NN query, then the candidates are tried
     again. A costly probe doubles the run; it answers its uncertified pairs by exact k-NN
@@ -155,6 +155,8 @@ def test_auto_mode_switches_to_knn_after_a_costly_selection_and_back(data):
     from nopg.defaults import RECENTRE_SWITCH_SHARE
 
     exact = _model(data, "dense")
+    assert _model(data, "auto", n_candidates=8).switch_share is None     # below the size
+    monkeypatch.setattr("nopg.bellman.RECENTRE_SWITCH_MIN_N", N)
     model = _model(data, "auto", n_candidates=8)
     assert model.neighbors == "candidates" and model.switch_share == RECENTRE_SWITCH_SHARE
     assert _model(data, "candidates", n_candidates=8).switch_share is None

@@ -42,6 +42,7 @@ from .data import TransitionDataset, check_gamma
 from .defaults import (
     AGGREGATE_SIZE,
     KNN_PROBE_EVERY,
+    RECENTRE_SWITCH_MIN_N,
     RECENTRE_SWITCH_SHARE,
     resolve_neighbors,
     resolve_preconditioner,
@@ -254,7 +255,7 @@ class NonparametricBellman:
         self.dense_max_n = resolved.dense_max_n
         self.neighbors = neighbors
         self.switch_share = (RECENTRE_SWITCH_SHARE if config.neighbors == "auto" and
-                             neighbors == "candidates" else None)
+                             neighbors == "candidates" and n >= RECENTRE_SWITCH_MIN_N else None)
         self.n_candidates = min(config.n_candidates or default_candidates(self.top_k or 1), n)
         self.refine = config.refine
         self.neighbor_backend = config.neighbor_backend

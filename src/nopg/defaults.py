@@ -25,6 +25,7 @@ DENSE_P_SOLVE_MAX_N = 5000     # solver="auto", dense_max_n=None: dense LU up to
 SPARSE_P_SOLVE_MAX_N = 350     # the same for a sparse P (top_k set)
 SPARSE_NEIGHBORS = ("candidates", "knn")   # neighbour modes that only exist with top_k
 RECENTRE_SWITCH_SHARE = 0.3    # neighbors="auto": k-NN for a while after re-centring more rows than this
+RECENTRE_SWITCH_MIN_N = 50_000 # ...from this many samples on (below, re-centring costs less than k-NN runs)
 KNN_PROBE_EVERY = 10           # ...selections per such k-NN run (the probe of the candidates included)
 AGGREGATION_MIN_N = 15_000     # preconditioner="auto" on the CPU: ILU below, aggregation from here on
 AGGREGATE_SIZE = 64            # samples per group of the aggregation preconditioner
@@ -105,16 +106,20 @@ def resolve_n_mc_next(n_mc_next: int | str | None, n: int, max_n: int = MC_NEXT_
 
 def resolve_neighbors(neighbors: str, top_k: int | None, n: int) -> str:
     """Concrete neighbour mode: ``"auto"`` is ``"dense"`` without ``top_k`` and ``"candidates"``
-    with it (``top_k`` already resolved), where the model also switches a batch of rows to exact
-    k-NN queries for :data:`KNN_PROBE_EVERY` selections after one that re-centred more than
-    :data:`RECENTRE_SWITCH_SHARE` of them (:class:`nopg.candidates.TopKSelector`).
+    with it (``top_k`` already resolved). From :data:`RECENTRE_SWITCH_MIN_N` samples on the
+    model also switches a batch of rows to exact k-NN queries for :data:`KNN_PROBE_EVERY`
+    selections after one that re-centred more than :data:`RECENTRE_SWITCH_SHARE` of them
+    (:class:`nopg.candidates.TopKSelector`).
 
     Both sparse modes are exact; which is faster depends on how far the policy's actions move
     in bandwidth units per update, not on ``n`` alone (one thread, Pendulum-like data, top_k =
     10, Adam 1e-2, ``benchmarks/bench_scale.py``): with Silverman's bandwidths the candidates
     took 19 against 23 ms at 10^4 and 572 against 295 ms at 10^5, where ~40 % of the rows leave
     their certificate every update; with the ``auto`` bandwidths (an action kernel as wide as
-    the actions' spread) almost none do at 10^5.
+    the actions' spread) almost none do, and at 10^5 the candidates' selection took 100 ms per
+    update against 165 ms for the k-NN queries (2026-11-25). Below 50 000 samples a re-centring
+    query is cheap enough that the switch did not pay with Silverman's bandwidths (10^4: 43.8
+    ms per update without it, 46.6 and 47.8 ms with it).
     """
     if neighbors != AUTO:
         return neighbors

@@ -72,9 +72,9 @@ class ModelConfig(TorchPlacement):
         Number of samples from which ``top_k="auto"`` keeps 10 entries per row.
     neighbors : {"auto", "dense", "candidates", "knn"}
         How the top-k entries are found (:mod:`nopg.responsibilities`); ``auto`` is ``dense``
-        without ``top_k`` and ``candidates`` with it, switching to ``knn`` for a few updates
-        whenever the policy moved so far that most rows had to be re-centred
-        (:func:`nopg.defaults.resolve_neighbors`).
+        without ``top_k`` and ``candidates`` with it, switching (from 50 000 samples on) to
+        ``knn`` for a few updates whenever the policy moved so far that most rows had to be
+        re-centred (:func:`nopg.defaults.resolve_neighbors`).
     n_candidates : int or None
         Candidate neighbours kept per query (``None``: ``max(4 top_k, 32)``).
     refine : bool
