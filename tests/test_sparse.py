@@ -369,6 +369,19 @@ def test_squared_norm_matches_sum_and_its_gradient(d: int) -> None:
     torch.testing.assert_close(g, 2 * x.detach(), rtol=1e-14, atol=0)
 
 
+@pytest.mark.parametrize("d", [1, 3, 6])
+def test_gathered_squared_distances_match_the_direct_formula(d: int) -> None:
+    from nopg.kernels import gathered_squared_distances
+
+    gen = torch.Generator().manual_seed(d)
+    points = torch.randn(50, d, dtype=torch.float64, generator=gen)
+    queries = torch.randn(9, d, dtype=torch.float64, generator=gen)
+    index = torch.randint(0, 50, (9, 7), generator=gen)
+    got = gathered_squared_distances(queries, points.T.contiguous(), index)
+    want = ((queries[:, None, :] - points[index]) ** 2).sum(-1)
+    torch.testing.assert_close(got, want, rtol=1e-14, atol=0)
+
+
 @pytest.mark.parametrize("k", [3, 10])
 def test_smallest_is_the_top_k_set_and_its_kth_value(k: int) -> None:
     from nopg.candidates import smallest

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .kernels import squared_norm
+from .kernels import gathered_squared_distances, squared_norm
 from .neighbors import NeighborIndex
 
 _BLOCK = 1 << 22               # elements per block of candidate scores (bounds peak memory)
@@ -161,6 +161,7 @@ class TopKSelector:
         self.action_scale = candidate_action_scale(top_k or 1, self.n_candidates, actions.shape[1])
         """``lambda`` in (0, 1] of the candidate index (exact for any; the speed depends on it)."""
         self.action_columns = actions.T.contiguous()
+        self.state_columns = states.T.contiguous()
         """The scaled data actions by axis (d_a, n), for the re-ranking."""
         self.refined_rows = 0
         """Rows re-centred since the counter was last reset (by the model's ``solution``)."""
@@ -206,7 +207,7 @@ class TopKSelector:
 
     def _sq_state(self, states: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
         """Squared scaled state distances (r, c) from ``states`` (r, d_s) to the points ``idx``."""
-        return squared_norm(states[:, None, :] - self.states[idx])
+        return gathered_squared_distances(states, self.state_columns, idx)
 
     def _shrunk_sets(self, states: torch.Tensor, centre: torch.Tensor
                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -220,8 +221,8 @@ class TopKSelector:
         radius, idx = d2[:, n_candidates].sqrt(), idx[:, :n_candidates]
         sq_state = self._sq_state(states, idx)
         if float(self.action_scale) < 1.0:
-            da = centre[:, None, :] - self.actions[idx]
-            kth = torch.kthvalue(sq_state + squared_norm(da), self._top_k(), dim=1).values
+            sq_action = gathered_squared_distances(centre, self.action_columns, idx)
+            kth = torch.kthvalue(sq_state + sq_action, self._top_k(), dim=1).values
             bad = torch.nonzero(kth > radius * radius).reshape(-1)
             if bad.numel():  # rare: fall back to the joint neighbours of these rows
                 d2b, idxb = self.exact_knn(states[bad], centre[bad], n_candidates + 1)

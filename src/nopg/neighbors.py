@@ -28,6 +28,7 @@ import numpy as np
 import torch
 from scipy.spatial import cKDTree
 
+from .kernels import gathered_squared_distances
 from .validation import check_positive_int
 
 BACKENDS = ("auto", "kdtree", "torch")
@@ -106,6 +107,7 @@ class NeighborIndex:
         self.block_elements = int(block_elements)
         self._tree: cKDTree | None = None
         self._sq_norms: torch.Tensor | None = None
+        self._point_columns: torch.Tensor | None = None
 
     @property
     def n(self) -> int:
@@ -142,12 +144,18 @@ class NeighborIndex:
             sqdist = torch.empty(index.shape, dtype=self.points.dtype, device=self.points.device)
             block = max(1, self.block_elements // (k * self.points.shape[1]))
             for s0 in range(0, q.shape[0], block):
-                diff = q[s0:s0 + block, None, :] - self.points[index[s0:s0 + block]]   # (b, k, d)
-                d2 = (diff * diff).sum(-1)
+                d2 = gathered_squared_distances(q[s0:s0 + block], self._columns(),
+                                                index[s0:s0 + block])             # (b, k)
                 order = torch.argsort(d2, dim=1, stable=True)
                 sqdist[s0:s0 + block] = d2.gather(1, order)
                 index[s0:s0 + block] = index[s0:s0 + block].gather(1, order)
             return sqdist, index
+
+    def _columns(self) -> torch.Tensor:
+        """The points' coordinates as contiguous columns (d, n), made at the first query."""
+        if self._point_columns is None:
+            self._point_columns = self.points.T.contiguous()
+        return self._point_columns
 
     def query_index(self, queries: torch.Tensor, k: int) -> torch.Tensor:
         """The indices (m, k) of the ``k`` nearest points of every query, in the back end's order
