@@ -15,6 +15,11 @@ preconditioned from its ``DENSE_SKETCH_K`` largest entries per row, rescaled to 
   the best rebuild schedule in hindsight;
 - ``"once"`` / ``"always"``: never again / before every solve (for benchmarks).
 
+With the aggregation preconditioner and a sparse ``P`` on the CPU the systems are solved with the
+samples sorted by aggregate (``P``'s rows and columns, the right-hand sides and the warm starts
+reordered, the solutions put back): nearby samples then sit in nearby memory, which made a
+product with ``P`` 2.5 times faster at 10^6 samples, and the preconditioner needs no gathers.
+
 :meth:`BellmanSolver.state` and :meth:`BellmanSolver.load_state` carry that state through
 checkpoints, so a resumed fit solves exactly as an uninterrupted one.
 """
@@ -94,6 +99,7 @@ class BellmanSolver:
         if preconditioner == "aggregation" and aggregates is None:
             raise ValueError("preconditioner='aggregation' needs the samples' aggregates")
         self._aggregates_fn, self._aggregates = aggregates, None
+        self._order: tuple[torch.Tensor, torch.Tensor] | None = None
         self.refresh = "cost" if solver_tol == "auto" else "iterations"
         self.ilu: tuple | None = None
         self.ilu_source: SparseRows | None = None        # the P the ILU was built from
@@ -118,6 +124,15 @@ class BellmanSolver:
         if self.dense:
             q, mu, info = solve_dense(P64.to_dense(), r64, e64)
             return q, mu, info, info
+        order = self._aggregate_order(P64)
+        if order is not None:
+            # Solve in the aggregates' order: products with P touch nearby memory, and the
+            # preconditioner needs no gathers (nopg.solvers.aggregation_preconditioner).
+            forward, inverse = order
+            P64 = P64.permuted(forward, inverse)
+            r64, e64 = r64[forward], e64[forward]
+            if warm_start is not None:
+                warm_start = (warm_start[0][forward], warm_start[1][forward])
         matvec, rmatvec = P64.operators()
         pre_q, pre_mu = self._preconditioner(P64)
         why = None                        # why a preconditioned solve failed (None: it did not)
@@ -139,7 +154,29 @@ class BellmanSolver:
             self.ilu, self.ilu_source = None, None
             q, mu, info_q, info_mu = self._krylov(matvec, rmatvec, r64, e64, warm_start, None, None)
         self._count(info_q.iterations, info_mu.iterations)
+        if order is not None:
+            q, mu = q[order[1]], mu[order[1]]
         return q, mu, info_q, info_mu
+
+    def _aggregate_order(self, P: Rows) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """``(order, inverse)`` that sort the samples by aggregate, where the systems are solved
+        in that order (``preconditioner="aggregation"`` with a sparse ``P``); else ``None``."""
+        if self.preconditioner != "aggregation" or not isinstance(P, SparseRows) or \
+                P.values.device.type != "cpu":
+            return None
+        if self._order is None:
+            forward = np.argsort(self._groups(), kind="stable")
+            inverse = np.empty_like(forward)
+            inverse[forward] = np.arange(forward.size)
+            self._order = (torch.from_numpy(forward), torch.from_numpy(inverse))
+        return self._order
+
+    def _groups(self) -> np.ndarray:
+        """The samples' aggregates (computed at the first call)."""
+        if self._aggregates is None:
+            assert self._aggregates_fn is not None
+            self._aggregates = np.asarray(self._aggregates_fn(), dtype=np.int64)
+        return self._aggregates
 
     def _krylov(self, matvec: Callable, rmatvec: Callable, r64: torch.Tensor, e64: torch.Tensor,
                 warm_start: tuple[torch.Tensor, torch.Tensor] | None, pre_q: Callable | None,
@@ -193,10 +230,11 @@ class BellmanSolver:
         ``preconditioner="aggregation"``) and reset the rebuild counters."""
         self.ilu_source = P
         if self.preconditioner == "aggregation":
-            if self._aggregates is None:
-                assert self._aggregates_fn is not None
-                self._aggregates = self._aggregates_fn()
-            self.ilu = aggregation_preconditioner(P.to_scipy(), self._aggregates,
+            groups = self._groups()
+            order = self._aggregate_order(P)
+            if order is not None:       # P is given in the aggregates' order (solve)
+                groups = groups[order[0].numpy()]
+            self.ilu = aggregation_preconditioner(P.to_scipy(), groups,
                                                   defaults.AGGREGATION_SMOOTHING,
                                                   defaults.AGGREGATION_SMOOTHER)
         else:

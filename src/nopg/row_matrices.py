@@ -118,6 +118,11 @@ class SparseRows:
         out = torch.zeros(m, self.n_cols, dtype=self.values.dtype, device=self.values.device)
         return out.scatter_add(1, self.index, self.values)
 
+    def permuted(self, order: torch.Tensor, inverse: torch.Tensor) -> SparseRows:
+        """The square matrix with rows and columns reordered: row ``i`` is row ``order[i]``, and
+        column ``j`` becomes column ``inverse[j]`` (``inverse[order[i]] = i``)."""
+        return SparseRows(inverse[self.index[order]], self.values[order], self.n_cols)
+
     def to_scipy(self) -> scipy.sparse.csr_matrix:
         """The (detached, CPU) matrix as a SciPy CSR matrix (repeated columns add up in products)."""
         m, width = self.index.shape

@@ -389,12 +389,14 @@ def aggregation_preconditioner(P: scipy.sparse.csr_matrix, aggregates: np.ndarra
     order = np.argsort(groups, kind="stable")
     inverse = np.empty(n, dtype=np.int64)
     inverse[order] = np.arange(n)
+    in_order = bool((order == np.arange(n)).all())        # sorted already (BellmanSolver)
     sizes = np.bincount(groups, minlength=m)
     if (sizes == 0).any():
         raise ValueError("aggregates must use every group index from 0 to their maximum")
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-    A = (scipy.sparse.identity(n, dtype=P.dtype, format="csr") - P).tocsr()[order][:, order]
-    A = A.tocsr()
+    A = (scipy.sparse.identity(n, dtype=P.dtype, format="csr") - P).tocsr()
+    if not in_order:
+        A = A[order][:, order].tocsr()
     AT = A.T.tocsr()
     coarse_groups = np.repeat(np.arange(m), sizes)
     R = scipy.sparse.csr_matrix((np.ones(n), (coarse_groups, np.arange(n))), shape=(m, n))
@@ -419,7 +421,7 @@ def aggregation_preconditioner(P: scipy.sparse.csr_matrix, aggregates: np.ndarra
             sweeps = ((lower, "N"), (upper, "N")) if trans == "N" else ((upper, "T"), (lower, "T"))
 
         def apply(v: torch.Tensor) -> torch.Tensor:
-            b = v.numpy()[order]
+            b = v.numpy() if in_order else v.numpy()[order]
             x = np.repeat(lu.solve(np.add.reduceat(b, starts), trans), sizes)
             for _ in range(smoothing_steps):
                 if sweeps:
@@ -427,7 +429,7 @@ def aggregation_preconditioner(P: scipy.sparse.csr_matrix, aggregates: np.ndarra
                         x += factor.solve(b - op @ x, how)
                 else:
                     x += b - op @ x
-            return torch.from_numpy(x[inverse])
+            return torch.from_numpy(x if in_order else x[inverse])
         return apply
 
     return cycle(A, "N"), cycle(AT, "T")
