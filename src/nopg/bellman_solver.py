@@ -103,6 +103,7 @@ class BellmanSolver:
         self.refresh = "cost" if solver_tol == "auto" else "iterations"
         self.ilu: tuple | None = None
         self.ilu_source: SparseRows | None = None        # the P the ILU was built from
+        self.ilu_ordered = False                         # ...given in the aggregates' order
         self.ilu_options: dict[str, float] = {}
         self.ilu_excess = 0            # iterations above ilu_base since the build ("cost")
         self.ilu_base: int | None = None   # iterations of the first solve after the build
@@ -134,7 +135,7 @@ class BellmanSolver:
             if warm_start is not None:
                 warm_start = (warm_start[0][forward], warm_start[1][forward])
         matvec, rmatvec = P64.operators()
-        pre_q, pre_mu = self._preconditioner(P64)
+        pre_q, pre_mu = self._preconditioner(P64, ordered=order is not None)
         why = None                        # why a preconditioned solve failed (None: it did not)
         try:
             q, mu, info_q, info_mu = self._krylov(matvec, rmatvec, r64, e64, warm_start, pre_q,
@@ -164,6 +165,10 @@ class BellmanSolver:
         if self.preconditioner != "aggregation" or not isinstance(P, SparseRows) or \
                 P.values.device.type != "cpu":
             return None
+        return self._sample_order()
+
+    def _sample_order(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(order, inverse)`` that sort the samples by aggregate (computed at the first call)."""
         if self._order is None:
             forward = np.argsort(self._groups(), kind="stable")
             inverse = np.empty_like(forward)
@@ -198,11 +203,13 @@ class BellmanSolver:
                                    tol=tol, max_iter=self.max_iter, precond=pre_mu)
         return q, mu, info_q, info_mu
 
-    def _preconditioner(self, P: Rows) -> tuple:
-        """The preconditioner pair for this solve (rebuilt when stale), or ``(None, None)``."""
+    def _preconditioner(self, P: Rows, ordered: bool = False) -> tuple:
+        """The preconditioner pair for this solve (rebuilt when stale), or ``(None, None)``;
+        ``ordered``: ``P`` is given in the aggregates' order (:meth:`build_ilu`)."""
         if self.preconditioner in CPU_PRECONDITIONERS and isinstance(P, (SparseRows, DenseRows)):
             if self.ilu is None or self.stale():
-                self.build_ilu(P if isinstance(P, SparseRows) else P.sparsified(DENSE_SKETCH_K))
+                self.build_ilu(P if isinstance(P, SparseRows) else P.sparsified(DENSE_SKETCH_K),
+                               ordered)
             if self.ilu is not None:
                 return self.ilu
         return None, None
@@ -225,15 +232,16 @@ class BellmanSolver:
             return False
         return self.last_iterations > _ILU_REFRESH_ITERS
 
-    def build_ilu(self, P: SparseRows) -> None:
+    def build_ilu(self, P: SparseRows, ordered: bool = False) -> None:
         """Build the preconditioner of ``I - P`` (the ILU, or the aggregation one with
-        ``preconditioner="aggregation"``) and reset the rebuild counters."""
-        self.ilu_source = P
+        ``preconditioner="aggregation"``) and reset the rebuild counters. ``ordered``: ``P`` is
+        given in the aggregates' order (the solve of a sparse ``P``); a dense ``P``'s sketch is
+        not, and the aggregation then takes the groups as they are."""
+        self.ilu_source, self.ilu_ordered = P, bool(ordered)
         if self.preconditioner == "aggregation":
             groups = self._groups()
-            order = self._aggregate_order(P)
-            if order is not None:       # P is given in the aggregates' order (solve)
-                groups = groups[order[0].numpy()]
+            if ordered:
+                groups = groups[self._sample_order()[0].numpy()]
             self.ilu = aggregation_preconditioner(P.to_scipy(), groups,
                                                   defaults.AGGREGATION_SMOOTHING,
                                                   defaults.AGGREGATION_SMOOTHER)
@@ -248,6 +256,7 @@ class BellmanSolver:
         if self.ilu_source is None:
             return {}
         return {"ilu_index": self.ilu_source.index.cpu(), "ilu_values": self.ilu_source.values.cpu(),
+                "ilu_ordered": torch.tensor(self.ilu_ordered),
                 "last_iterations": torch.tensor(self.last_iterations),
                 "ilu_excess": torch.tensor(self.ilu_excess),
                 "ilu_base": torch.tensor(-1 if self.ilu_base is None else self.ilu_base)}
@@ -257,7 +266,8 @@ class BellmanSolver:
         n = self.n
         if "ilu_index" in state and state["ilu_index"].shape[0] == n and \
                 self.preconditioner in CPU_PRECONDITIONERS:
-            self.build_ilu(SparseRows(state["ilu_index"], state["ilu_values"].to(torch.float64), n))
+            self.build_ilu(SparseRows(state["ilu_index"], state["ilu_values"].to(torch.float64), n),
+                           bool(state.get("ilu_ordered", False)))
             self.last_iterations = int(state["last_iterations"])
             if "ilu_excess" in state:
                 self.ilu_excess = int(state["ilu_excess"])
