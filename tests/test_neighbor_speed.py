@@ -166,12 +166,20 @@ def test_blocked_query_and_query_index(backend):
 
 
 def test_auto_neighbour_mode():
-    from nopg.defaults import resolve_neighbors
-    assert resolve_neighbors("auto", None, 10 ** 6) == "dense"
-    assert resolve_neighbors("auto", 10, 100) == "candidates"
-    assert resolve_neighbors("auto", 10, 10 ** 6) == "candidates"    # switching to k-NN as needed
-    assert resolve_neighbors("candidates", 10, 10 ** 6) == "candidates"
-    assert resolve_neighbors("knn", 10, 100) == "knn"
+    from nopg.defaults import (
+        RECENTRE_SWITCH_MIN_N,
+        RECENTRE_SWITCH_SHARE,
+        resolve_neighbors,
+        resolve_switch_share,
+    )
+    assert resolve_neighbors("auto", None) == "dense"
+    assert resolve_neighbors("auto", 10) == "candidates"      # at any size, switching to k-NN as needed
+    assert resolve_neighbors("candidates", 10) == "candidates"
+    assert resolve_neighbors("knn", 10) == "knn"
+    assert resolve_switch_share("auto", "candidates", RECENTRE_SWITCH_MIN_N) == RECENTRE_SWITCH_SHARE
+    assert resolve_switch_share("auto", "candidates", RECENTRE_SWITCH_MIN_N - 1) is None
+    assert resolve_switch_share("candidates", "candidates", 10 ** 6) is None
+    assert resolve_switch_share("auto", "dense", 10 ** 6) is None
     assert NonparametricBellman(_data(), BW, 0.95, top_k=K).neighbors == "candidates"
 
 

@@ -156,7 +156,7 @@ def test_auto_mode_switches_to_knn_after_a_costly_selection_and_back(data, monke
 
     exact = _model(data, "dense")
     assert _model(data, "auto", n_candidates=8).switch_share is None     # below the size
-    monkeypatch.setattr("nopg.bellman.RECENTRE_SWITCH_MIN_N", N)
+    monkeypatch.setattr("nopg.defaults.RECENTRE_SWITCH_MIN_N", N)
     model = _model(data, "auto", n_candidates=8)
     assert model.neighbors == "candidates" and model.switch_share == RECENTRE_SWITCH_SHARE
     assert _model(data, "candidates", n_candidates=8).switch_share is None

@@ -42,10 +42,9 @@ from .data import TransitionDataset, check_gamma
 from .defaults import (
     AGGREGATE_SIZE,
     KNN_PROBE_EVERY,
-    RECENTRE_SWITCH_MIN_N,
-    RECENTRE_SWITCH_SHARE,
     resolve_neighbors,
     resolve_preconditioner,
+    resolve_switch_share,
 )
 from .model_config import (
     KEYWORD_DEFAULTS,
@@ -237,7 +236,7 @@ class NonparametricBellman:
         self.config = config = keyword_config(config, **settings)
         n = data.n
         resolved = config.resolved(n)
-        neighbors = resolve_neighbors(config.neighbors, resolved.top_k, n)
+        neighbors = resolve_neighbors(config.neighbors, resolved.top_k)
         _check_resolved(n, resolved.top_k, config.n_candidates)
         self.data = data
         self.bandwidths = bandwidths.broadcast(data.state_dim, data.action_dim)
@@ -254,8 +253,7 @@ class NonparametricBellman:
         self.solver_max_iter = config.solver_max_iter
         self.dense_max_n = resolved.dense_max_n
         self.neighbors = neighbors
-        self.switch_share = (RECENTRE_SWITCH_SHARE if config.neighbors == "auto" and
-                             neighbors == "candidates" and n >= RECENTRE_SWITCH_MIN_N else None)
+        self.switch_share = resolve_switch_share(config.neighbors, neighbors, n)
         self.n_candidates = min(config.n_candidates or default_candidates(self.top_k or 1), n)
         self.refine = config.refine
         self.neighbor_backend = config.neighbor_backend

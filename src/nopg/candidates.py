@@ -161,8 +161,9 @@ class TopKSelector:
         self.action_scale = candidate_action_scale(top_k or 1, self.n_candidates, actions.shape[1])
         """``lambda`` in (0, 1] of the candidate index (exact for any; the speed depends on it)."""
         self.action_columns = actions.T.contiguous()
-        self.state_columns = states.T.contiguous()
         """The scaled data actions by axis (d_a, n), for the re-ranking."""
+        self.state_columns = states.T.contiguous()
+        """The scaled data states by axis (d_s, n), for the candidates' state distances."""
         self.refined_rows = 0
         """Rows re-centred since the counter was last reset (by the model's ``solution``)."""
         self._joint: NeighborIndex | None = None

@@ -104,12 +104,12 @@ def resolve_n_mc_next(n_mc_next: int | str | None, n: int, max_n: int = MC_NEXT_
     return AUTO_MC_NEXT if n < max_n else None
 
 
-def resolve_neighbors(neighbors: str, top_k: int | None, n: int) -> str:
+def resolve_neighbors(neighbors: str, top_k: int | None) -> str:
     """Concrete neighbour mode: ``"auto"`` is ``"dense"`` without ``top_k`` and ``"candidates"``
     with it (``top_k`` already resolved). From :data:`RECENTRE_SWITCH_MIN_N` samples on the
     model also switches a batch of rows to exact k-NN queries for :data:`KNN_PROBE_EVERY`
     selections after one that re-centred more than :data:`RECENTRE_SWITCH_SHARE` of them
-    (:class:`nopg.candidates.TopKSelector`).
+    (:func:`resolve_switch_share`, :class:`nopg.candidates.TopKSelector`).
 
     Both sparse modes are exact; which is faster depends on how far the policy's actions move
     in bandwidth units per update, not on ``n`` alone (one thread, Pendulum-like data, top_k =
@@ -124,6 +124,15 @@ def resolve_neighbors(neighbors: str, top_k: int | None, n: int) -> str:
     if neighbors != AUTO:
         return neighbors
     return "dense" if top_k is None else "candidates"
+
+
+def resolve_switch_share(neighbors: str, resolved: str, n: int) -> float | None:
+    """``switch_share`` of :class:`nopg.candidates.TopKSelector`: :data:`RECENTRE_SWITCH_SHARE`
+    where ``neighbors="auto"`` resolved to the candidates for at least
+    :data:`RECENTRE_SWITCH_MIN_N` samples, else ``None`` (the candidates alone)."""
+    if neighbors == AUTO and resolved == "candidates" and n >= RECENTRE_SWITCH_MIN_N:
+        return RECENTRE_SWITCH_SHARE
+    return None
 
 
 def resolve_preconditioner(preconditioner: str, device_type: str, n: int,
