@@ -194,7 +194,7 @@ def test_aggregation_preconditioner_with_singleton_groups_is_the_exact_inverse()
     P = substochastic(40, 0.99)
     A = np.eye(40) - P
     v = torch.from_numpy(np.random.default_rng(1).normal(size=40))
-    for smoother in ("gauss-seidel", "richardson"):
+    for smoother in ("gauss-seidel", "forward-gauss-seidel", "richardson"):
         apply, apply_t = aggregation_preconditioner(scipy.sparse.csr_matrix(P), np.arange(40),
                                                     smoother=smoother)
         np.testing.assert_allclose(apply(v).numpy(), np.linalg.solve(A, v.numpy()), rtol=1e-10,
@@ -251,12 +251,12 @@ def test_aggregation_preconditioned_bicgstab_solves_both_systems_in_fewer_iterat
         aggregation_preconditioner(P, groups, smoother="jacobi")
 
 
-@pytest.mark.parametrize("smoother", ["gauss-seidel", "richardson"])
+@pytest.mark.parametrize("smoother", ["gauss-seidel", "forward-gauss-seidel", "richardson"])
 def test_aggregation_preconditioner_matches_its_formula(smoother):
     """One application against dense linear algebra: with the samples sorted by group, the
     coarse correction ``R^T A_c^{-1} R v`` followed by one smoothing step, a symmetric
-    Gauss-Seidel sweep (lower triangle of ``A``, then upper) or a Richardson step; the transpose
-    the same with ``A^T``."""
+    Gauss-Seidel sweep (lower triangle of ``A``, then upper), a forward sweep only, or a
+    Richardson step; the transpose the same with ``A^T``."""
     import scipy.sparse
 
     from nopg.solvers import aggregation_preconditioner
@@ -274,6 +274,8 @@ def test_aggregation_preconditioner_matches_its_formula(smoother):
         if smoother == "richardson":
             return x + (b - M @ x)
         x = x + np.linalg.solve(np.tril(M), b - M @ x)
+        if smoother == "forward-gauss-seidel":
+            return x
         return x + np.linalg.solve(np.triu(M), b - M @ x)
 
     A = (np.eye(n) - P)[np.ix_(order, order)]
@@ -363,3 +365,8 @@ def test_sparse_rows_permuted_reorders_rows_and_columns():
     dense = rows.to_dense()
     torch.testing.assert_close(rows.permuted(order, inverse).to_dense(), dense[order][:, order],
                                rtol=0, atol=0)
+    # values that carry a gradient take torch's indexing (the detached CPU matrix NumPy's)
+    tracked = SparseRows(rows.index, rows.values.clone().requires_grad_(True), 12)
+    moved = tracked.permuted(order, inverse)
+    assert moved.values.requires_grad
+    torch.testing.assert_close(moved.to_dense().detach(), dense[order][:, order], rtol=0, atol=0)

@@ -382,6 +382,23 @@ def test_gathered_squared_distances_match_the_direct_formula(d: int) -> None:
     torch.testing.assert_close(got, want, rtol=1e-14, atol=0)
 
 
+@pytest.mark.parametrize("width", [1, 10])
+def test_softmax_log_mass_matches_torch_values_and_gradients(width: int) -> None:
+    from nopg.kernels import softmax_log_mass
+
+    gen = torch.Generator().manual_seed(width)
+    logits = (40 * torch.randn(6, 3, width, dtype=torch.float64, generator=gen)).requires_grad_(True)
+    up = torch.randn(6, 3, width, dtype=torch.float64, generator=gen)
+    down = torch.randn(6, 3, dtype=torch.float64, generator=gen)
+    weights, log_mass = softmax_log_mass(logits)
+    grad = torch.autograd.grad((weights * up).sum() + (log_mass * down).sum(), logits)[0]
+    want_w, want_m = torch.softmax(logits, -1), torch.logsumexp(logits, -1)
+    want_grad = torch.autograd.grad((want_w * up).sum() + (want_m * down).sum(), logits)[0]
+    torch.testing.assert_close(weights, want_w, rtol=1e-13, atol=1e-15)
+    torch.testing.assert_close(log_mass, want_m, rtol=1e-13, atol=1e-13)
+    torch.testing.assert_close(grad, want_grad, rtol=1e-12, atol=1e-14)
+
+
 @pytest.mark.parametrize("k", [3, 10])
 def test_smallest_is_the_top_k_set_and_its_kth_value(k: int) -> None:
     from nopg.candidates import smallest

@@ -38,6 +38,21 @@ def squared_norm(x: torch.Tensor) -> torch.Tensor:
     return sq @ sq.new_ones(sq.shape[-1])
 
 
+def softmax_log_mass(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``softmax`` and ``logsumexp`` of ``logits`` over the last axis, differentiable.
+
+    One pass for both: ``e = exp(l - max l)``, the weights ``e / sum e`` and the log mass
+    ``max l + log sum e``, with the sum a matrix product and the (detached) maximum only a
+    shift, which leaves both values and their gradients exact. PyTorch's own ``softmax`` and
+    ``logsumexp`` over the short last axis of a row (``top_k`` entries) measured twice as slow
+    on the CPU, forward and backward together, at 10^5 rows of 10.
+    """
+    top = logits.detach().amax(-1, keepdim=True)
+    e = torch.exp(logits - top)
+    total = e @ e.new_ones(e.shape[-1])
+    return e / total[..., None], top[..., 0] + torch.log(total)
+
+
 def gathered_squared_distances(queries: torch.Tensor, columns: torch.Tensor, index: torch.Tensor
                                ) -> torch.Tensor:
     """``||queries[i] - points[index[i, c]]||^2`` (m, c), with the points given by their

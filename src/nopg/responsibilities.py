@@ -26,7 +26,15 @@ from dataclasses import dataclass
 import torch
 
 from .candidates import CandidateSets, TopKSelector
-from .kernels import expanded_log_weights, log_weights, policy_free_log_weights, thinness
+from .kernels import (
+    expanded_log_weights,
+    gathered_squared_distances,
+    log_weights,
+    policy_free_log_weights,
+    softmax_log_mass,
+    squared_norm,
+    thinness,
+)
 from .row_matrices import DenseRows, Rows, SparseRows
 
 
@@ -108,8 +116,7 @@ class KernelRows:
         support-aware model the responsibilities are scaled by ``w = 1 - thinness``; otherwise
         the thinness is a detached diagnostic.
         """
-        weights = torch.softmax(logits, dim=-1)
-        log_mass = torch.logsumexp(logits, dim=-1)
+        weights, log_mass = softmax_log_mass(logits)
         thin = thinness(log_mass if shift is None else log_mass + shift, self.support_radius)
         if self.absorb:
             return weights * (1.0 - thin)[..., None], thin
@@ -132,8 +139,13 @@ class KernelRows:
         M, G, _ = actions.shape
         sel = self.selector
         idx = sel.select(queries.scaled, actions.detach(), queries.candidates)  # (M, G, top_k)
-        logits = log_weights(queries.scaled[:, None, None, :], actions[:, :, None, :],
-                             sel.states[idx], sel.actions[idx])               # (M, G, top_k)
+        if queries.scaled.requires_grad:
+            logits = log_weights(queries.scaled[:, None, None, :], actions[:, :, None, :],
+                                 sel.states[idx], sel.actions[idx])           # (M, G, top_k)
+        else:   # the state part needs no gradient: summed per coordinate (no (M, G, k, d_s) array)
+            sq_state = gathered_squared_distances(queries.scaled, sel.state_columns,
+                                                  idx.reshape(M, -1)).reshape(idx.shape)
+            logits = -0.5 * (sq_state + squared_norm(actions[:, :, None, :] - sel.actions[idx]))
         weights, thin = self._normalised(logits, None)
         m = M // group
         return (SparseRows(idx.reshape(m, -1), (weights / (G * group)).reshape(m, -1), self.n),

@@ -120,7 +120,15 @@ class SparseRows:
 
     def permuted(self, order: torch.Tensor, inverse: torch.Tensor) -> SparseRows:
         """The square matrix with rows and columns reordered: row ``i`` is row ``order[i]``, and
-        column ``j`` becomes column ``inverse[j]`` (``inverse[order[i]] = i``)."""
+        column ``j`` becomes column ``inverse[j]`` (``inverse[order[i]] = i``).
+
+        On the CPU the gathers are NumPy's ``take`` (a detached matrix only), which measured
+        about 6 times faster than torch's indexing at n = 10^5, top_k = 10 on one thread."""
+        if self.values.device.type == "cpu" and not self.values.requires_grad:
+            o = order.numpy()
+            index = inverse.numpy().take(self.index.numpy().take(o, axis=0))
+            return SparseRows(torch.from_numpy(index), torch.from_numpy(
+                self.values.numpy().take(o, axis=0)), self.n_cols)
         return SparseRows(inverse[self.index[order]], self.values[order], self.n_cols)
 
     def to_scipy(self) -> scipy.sparse.csr_matrix:

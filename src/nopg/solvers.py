@@ -339,8 +339,20 @@ def ilu_preconditioner(P: scipy.sparse.csr_matrix, drop_tol: float = 1e-4, fill_
     return apply, apply_transpose
 
 
-SMOOTHERS = ("gauss-seidel", "richardson")
+SMOOTHERS = ("gauss-seidel", "forward-gauss-seidel", "richardson")
 """Smoothers of :func:`aggregation_preconditioner`."""
+
+
+def _triangle_factor(triangle: scipy.sparse.csc_matrix) -> scipy.sparse.linalg.SuperLU:
+    """SuperLU's factor of a (lower or upper) triangular matrix, for its exact solves.
+
+    A triangle in its own order has an exact LU without fill or pivoting. SuperLU's incomplete
+    LU with nothing dropped computes it, and reserves memory for about the triangle's entries
+    (its complete LU reserves room for 20 times as many).
+    """
+    return scipy.sparse.linalg.spilu(triangle, drop_tol=0.0, drop_rule="basic", fill_factor=1.5,
+                                     permc_spec="NATURAL", diag_pivot_thresh=0.0,
+                                     options=dict(SymmetricMode=True))
 
 
 def aggregation_preconditioner(P: scipy.sparse.csr_matrix, aggregates: np.ndarray,
@@ -354,21 +366,24 @@ def aggregation_preconditioner(P: scipy.sparse.csr_matrix, aggregates: np.ndarra
     is a coarse solve followed by ``smoothing_steps`` smoothing steps:
 
         x = R^T A_c^{-1} R v,   then per step
-        x <- x + (v - A x)                                   (``"richardson"``), or
+        x <- x + (v - A x)                                   (``"richardson"``),
+        x <- x + L^{-1} (v - A x)                            (``"forward-gauss-seidel"``), or
         x <- x + L^{-1} (v - A x),  x <- x + U^{-1} (v - A x)  (``"gauss-seidel"``),
 
     where ``L`` and ``U`` are the lower and upper triangles of ``A`` (diagonal included) with the
-    samples ordered by aggregate: a symmetric Gauss-Seidel sweep, forward then backward. The
-    transpose uses ``A^T`` and ``A_c^T``: its triangles are ``U^T`` and ``L^T``, so one sparse LU
-    of ``A_c`` and one factor per triangle (SuperLU in the given order, no fill) serve both.
+    samples ordered by aggregate: a Gauss-Seidel sweep forward, then (symmetric, the default)
+    backward. A sweep is computed as ``x <- L^{-1} (v - U' x)`` (``U' = A - L``, the strict upper
+    triangle; backward likewise), which costs a product with half of ``A`` instead of all of it.
+    The transpose uses ``A^T`` and ``A_c^T``: its triangles are ``U^T`` and ``L^T``, so one sparse
+    LU of ``A_c`` and one factor per triangle (SuperLU in the given order, no fill) serve both.
 
     The coarse solve removes the slowly mixing error modes, which carry the ``1 / (1 - gamma)``
     conditioning of ``A`` and are smooth over groups of nearby samples; the smoothing damps those
     that ``P`` mixes quickly. A Richardson step is one value-iteration sweep ``x <- v + P x``
-    (one product with ``A``); a Gauss-Seidel step uses each updated value at once within the
-    sweep, which carries values along the chain's transitions much further per sweep, for two
-    products with ``A`` and two triangular solves. With every sample its own group it is
-    ``A^{-1}`` exactly, whatever the smoother.
+    (one product with ``A``); a Gauss-Seidel sweep uses each updated value at once, which
+    carries values along the chain's transitions much further per sweep, for a triangular solve
+    and a product with half of ``A``. With every sample its own group it is ``A^{-1}`` exactly,
+    whatever the smoother.
 
     Returns
     -------
@@ -397,42 +412,48 @@ def aggregation_preconditioner(P: scipy.sparse.csr_matrix, aggregates: np.ndarra
     A = (scipy.sparse.identity(n, dtype=P.dtype, format="csr") - P).tocsr()
     if not in_order:
         A = A[order][:, order].tocsr()
-    AT = A.T.tocsr()
     coarse_groups = np.repeat(np.arange(m), sizes)
     R = scipy.sparse.csr_matrix((np.ones(n), (coarse_groups, np.arange(n))), shape=(m, n))
     try:
         lu = scipy.sparse.linalg.splu((R @ A @ R.T).tocsc())
-        if smoother == "gauss-seidel":
-            # A triangle in its own order has an exact LU without fill or pivoting. SuperLU's
-            # incomplete LU with nothing dropped computes it, and reserves memory for about the
-            # triangle's entries (its complete LU reserves room for 20 times as many).
-            triangle = dict(drop_tol=0.0, drop_rule="basic", fill_factor=1.5,
-                            permc_spec="NATURAL", diag_pivot_thresh=0.0,
-                            options=dict(SymmetricMode=True))
-            lower = scipy.sparse.linalg.spilu(scipy.sparse.tril(A, format="csc"), **triangle)
-            upper = scipy.sparse.linalg.spilu(scipy.sparse.triu(A, format="csc"), **triangle)
+        if smoother != "richardson":
+            lower = _triangle_factor(scipy.sparse.tril(A, format="csc"))
+            upper = _triangle_factor(scipy.sparse.triu(A, format="csc"))
     except RuntimeError as err:  # e.g. a singular coarse matrix
         logger.warning("aggregation preconditioner failed (%s); solving without one", err)
         return None
+    if smoother == "richardson":
+        AT = A.T.tocsr()
+    else:
+        # the strict triangles, and their transposes as CSC views (no copies)
+        upper_part = scipy.sparse.triu(A, k=1, format="csr")
+        lower_part = scipy.sparse.tril(A, k=-1, format="csr")
+        del A
 
-    def cycle(op: scipy.sparse.csr_matrix, trans: str) -> MatVec:
+    def cycle(trans: str) -> MatVec:
+        # (factor, how, rest): a sweep x <- factor^{-1} (b - rest x)
         sweeps: tuple = ()
-        if smoother == "gauss-seidel":   # forward, then backward (the transpose swaps them)
-            sweeps = ((lower, "N"), (upper, "N")) if trans == "N" else ((upper, "T"), (lower, "T"))
+        if smoother != "richardson":
+            if trans == "N":
+                sweeps = ((lower, "N", upper_part), (upper, "N", lower_part))
+            else:
+                sweeps = ((upper, "T", lower_part.T), (lower, "T", upper_part.T))
+            if smoother == "forward-gauss-seidel":
+                sweeps = sweeps[:1]
+        op = None if sweeps else (A if trans == "N" else AT)
 
         def apply(v: torch.Tensor) -> torch.Tensor:
             b = v.numpy() if in_order else v.numpy()[order]
             x = np.repeat(lu.solve(np.add.reduceat(b, starts), trans), sizes)
             for _ in range(smoothing_steps):
-                if sweeps:
-                    for factor, how in sweeps:
-                        x += factor.solve(b - op @ x, how)
-                else:
+                if op is not None:
                     x += b - op @ x
+                for factor, how, rest in sweeps:
+                    x = factor.solve(b - rest @ x, how)
             return torch.from_numpy(x if in_order else x[inverse])
         return apply
 
-    return cycle(A, "N"), cycle(AT, "T")
+    return cycle("N"), cycle("T")
 
 
 # ---------------------------------------------------------------------------- solver_tol="auto"
