@@ -41,7 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .kernels import gathered_squared_distances, squared_norm
+from .kernels import gather_rows, gathered_squared_distances, squared_norm
 from .neighbors import NeighborIndex
 
 _BLOCK = 1 << 22               # elements per block of candidate scores (bounds peak memory)
@@ -275,7 +275,7 @@ class TopKSelector:
             c = sets.index[r]                                           # (b, n_candidates)
             d2 = sets.sq_state[r][:, None, :]                           # (b, 1, n_candidates)
             for j in range(d_a):                                        # contiguous per axis
-                da = actions[s0:s0 + block, :, j, None] - self.action_columns[j][c][:, None, :]
+                da = actions[s0:s0 + block, :, j, None] - gather_rows(self.action_columns[j], c)[:, None, :]
                 d2 = d2 + da * da                                       # (b, G, n_candidates)
             pos, kth = smallest(d2, top_k)
             idx_parts.append(c[:, None, :].expand(-1, G, -1).gather(2, pos))

@@ -28,6 +28,7 @@ import torch
 from .candidates import CandidateSets, TopKSelector
 from .kernels import (
     expanded_log_weights,
+    gather_rows,
     gathered_squared_distances,
     log_weights,
     policy_free_log_weights,
@@ -141,11 +142,12 @@ class KernelRows:
         idx = sel.select(queries.scaled, actions.detach(), queries.candidates)  # (M, G, top_k)
         if queries.scaled.requires_grad:
             logits = log_weights(queries.scaled[:, None, None, :], actions[:, :, None, :],
-                                 sel.states[idx], sel.actions[idx])           # (M, G, top_k)
+                                 gather_rows(sel.states, idx), gather_rows(sel.actions, idx))
         else:   # the state part needs no gradient: summed per coordinate (no (M, G, k, d_s) array)
             sq_state = gathered_squared_distances(queries.scaled, sel.state_columns,
                                                   idx.reshape(M, -1)).reshape(idx.shape)
-            logits = -0.5 * (sq_state + squared_norm(actions[:, :, None, :] - sel.actions[idx]))
+            da = actions[:, :, None, :] - gather_rows(sel.actions, idx)
+            logits = -0.5 * (sq_state + squared_norm(da))
         weights, thin = self._normalised(logits, None)
         m = M // group
         return (SparseRows(idx.reshape(m, -1), (weights / (G * group)).reshape(m, -1), self.n),

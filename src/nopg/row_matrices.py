@@ -12,6 +12,8 @@ import numpy as np
 import scipy.sparse
 import torch
 
+from .kernels import gather_rows
+
 Operator = Callable[[torch.Tensor], torch.Tensor]
 
 
@@ -93,7 +95,8 @@ class SparseRows:
         return (self.index.shape[0], self.n_cols)
 
     def matvec(self, x: torch.Tensor) -> torch.Tensor:
-        return (self.values * x[self.index]).sum(-1)
+        terms = self.values * gather_rows(x, self.index)
+        return terms @ terms.new_ones(terms.shape[-1])   # a short-axis sum (kernels.squared_norm)
 
     def rmatvec(self, y: torch.Tensor) -> torch.Tensor:
         out = torch.zeros(self.n_cols, dtype=self.values.dtype, device=self.values.device)
