@@ -184,9 +184,18 @@ def test_auto_neighbour_mode():
 
 
 def test_auto_preconditioner_by_n_and_device():
-    from nopg.defaults import AGGREGATION_MIN_N, resolve_preconditioner
+    from nopg.defaults import AGGREGATION_MIN_N, AGGREGATION_MIN_N_DRAWN, resolve_preconditioner
+    assert AGGREGATION_MIN_N_DRAWN < AGGREGATION_MIN_N
     assert resolve_preconditioner("auto", "cpu", AGGREGATION_MIN_N - 1) == "ilu"
     assert resolve_preconditioner("auto", "cpu", AGGREGATION_MIN_N) == "aggregation"
+    # rows drawn afresh at every update: the aggregation from a smaller n
+    assert resolve_preconditioner("auto", "cpu", AGGREGATION_MIN_N_DRAWN - 1, drawn=True) == "ilu"
+    assert resolve_preconditioner("auto", "cpu", AGGREGATION_MIN_N_DRAWN, drawn=True) == "aggregation"
+    assert resolve_preconditioner("auto", "cpu", AGGREGATION_MIN_N_DRAWN) == "ilu"
+    assert resolve_preconditioner("auto", "cpu", 10, aggregation_min_n=10) == "aggregation"
+    data = _data(AGGREGATION_MIN_N_DRAWN)
+    assert NonparametricBellman(data, BW, 0.95, top_k=K, n_mc_next=3).preconditioner == "aggregation"
+    assert NonparametricBellman(data, BW, 0.95, top_k=K, n_mc_next=None).preconditioner == "ilu"
     assert resolve_preconditioner("auto", "cuda", 10 ** 6) == "none"
     assert resolve_preconditioner("ilu", "cpu", 10 ** 7) == "ilu"
     assert resolve_preconditioner("aggregation", "cpu", 100) == "aggregation"

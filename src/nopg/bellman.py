@@ -257,7 +257,8 @@ class NonparametricBellman:
         self.n_candidates = min(config.n_candidates or default_candidates(self.top_k or 1), n)
         self.refine = config.refine
         self.neighbor_backend = config.neighbor_backend
-        self.preconditioner = resolve_preconditioner(config.preconditioner, self.device.type, n)
+        self.preconditioner = resolve_preconditioner(config.preconditioner, self.device.type, n,
+                                                     drawn=self.n_mc_next is not None)
         self.unsupported = config.unsupported
         self.support_radius = float(config.support_radius)
         self.absorbing_value = (pessimistic_value(data, self.gamma)

@@ -106,7 +106,8 @@ class NOPGConfig(TorchPlacement):
         dense LU up to 2000 samples) are ``top_k=None, dense_max_n=2000``.
     preconditioner : {"auto", "ilu", "aggregation", "none"}
         BiCGSTAB preconditioner, reused across updates: ``auto`` is on the CPU an incomplete LU of
-        ``I - P`` below 15 000 samples and a two-level aggregation from there on, and none on a
+        ``I - P`` below 15 000 samples (10 000 with Monte-Carlo next states) and a two-level
+        aggregation from there on, and none on a
         GPU (:func:`nopg.defaults.resolve_preconditioner`).
     unsupported : {"extrapolate", "absorb"}
         Where the data are thin, ``extrapolate`` renormalises the kernel weights (the paper's

@@ -28,6 +28,7 @@ RECENTRE_SWITCH_SHARE = 0.3    # neighbors="auto": k-NN for a while after re-cen
 RECENTRE_SWITCH_MIN_N = 50_000 # ...from this many samples on (below, re-centring costs less than k-NN runs)
 KNN_PROBE_EVERY = 10           # ...selections per such k-NN run (the probe of the candidates included)
 AGGREGATION_MIN_N = 15_000     # preconditioner="auto" on the CPU: ILU below, aggregation from here on
+AGGREGATION_MIN_N_DRAWN = 10_000   # ...from here on when P's rows are drawn afresh every update (n_mc_next)
 AGGREGATE_SIZE = 64            # samples per group of the aggregation preconditioner
 AGGREGATION_SMOOTHING = 1      # smoothing steps per application of the aggregation preconditioner
 AGGREGATION_SMOOTHER = "gauss-seidel"   # ...each a symmetric Gauss-Seidel sweep (or "richardson")
@@ -135,19 +136,26 @@ def resolve_switch_share(neighbors: str, resolved: str, n: int) -> float | None:
     return None
 
 
-def resolve_preconditioner(preconditioner: str, device_type: str, n: int,
-                           aggregation_min_n: int = AGGREGATION_MIN_N) -> str:
+def resolve_preconditioner(preconditioner: str, device_type: str, n: int, drawn: bool = False,
+                           aggregation_min_n: int | None = None) -> str:
     """Concrete BiCGSTAB preconditioner: ``"auto"`` is on the CPU an incomplete LU below
     ``aggregation_min_n`` samples and the two-level aggregation
     (:func:`nopg.solvers.aggregation_preconditioner`) from there on, and none on a GPU;
-    ``"ilu"`` and ``"aggregation"`` run on the CPU only.
+    ``"ilu"`` and ``"aggregation"`` run on the CPU only. ``aggregation_min_n=None`` is
+    ``AGGREGATION_MIN_N``, or ``AGGREGATION_MIN_N_DRAWN`` when ``drawn`` (Monte-Carlo next states
+    drawn afresh at every update, so ``P`` changes much more per update and the preconditioner is
+    rebuilt more often: the ILU's builds are what the aggregation saves).
 
     The crossover is measured (one thread, Pendulum-like data with the ``auto`` bandwidths,
     top_k = 10, Adam 1e-2, mean time per update over the first 100 updates of a fit, 2026-11-25;
     the aggregation with its default symmetric Gauss-Seidel smoothing and groups of 64): ILU
     41 against aggregation 59 ms at 10^4, 130 against 96 ms at 2 x 10^4, 227 against 149 ms at
     3 x 10^4. At 10^5 the ILU's first build fails (a zero pivot) and a fit's update took 3.2 s
-    with it against 0.63 s with the aggregation; at 10^6 one ILU build took 44 s.
+    with it against 0.63 s with the aggregation; at 10^6 one ILU build took 44 s. With 3 next
+    states drawn per transition (the default below 10^5 samples), a pendulum-random fit (seed 0,
+    the experiment's defaults, two runs side by side) took 70.1 ms per update with the ILU and
+    73.4 ms with the aggregation at 5000 transitions (1500 updates), 191 against 141 ms at 10^4
+    (300 updates; the same return to 0.01): the ILU was rebuilt about every other update.
     """
     if preconditioner in CPU_PRECONDITIONERS and device_type != "cpu":
         raise ValueError(f"preconditioner={preconditioner!r} runs on the CPU only; use 'auto' or 'none' "
@@ -155,6 +163,8 @@ def resolve_preconditioner(preconditioner: str, device_type: str, n: int,
     if preconditioner == AUTO:
         if device_type != "cpu":
             return "none"
+        if aggregation_min_n is None:
+            aggregation_min_n = AGGREGATION_MIN_N_DRAWN if drawn else AGGREGATION_MIN_N
         return "ilu" if n < aggregation_min_n else "aggregation"
     return preconditioner
 

@@ -103,8 +103,9 @@ class ModelConfig(TorchPlacement):
         crossover for the kind of ``P`` (:func:`nopg.defaults.resolve_dense_max_n`).
     preconditioner : {"auto", "ilu", "aggregation", "none"}
         BiCGSTAB preconditioner, reused across updates (:mod:`nopg.bellman_solver`): ``auto`` is
-        on the CPU an incomplete LU of ``I - P`` below 15 000 samples and a two-level
-        aggregation from there on, and none on a GPU (:func:`nopg.defaults.resolve_preconditioner`).
+        on the CPU an incomplete LU of ``I - P`` below 15 000 samples (10 000 with Monte-Carlo
+        next states) and a two-level aggregation from there on, and none on a GPU
+        (:func:`nopg.defaults.resolve_preconditioner`).
     unsupported : {"extrapolate", "absorb"}
         Where the data are thin, ``extrapolate`` renormalises the kernel weights (the paper's
         model); ``absorb`` sends the unsupported mass to a pessimistic absorbing state.
