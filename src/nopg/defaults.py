@@ -27,6 +27,7 @@ SPARSE_NEIGHBORS = ("candidates", "knn")   # neighbour modes that only exist wit
 RECENTRE_SWITCH_SHARE = 0.3    # neighbors="auto": k-NN for a while after re-centring more rows than this
 RECENTRE_SWITCH_MIN_N = 50_000 # ...from this many samples on (below, re-centring costs less than k-NN runs)
 KNN_PROBE_EVERY = 10           # ...selections per such k-NN run (the probe of the candidates included)
+ILU_DROP_TOL = 3e-3            # drop tolerance of the incomplete LU (SuperLU's spilu)
 AGGREGATION_MIN_N = 15_000     # preconditioner="auto" on the CPU: ILU below, aggregation from here on
 AGGREGATION_MIN_N_DRAWN = 10_000   # ...from here on when P's rows are drawn afresh every update (n_mc_next)
 AGGREGATE_SIZE = 64            # samples per group of the aggregation preconditioner

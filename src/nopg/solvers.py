@@ -27,6 +27,7 @@ import scipy.sparse
 import scipy.sparse.linalg
 import torch
 
+from .defaults import ILU_DROP_TOL
 from .validation import check_positive_int
 
 logger = logging.getLogger(__name__)
@@ -307,14 +308,17 @@ def bicgstab(
 _NORMS = {"2": 2, "inf": float("inf"), "1": 1}
 
 
-def ilu_preconditioner(P: scipy.sparse.csr_matrix, drop_tol: float = 1e-4, fill_factor: float = 10.0
-                       ) -> tuple[MatVec, MatVec] | None:
+def ilu_preconditioner(P: scipy.sparse.csr_matrix, drop_tol: float = ILU_DROP_TOL,
+                       fill_factor: float = 10.0) -> tuple[MatVec, MatVec] | None:
     """Incomplete-LU preconditioners of ``I - P`` and of its transpose (CPU, SciPy's SuperLU).
 
     On sparse NOPG systems (n = 10^4, k = 10, gamma = 0.99) this cut BiCGSTAB from about 100
-    iterations to 3, for a factorisation costing about as much as 50 unpreconditioned iterations;
-    a factorisation stays a good preconditioner for later, slightly different ``P`` (8 iterations
-    after a clear policy change), so it is rebuilt only when the iteration count climbs.
+    iterations to a few, for a factorisation costing about as much as 50 unpreconditioned
+    iterations; a factorisation stays a good preconditioner for later, slightly different ``P``,
+    so it is rebuilt only when the iteration count climbs. The drop tolerance
+    (:data:`nopg.defaults.ILU_DROP_TOL`) trades the factor's size, hence the cost of every
+    application, against iterations: SuperLU's triangular solves cost several products with
+    ``P`` each, so a sparser factor with a few more iterations is faster overall.
 
     Returns
     -------
