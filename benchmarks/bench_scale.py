@@ -295,6 +295,7 @@ def main(argv: list[str] | None = None) -> int:
         if proc.returncode != 0:
             reason = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else proc.returncode
             print(f"{n:>9} failed: {reason}")
+            print("\n".join(proc.stderr.strip().splitlines()[-25:]), file=sys.stderr)
             continue
         r = json.loads(proc.stdout.strip().splitlines()[-1])
         rows.append(r)

@@ -9,7 +9,11 @@ bandwidth-scaled coordinates, so "largest log-weights" is "nearest neighbours". 
   scikit-learn (4.4 s), FAISS-HNSW (10 s), KeOps (36 s) and tiled torch top-k (124 s)
   (``shared/ECOSYSTEM.md``). It is the default for CPU data of up to 20 dimensions.
 - ``"torch"``: tiled brute force (``||q||^2 - 2 q.p + ||p||^2`` per block, then ``topk``) on the
-  points' device. Quadratic work, but it runs on a GPU, where it is the default.
+  points' device. Quadratic work, but it runs on a GPU, where it is the default for points of
+  more than 8 dimensions. Below that the KD-tree on the CPU wins even against a GPU: at 10^6
+  four-dimensional points it answered the candidate query (k = 41) 2× faster with one worker than
+  the tiled search on an H200 (``benchmarks/bench_knn_tiles.py``), so GPU points of up to 8
+  dimensions are searched by the KD-tree and the answers copied to the GPU.
 
 :meth:`NeighborIndex.query` returns neighbours sorted by increasing distance, with distances
 recomputed exactly from the coordinates (the expanded formula only ranks), in blocks of
@@ -33,7 +37,11 @@ from .validation import check_positive_int
 
 BACKENDS = ("auto", "kdtree", "torch")
 _KDTREE_MAX_DIM = 20
+# GPU points of up to this dimension are searched by the CPU KD-tree too (module docstring).
+_KDTREE_MAX_DIM_GPU = 8
 _Z_ORDER_MIN_QUERIES = 4096     # smaller batches fit in cache without sorting
+# Tiled brute force: queries x points held at once, by the points' device (NeighborIndex).
+DEFAULT_BLOCK_ELEMENTS = {"cpu": 1 << 24, "gpu": 1 << 27}
 
 
 def z_order(points: np.ndarray, bits: int = 10, isotropic: bool = False) -> np.ndarray:
@@ -81,8 +89,11 @@ class NeighborIndex:
         The data points (already divided by their bandwidths). Results live on their device.
     backend : {"auto", "kdtree", "torch"}
         ``auto``: a KD-tree for CPU points of dimension <= 20, tiled brute force otherwise.
-    block_elements : int
-        Tiled brute force only: the largest ``queries x points`` block held at once.
+    block_elements : int, optional
+        Tiled brute force: the largest ``queries x points`` block held at once. Default
+        ``2**24`` for CPU points and ``2**27`` for GPU points (:data:`DEFAULT_BLOCK_ELEMENTS`):
+        a GPU needs tiles of hundreds of rows to be busy, and at 10^6 points ``2**24`` gave tiles of
+        16 rows, whose 62 500 ``topk`` launches took 22 s per full query on an H200.
 
     Examples
     --------
@@ -94,16 +105,19 @@ class NeighborIndex:
     """
 
     def __init__(self, points: torch.Tensor, backend: str = "auto",
-                 block_elements: int = 1 << 24) -> None:
+                 block_elements: int | None = None) -> None:
         if backend not in BACKENDS:
             raise ValueError(f"The 'backend' parameter must be one of {BACKENDS}. Got {backend!r} instead.")
         if points.ndim != 2 or points.shape[0] == 0:
             raise ValueError(f"points must have shape (n, d) with n >= 1. Got {tuple(points.shape)} instead.")
         if backend == "auto":
-            backend = ("kdtree" if points.device.type == "cpu" and points.shape[1] <= _KDTREE_MAX_DIM
-                       else "torch")
+            limit = _KDTREE_MAX_DIM if points.device.type == "cpu" else _KDTREE_MAX_DIM_GPU
+            backend = "kdtree" if points.shape[1] <= limit else "torch"
         self.points = points
         self.backend = backend
+        if block_elements is None:
+            block_elements = DEFAULT_BLOCK_ELEMENTS["cpu" if points.device.type == "cpu" else "gpu"]
+        check_positive_int("block_elements", block_elements)
         self.block_elements = int(block_elements)
         self._tree: cKDTree | None = None
         self._sq_norms: torch.Tensor | None = None
