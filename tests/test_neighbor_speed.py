@@ -204,3 +204,21 @@ def test_auto_preconditioner_by_n_and_device():
         with pytest.raises(ValueError, match="CPU only"):
             resolve_preconditioner(kind, "cuda", 100)
     assert NonparametricBellman(_data(), BW, 0.95, top_k=K).preconditioner == "ilu"
+
+
+def test_neighbor_index_defaults_follow_the_device():
+    """CPU points: KD-tree up to 20 dimensions, tiles of 2**24. Points elsewhere (a GPU; the
+    ``meta`` device stands in for one here, no data needed): the CPU KD-tree up to 8 dimensions,
+    the tiled search above, with tiles of 2**27."""
+    from nopg.neighbors import DEFAULT_BLOCK_ELEMENTS
+
+    cpu = NeighborIndex(torch.zeros(5, 14))
+    assert (cpu.backend, cpu.block_elements) == ("kdtree", DEFAULT_BLOCK_ELEMENTS["cpu"])
+    assert NeighborIndex(torch.zeros(5, 21)).backend == "torch"
+    low = NeighborIndex(torch.empty(5, 8, device="meta"))
+    high = NeighborIndex(torch.empty(5, 9, device="meta"))
+    assert (low.backend, high.backend) == ("kdtree", "torch")
+    assert high.block_elements == DEFAULT_BLOCK_ELEMENTS["gpu"] > DEFAULT_BLOCK_ELEMENTS["cpu"]
+    assert NeighborIndex(torch.zeros(5, 2), block_elements=7).block_elements == 7
+    with pytest.raises(ValueError, match="block_elements"):
+        NeighborIndex(torch.zeros(5, 2), block_elements=0)
