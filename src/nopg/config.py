@@ -77,7 +77,9 @@ class NOPGConfig(TorchPlacement):
     refine : bool
         Re-centre the rows the candidates cannot certify (exact top-k). ``False`` approximates.
     neighbor_backend : {"auto", "kdtree", "torch"}
-        Neighbour search: SciPy KD-tree (CPU) or tiled torch top-k (any device).
+        Neighbour search: SciPy KD-tree (on the CPU, for any data of up to 20 dimensions and for
+        GPU data of up to 8) or tiled torch top-k (any device). ``auto`` chooses by the data's
+        dimension and device (:class:`nopg.neighbors.NeighborIndex`).
     n_mc_policy : int
         ``N_pi``: Monte-Carlo actions per state for a stochastic policy (NOPG-S).
     n_mc_next : int, "auto" or None
