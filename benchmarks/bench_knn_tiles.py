@@ -24,15 +24,10 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_scale import pendulum_data  # noqa: E402
+from bench_scale import _sync, pendulum_data  # noqa: E402
 
 from nopg import select_bandwidths  # noqa: E402
 from nopg.neighbors import NeighborIndex  # noqa: E402
-
-
-def _sync(device: str) -> None:
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -293,9 +293,9 @@ def main(argv: list[str] | None = None) -> int:
                 cmd += [f"--{key.replace('_', '-')}", str(value)]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
-            reason = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else proc.returncode
-            print(f"{n:>9} failed: {reason}")
-            print("\n".join(proc.stderr.strip().splitlines()[-25:]), file=sys.stderr)
+            err = proc.stderr.strip().splitlines()
+            print(f"{n:>9} failed: {err[-1] if err else proc.returncode}")
+            print("\n".join(err[-25:]), file=sys.stderr)
             continue
         r = json.loads(proc.stdout.strip().splitlines()[-1])
         rows.append(r)

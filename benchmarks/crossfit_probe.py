@@ -31,6 +31,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
+from scipy.stats import spearmanr
 
 FIELDS = ("task", "seed", "config", "fold", "n_fit", "return", "J_own", "J_cross", "fit_time_s")
 
@@ -91,8 +92,7 @@ def _one(job: tuple[str, int, str, int, int | None]) -> dict:
 
 
 def _spearman(x: np.ndarray, y: np.ndarray) -> float:
-    rx, ry = np.argsort(np.argsort(x)), np.argsort(np.argsort(y))
-    return float(np.corrcoef(rx, ry)[0, 1]) if len(x) > 2 else float("nan")
+    return float(spearmanr(x, y).statistic) if len(x) > 2 else float("nan")
 
 
 def summarize(rows: list[dict]) -> str:

@@ -88,7 +88,8 @@ class NeighborIndex:
     points : tensor of shape (n, d)
         The data points (already divided by their bandwidths). Results live on their device.
     backend : {"auto", "kdtree", "torch"}
-        ``auto``: a KD-tree for CPU points of dimension <= 20, tiled brute force otherwise.
+        ``auto``: the KD-tree for points of dimension <= 20 on the CPU and <= 8 elsewhere
+        (searched on the CPU, answers copied to the points' device), tiled brute force otherwise.
     block_elements : int, optional
         Tiled brute force: the largest ``queries x points`` block held at once. Default
         ``2**24`` for CPU points and ``2**27`` for GPU points (:data:`DEFAULT_BLOCK_ELEMENTS`):
@@ -110,13 +111,14 @@ class NeighborIndex:
             raise ValueError(f"The 'backend' parameter must be one of {BACKENDS}. Got {backend!r} instead.")
         if points.ndim != 2 or points.shape[0] == 0:
             raise ValueError(f"points must have shape (n, d) with n >= 1. Got {tuple(points.shape)} instead.")
+        on_cpu = points.device.type == "cpu"
         if backend == "auto":
-            limit = _KDTREE_MAX_DIM if points.device.type == "cpu" else _KDTREE_MAX_DIM_GPU
+            limit = _KDTREE_MAX_DIM if on_cpu else _KDTREE_MAX_DIM_GPU
             backend = "kdtree" if points.shape[1] <= limit else "torch"
         self.points = points
         self.backend = backend
         if block_elements is None:
-            block_elements = DEFAULT_BLOCK_ELEMENTS["cpu" if points.device.type == "cpu" else "gpu"]
+            block_elements = DEFAULT_BLOCK_ELEMENTS["cpu" if on_cpu else "gpu"]
         check_positive_int("block_elements", block_elements)
         self.block_elements = int(block_elements)
         self._tree: cKDTree | None = None
