@@ -20,7 +20,9 @@ paper's dense top-k path (``neighbors="dense"`` with the unpreconditioned BiCGST
 issue) on the same data in the same run: the speed-up and the accuracy of the sparse model
 (after its updates, so its candidates were built at earlier policies) against a dense top-k
 model at the same policy. Up to ``--paper-max`` it also times the paper's method as the issue
-describes it (full transition matrix, every row sorted, top k kept, dense solves).
+describes it (full transition matrix, every row sorted, top k kept, dense solves). ``--progress N``
+prints the elapsed time and ``J_hat`` every N updates (and keeps them in the JSON's ``trace``), for
+long fits such as 1500 updates at 10^6.
 
     OMP_NUM_THREADS=1 python benchmarks/bench_scale.py --sizes 1000 3000 10000 100000 1000000
     OMP_NUM_THREADS=1 python benchmarks/bench_scale.py --data hopper --sizes 100000 --dense-max 0
@@ -113,8 +115,9 @@ def time_path(data: TransitionDataset, neighbors: str, args: argparse.Namespace,
     setup = time.perf_counter() - t0
     select_log: list[float] = []
     _timed(algo.model_.selector, "select", select_log)
-    times, its, refined, neighbor = [], [], [], []
-    for _ in range(updates):
+    times, its, refined, neighbor, trace = [], [], [], [], []
+    every = args.progress
+    for i in range(updates):
         select_log.clear()
         t = time.perf_counter()
         m = algo.step()
@@ -123,6 +126,11 @@ def time_path(data: TransitionDataset, neighbors: str, args: argparse.Namespace,
         neighbor.append(sum(select_log))
         its.append((m["solver_iters_q"], m["solver_iters_mu"]))
         refined.append(m["refined_rows"])
+        if every and ((i + 1) % every == 0 or i + 1 == updates):
+            trace.append({"update": i + 1, "elapsed_s": float(np.sum(times)), "J_hat": m["J_hat"]})
+            print(f"update {i + 1}: {np.sum(times):.1f} s since setup, "
+                  f"{1e3 * np.mean(times[-every:]):.1f} ms per update over the last {every}, "
+                  f"J_hat {m['J_hat']:.4f}", file=sys.stderr, flush=True)
     tail = slice(updates - max(1, min(20, updates // 2)), None)
     return {"neighbors": neighbors, "preconditioner": preconditioner, "updates": updates,
             "setup_s": setup, "first_s": times[0], "first_neighbor_s": neighbor[0],
@@ -133,8 +141,9 @@ def time_path(data: TransitionDataset, neighbors: str, args: argparse.Namespace,
             "update_s": float(np.median(times[tail])),
             "refined_first5": float(np.mean(refined[:5])),
             "refined_steady": float(np.mean(refined[tail])),
+            "total_s": float(np.sum(times)),
             "iters": its[-1], "residual": max(m["residual_q"], m["residual_mu"]),
-            "J_hat": m["J_hat"]}, algo
+            "J_hat": m["J_hat"], "trace": trace}, algo
 
 
 def time_paper_path(data: TransitionDataset, args: argparse.Namespace, updates: int) -> dict:
@@ -272,6 +281,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dtype", default="float64", choices=["float64", "float32"])
     p.add_argument("--device", default="cpu")
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--progress", type=int, default=0,
+                   help="print the elapsed time and J_hat every N updates (to stderr)")
     p.add_argument("--json", help="also write the results to this file")
     args = p.parse_args(argv)
     if args.n is not None:
@@ -291,9 +302,11 @@ def main(argv: list[str] | None = None) -> int:
         for key, value in vars(args).items():
             if key not in ("sizes", "n", "json") and value is not None:
                 cmd += [f"--{key.replace('_', '-')}", str(value)]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
+        # With --progress the child's stderr (its progress lines) goes straight to the terminal.
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True,
+                              stderr=None if args.progress else subprocess.PIPE)
         if proc.returncode != 0:
-            err = proc.stderr.strip().splitlines()
+            err = (proc.stderr or "").strip().splitlines()
             print(f"{n:>9} failed: {err[-1] if err else proc.returncode}")
             print("\n".join(err[-25:]), file=sys.stderr)
             continue
