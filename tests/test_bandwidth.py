@@ -384,3 +384,69 @@ def test_auto_support_guard_and_action_dimension():
         knn_bandwidths(low, max_thinness=1.0)
     with pytest.raises(ValueError, match="'support_radius' parameter must be positive"):
         knn_bandwidths(low, support_radius=0.0)
+
+
+# ------------------------------------------------------------------- action guard
+def _linear_system(n: int = 2000, gain: float = 1.0, seed: int = 0, terminal_every: int = 0):
+    """``s' = A s + b a`` with known ``b``: the action moves the next state by ``gain`` per unit."""
+    rng = np.random.default_rng(seed)
+    states = rng.uniform(-1, 1, size=(n, 2))
+    actions = rng.uniform(-2, 2, size=(n, 1))
+    b = gain * np.array([0.6, 0.8])                    # ||b|| = gain
+    next_states = states @ np.array([[0.9, 0.1], [0.0, 0.95]]) + actions * b
+    terminals = np.zeros(n, bool)
+    if terminal_every:
+        terminals[::terminal_every] = True
+        next_states[terminals] = 1e3 * rng.normal(size=(terminals.sum(), 2))   # ignored rows
+    return TransitionDataset(states, actions, np.zeros(n), next_states, terminals), b
+
+
+def test_action_effect_is_the_slope_in_state_bandwidths():
+    """Noise-free linear dynamics: the fit recovers b exactly, so the effect is
+    ||b / h_s|| h_a; terminal transitions (whose next states are arbitrary) do not enter."""
+    from nopg.bandwidth import action_effect
+
+    data, b = _linear_system(terminal_every=7)
+    h_s, h_a = np.array([0.05, 0.2]), np.array([0.7])
+    expected = np.linalg.norm(b / h_s) * h_a
+    np.testing.assert_allclose(action_effect(data, h_s, h_a), expected, rtol=1e-9)
+    # A subsample of the rows gives the same slope on noise-free data.
+    np.testing.assert_allclose(action_effect(data, h_s, h_a, max_rows=100, seed=1), expected,
+                               rtol=1e-9)
+    # Fewer non-terminal rows than coefficients: no effect measured.
+    tiny = TransitionDataset(data.states[:3], data.actions[:3], np.zeros(3), data.next_states[:3],
+                             np.zeros(3, bool))
+    np.testing.assert_array_equal(action_effect(tiny, h_s, h_a), [0.0])
+    with pytest.raises(ValueError, match="h_state and h_action must have shapes"):
+        action_effect(data, h_s[:1], h_a)
+
+
+def test_action_guard_narrows_only_strong_actions_to_the_geometric_compromise():
+    from nopg.bandwidth import ACTION_EFFECT_MAX, action_effect
+
+    weak, _ = _linear_system(gain=0.001)
+    strong, _ = _linear_system(gain=1.0)
+    for data in (weak, strong):
+        off = knn_selection(data, max_action_effect=None)
+        on = knn_selection(data)
+        np.testing.assert_allclose(off.bandwidths.action, data.actions.std(ddof=1))
+        np.testing.assert_array_equal(on.bandwidths.state, off.bandwidths.state)
+        e = action_effect(data, off.bandwidths.state, off.bandwidths.action)
+        np.testing.assert_allclose(on.action_effect, e)
+        if e[0] <= ACTION_EFFECT_MAX:
+            assert data is weak
+            assert on.bandwidths == off.bandwidths and on.action_narrowing == (1.0,)
+        else:
+            assert data is strong
+            shrink = np.sqrt(ACTION_EFFECT_MAX / e[0])
+            np.testing.assert_allclose(on.action_narrowing, [shrink])
+            np.testing.assert_allclose(on.bandwidths.action, shrink * off.bandwidths.action)
+            # The narrowed kernel moves the next state by sqrt(max * e) state bandwidths.
+            np.testing.assert_allclose(
+                action_effect(data, on.bandwidths.state, on.bandwidths.action),
+                np.sqrt(ACTION_EFFECT_MAX * e))
+    assert knn_selection(strong, max_action_effect=None).action_narrowing == ()
+    assert select_bandwidths(strong) == knn_selection(strong).bandwidths
+    for bad in (0.0, -1.0, np.inf, np.nan):
+        with pytest.raises(ValueError, match="'max_action_effect' parameter must be positive"):
+            knn_bandwidths(strong, max_action_effect=bad)

@@ -63,7 +63,10 @@ def test_auto_reports_the_rule_and_leaves_logging_alone(dataset):
     assert (report.replay_widening, report.support_widening) == \
         (guards.replay_widening, guards.support_widening)
     assert report.to_dict()["guards"] == {"replay_widening": guards.replay_widening,
-                                          "support_widening": guards.support_widening}
+                                          "support_widening": guards.support_widening,
+                                          "action_effect": list(guards.action_effect),
+                                          "action_narrowing": list(guards.action_narrowing)}
+    assert report.action_effect == guards.action_effect and len(report.action_effect) == 1
     assert "(support guard: median thinness" in report.to_text()
     other = bandwidth_report(dataset, "silverman")
     assert other.support_widening is None and other.to_dict()["guards"] is None
@@ -226,3 +229,20 @@ def test_cli_missing_file(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("nopg: error:") and "does not exist" in err[0]
     assert not (tmp_path / "x.png").exists()
+
+
+def test_report_shows_the_action_guard_where_it_narrows():
+    """Noise-free dynamics whose action moves the next state by far more than a state
+    bandwidth: the report names the guard's factor and the measured effect."""
+    rng = np.random.default_rng(0)
+    states = rng.uniform(-1, 1, size=(600, 2))
+    actions = rng.uniform(-1, 1, size=(600, 1))
+    data = nopg.TransitionDataset(states, actions, np.zeros(600), 0.9 * states + actions,
+                                  np.zeros(600, bool))
+    report = bandwidth_report(data, "auto")
+    guards = knn_selection(data)
+    assert guards.action_narrowing[0] < 1.0
+    assert report.action_narrowing == guards.action_narrowing
+    assert "(action guard: one action bandwidth of the spread moved the next state by" in \
+        report.to_text()
+    assert report.to_dict()["guards"]["action_narrowing"] == list(guards.action_narrowing)

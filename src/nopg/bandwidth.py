@@ -19,8 +19,10 @@ from .data import TransitionDataset
 from .validation import renamed_keyword
 
 __all__ = [
+    "ACTION_EFFECT_MAX",
     "Bandwidths",
     "DuplicatedDataWarning",
+    "action_effect",
     "cross_validated_bandwidth",
     "KnnSelection",
     "is_grid_like",
@@ -43,6 +45,7 @@ _DEFAULT_GRID = np.geomspace(0.05, 5.0, 30)
 _CHUNK_ELEMENTS = 1 << 21  # max held-out x train entries held at once (16 MiB)
 _SUPPORT_QUERIES = 2000    # next states at which the support guard measures the thinness
 SUPPORT_MAX_THINNESS = 0.5
+ACTION_EFFECT_MAX = 2.0    # the action guard: state bandwidths a one-bandwidth action change may move s'
 """The ``auto`` rule's support guard: the median thinness near the next states at most this."""
 
 
@@ -371,7 +374,8 @@ def cross_validated_bandwidth(
 
 
 def _check_knn_arguments(k: int, max_queries: int, coverage: float, reach: float,
-                         max_thinness: float | None, support_radius: float) -> None:
+                         max_thinness: float | None, support_radius: float,
+                         max_action_effect: float | None = None) -> None:
     """Clear errors for the settings of :func:`knn_selection`."""
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
         raise ValueError(f"The 'k' parameter must be a positive int. Got {k!r} instead.")
@@ -388,16 +392,23 @@ def _check_knn_arguments(k: int, max_queries: int, coverage: float, reach: float
                          f"Got {max_thinness!r} instead.")
     if not support_radius > 0:
         raise ValueError(f"The 'support_radius' parameter must be positive. Got {support_radius!r} instead.")
+    if max_action_effect is not None and not (np.isfinite(max_action_effect) and max_action_effect > 0):
+        raise ValueError(f"The 'max_action_effect' parameter must be positive and finite or None. "
+                         f"Got {max_action_effect!r} instead.")
 
 
 @dataclass(frozen=True)
 class KnnSelection:
-    """What :func:`knn_selection` found: the bandwidths and the factors by which its two guards
-    widened the state bandwidths (1.0: the guard did not act)."""
+    """What :func:`knn_selection` found: the bandwidths, the factors by which its two state
+    guards widened the state bandwidths (1.0: the guard did not act), the action effect per
+    action dimension (:func:`action_effect`, at the action spread) and the factors by which the
+    action guard narrowed the action bandwidths (1.0 each: it did not act; empty when off)."""
 
     bandwidths: Bandwidths
     replay_widening: float
     support_widening: float
+    action_effect: tuple[float, ...] = ()
+    action_narrowing: tuple[float, ...] = ()
 
 
 @renamed_keyword("dataset", "data")
@@ -411,11 +422,12 @@ def knn_bandwidths(
     reach: float = 8.0,
     max_thinness: float | None = SUPPORT_MAX_THINNESS,
     support_radius: float = 2.0,
+    max_action_effect: float | None = ACTION_EFFECT_MAX,
 ) -> Bandwidths:
     """The bandwidths of :func:`knn_selection`, the rule behind ``method="auto"`` (parameters
     as there)."""
     return knn_selection(data, k, max_queries, seed, coverage, reach, max_thinness,
-                         support_radius).bandwidths
+                         support_radius, max_action_effect).bandwidths
 
 
 def knn_selection(
@@ -427,6 +439,7 @@ def knn_selection(
     reach: float = 8.0,
     max_thinness: float | None = SUPPORT_MAX_THINNESS,
     support_radius: float = 2.0,
+    max_action_effect: float | None = ACTION_EFFECT_MAX,
 ) -> KnnSelection:
     """Local bandwidths from the data's own spacing: the rule behind ``method="auto"``.
 
@@ -460,6 +473,17 @@ def knn_selection(
     (``s'_i + h_s xi``, where the Monte-Carlo model queries) paired with data actions drawn at
     random is at most ``max_thinness``.
 
+    Action guard: an action kernel as wide as the action spread blurs the action's effect. Where
+    one step of the dynamics moves the next state by many state bandwidths per action bandwidth
+    (:func:`action_effect`, ``e``; balancing tasks driven by strong actuators), the model then
+    sees a fraction of what the action does, undervalues the policies that use it precisely and
+    rates highly policies that saturate the action. A kernel so narrow that one bandwidth moves
+    the next state by one state bandwidth (``h_a / e``) makes the action a selector of
+    neighbours instead, which the policy exploits. Where ``e > max_action_effect`` the action
+    bandwidth is therefore narrowed to the geometric compromise ``h_a sqrt(max_action_effect /
+    e)``, which moves the next state by ``sqrt(max_action_effect e)`` state bandwidths; elsewhere
+    it is left as it is.
+
     Parameters
     ----------
     data : TransitionDataset
@@ -471,8 +495,11 @@ def knn_selection(
         The support guard (see above); ``None`` turns it off.
     support_radius : float
         The model's ``support_radius`` (:func:`thinness_at`).
+    max_action_effect : float or None
+        The action guard (see above); ``None`` turns it off.
     max_queries : int
-        At most this many next states (drawn without replacement) are queried.
+        At most this many next states (drawn without replacement) are queried, and at most
+        this many transitions enter the action guard's regression.
     seed : numpy Generator or int, optional
         Randomness of that subsample (default seed 0). Formerly ``rng``.
 
@@ -482,7 +509,8 @@ def knn_selection(
     """
     from scipy.spatial import cKDTree
 
-    _check_knn_arguments(k, max_queries, coverage, reach, max_thinness, support_radius)
+    _check_knn_arguments(k, max_queries, coverage, reach, max_thinness, support_radius,
+                         max_action_effect)
     states = _columns(data.states, "states")
     try:
         std = _checked_std(states)
@@ -521,7 +549,61 @@ def knn_selection(
             logger.info("k-NN bandwidths: the median thinness near the next states exceeds %.3g; "
                         "state bandwidths widened x %.3g", max_thinness, widen)
             h_state = h_state * widen
-    return KnnSelection(Bandwidths(h_state, h_action), replay, widen)
+    effect: tuple[float, ...] = ()
+    narrowing: tuple[float, ...] = ()
+    if max_action_effect is not None:
+        e = action_effect(data, h_state, h_action, max_queries, generator)
+        shrink = np.sqrt(max_action_effect / np.maximum(e, max_action_effect))
+        if np.any(shrink < 1.0):
+            logger.info("k-NN bandwidths: a change of one action bandwidth moves the next state by "
+                        "%s state bandwidths (more than %.3g); action bandwidths x %s",
+                        np.round(e, 3).tolist(), max_action_effect, np.round(shrink, 3).tolist())
+        h_action = h_action * shrink
+        effect, narrowing = tuple(map(float, e)), tuple(map(float, shrink))
+    return KnnSelection(Bandwidths(h_state, h_action), replay, widen, effect, narrowing)
+
+
+def action_effect(data: TransitionDataset, h_state: ArrayLike, h_action: ArrayLike,
+                  max_rows: int = 20_000, seed: np.random.Generator | int | None = None
+                  ) -> np.ndarray:
+    """How far the next state moves, in state bandwidths, when an action moves by its bandwidth.
+
+    The least-squares fit of ``(s' - s) / h_state`` on an intercept, ``s / h_state`` and the
+    actions over the non-terminal transitions (at most ``max_rows`` of them, drawn without
+    replacement) gives the slope ``B`` (``(d_s, d_a)``, state bandwidths per unit action); the
+    effect of action dimension ``j`` is ``||B[:, j]|| h_action[j]``, the Euclidean length that
+    the kernel's distance sees. A global linear fit measures the typical size of the action's
+    one-step effect, not the local dynamics.
+
+    Parameters
+    ----------
+    data : TransitionDataset
+    h_state : array_like of shape (d_s,)
+    h_action : array_like of shape (d_a,)
+    max_rows : int
+    seed : numpy Generator or int, optional
+        Randomness of the subsample.
+
+    Returns
+    -------
+    numpy.ndarray of shape (d_a,)
+        Zeros when fewer non-terminal transitions than fitted coefficients are available.
+    """
+    h_s = _positive_vector("h_state", h_state)
+    h_a = _positive_vector("h_action", h_action)
+    if h_s.shape != (data.state_dim,) or h_a.shape != (data.action_dim,):
+        raise ValueError(f"h_state and h_action must have shapes ({data.state_dim},) and "
+                         f"({data.action_dim},). Got {h_s.shape} and {h_a.shape} instead.")
+    rows = np.flatnonzero(~np.asarray(data.terminals, dtype=bool))
+    if rows.size > max_rows:
+        rows = np.sort(seed_generator(seed).choice(rows, size=max_rows, replace=False))
+    if rows.size <= 1 + data.state_dim + data.action_dim:
+        return np.zeros(data.action_dim)
+    s = data.states[rows] / h_s
+    design = np.column_stack([np.ones(rows.size), s, data.actions[rows]])
+    coef, *_ = np.linalg.lstsq(design, data.next_states[rows] / h_s - s, rcond=None)
+    slope = coef[1 + data.state_dim:]                    # (d_a, d_s)
+    return np.linalg.norm(slope, axis=1) * h_a
 
 
 def _support_guard(data: TransitionDataset, queries: np.ndarray, h_state: np.ndarray,

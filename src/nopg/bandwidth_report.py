@@ -33,6 +33,7 @@ from numpy.typing import ArrayLike
 from scipy.spatial import cKDTree
 
 from .bandwidth import (
+    ACTION_EFFECT_MAX,
     SUPPORT_MAX_THINNESS,
     Bandwidths,
     resolve_method,
@@ -106,6 +107,11 @@ class BandwidthReport:
     """The ``auto`` rule's replay-guard factor on the state bandwidths (``None``: other rules)."""
     support_widening: float | None = None
     """The ``auto`` rule's support-guard factor on the state bandwidths (``None``: other rules)."""
+    action_effect: tuple[float, ...] = ()
+    """The ``auto`` rule's action effect per action dimension (state bandwidths the next state
+    moves per action bandwidth, at the action spread; empty: other rules or the guard off)."""
+    action_narrowing: tuple[float, ...] = ()
+    """The ``auto`` rule's action-guard factors on the action bandwidths (1.0: not narrowed)."""
 
     @property
     def behaviour_weight(self) -> float:
@@ -172,7 +178,9 @@ class BandwidthReport:
             "behaviour_weight": float(self.behaviour_weight),
             "guards": None if self.replay_widening is None else {
                 "replay_widening": float(self.replay_widening),
-                "support_widening": float(self.support_widening)},
+                "support_widening": float(self.support_widening),
+                "action_effect": list(self.action_effect),
+                "action_narrowing": list(self.action_narrowing)},
         }
 
     def to_text(self) -> str:
@@ -197,6 +205,11 @@ class BandwidthReport:
             lines += ["", f"guards      state bandwidths widened x {self.replay_widening:.3g} "
                       f"(replay guard), x {self.support_widening:.3g} (support guard: median "
                       f"thinness near the next states at most {SUPPORT_MAX_THINNESS:g})"]
+            if self.action_narrowing:
+                lines.append(f"            action bandwidths x {_vec(np.asarray(self.action_narrowing))} "
+                             f"(action guard: one action bandwidth of the spread moved the next "
+                             f"state by {_vec(np.asarray(self.action_effect))} state bandwidths; "
+                             f"at most {ACTION_EFFECT_MAX:g} before narrowing)")
         q = "/".join(f"{100 * v:g}" for v in QUANTILES)
         near = np.quantile(self.nearest_distance, QUANTILES)
         kth = np.quantile(self.kth_distance, QUANTILES)
@@ -367,4 +380,6 @@ def bandwidth_report(
         action_predictability=action_predictability(data),
         replay_widening=None if guards is None else guards.replay_widening,
         support_widening=None if guards is None else guards.support_widening,
+        action_effect=() if guards is None else guards.action_effect,
+        action_narrowing=() if guards is None else guards.action_narrowing,
     )
