@@ -549,18 +549,24 @@ def knn_selection(
             logger.info("k-NN bandwidths: the median thinness near the next states exceeds %.3g; "
                         "state bandwidths widened x %.3g", max_thinness, widen)
             h_state = h_state * widen
-    effect: tuple[float, ...] = ()
-    narrowing: tuple[float, ...] = ()
-    if max_action_effect is not None:
-        e = action_effect(data, h_state, h_action, max_queries, generator)
-        shrink = np.sqrt(max_action_effect / np.maximum(e, max_action_effect))
-        if np.any(shrink < 1.0):
-            logger.info("k-NN bandwidths: a change of one action bandwidth moves the next state by "
-                        "%s state bandwidths (more than %.3g); action bandwidths x %s",
-                        np.round(e, 3).tolist(), max_action_effect, np.round(shrink, 3).tolist())
-        h_action = h_action * shrink
-        effect, narrowing = tuple(map(float, e)), tuple(map(float, shrink))
+    h_action, effect, narrowing = _action_guard(data, h_state, h_action, max_action_effect,
+                                                max_queries, generator)
     return KnnSelection(Bandwidths(h_state, h_action), replay, widen, effect, narrowing)
+
+
+def _action_guard(data: TransitionDataset, h_state: np.ndarray, h_action: np.ndarray,
+                  max_action_effect: float | None, max_rows: int, generator: np.random.Generator
+                  ) -> tuple[np.ndarray, tuple[float, ...], tuple[float, ...]]:
+    """The action guard of :func:`knn_selection`: ``(h_action, effect, narrowing)``."""
+    if max_action_effect is None:
+        return h_action, (), ()
+    e = action_effect(data, h_state, h_action, max_rows, generator)
+    shrink = np.sqrt(max_action_effect / np.maximum(e, max_action_effect))
+    if np.any(shrink < 1.0):
+        logger.info("k-NN bandwidths: a change of one action bandwidth moves the next state by "
+                    "%s state bandwidths (more than %.3g); action bandwidths x %s",
+                    np.round(e, 3).tolist(), max_action_effect, np.round(shrink, 3).tolist())
+    return h_action * shrink, tuple(map(float, e)), tuple(map(float, shrink))
 
 
 def action_effect(data: TransitionDataset, h_state: ArrayLike, h_action: ArrayLike,

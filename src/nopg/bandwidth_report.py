@@ -183,6 +183,20 @@ class BandwidthReport:
                 "action_narrowing": list(self.action_narrowing)},
         }
 
+    def _guard_lines(self) -> list[str]:
+        """What the ``auto`` rule's guards did (no lines for the other rules)."""
+        if self.replay_widening is None:
+            return []
+        lines = ["", f"guards      state bandwidths widened x {self.replay_widening:.3g} "
+                 f"(replay guard), x {self.support_widening:.3g} (support guard: median "
+                 f"thinness near the next states at most {SUPPORT_MAX_THINNESS:g})"]
+        if self.action_narrowing:
+            lines.append(f"            action bandwidths x {_vec(np.asarray(self.action_narrowing))} "
+                         f"(action guard: one action bandwidth of the spread moved the next "
+                         f"state by {_vec(np.asarray(self.action_effect))} state bandwidths; "
+                         f"at most {ACTION_EFFECT_MAX:g} before narrowing)")
+        return lines
+
     def to_text(self) -> str:
         """Human-readable summary."""
         method = self.method if self.method_used == self.method \
@@ -201,15 +215,7 @@ class BandwidthReport:
         for r in self.dimensions():
             lines.append(f"{r['kind'] + ' ' + str(r['index']):<11}{r['std']:>11.4g}"
                          f"{r['silverman']:>11.4g}{r['chosen']:>11.4g}{r['ratio']:>13.3g}")
-        if self.replay_widening is not None:
-            lines += ["", f"guards      state bandwidths widened x {self.replay_widening:.3g} "
-                      f"(replay guard), x {self.support_widening:.3g} (support guard: median "
-                      f"thinness near the next states at most {SUPPORT_MAX_THINNESS:g})"]
-            if self.action_narrowing:
-                lines.append(f"            action bandwidths x {_vec(np.asarray(self.action_narrowing))} "
-                             f"(action guard: one action bandwidth of the spread moved the next "
-                             f"state by {_vec(np.asarray(self.action_effect))} state bandwidths; "
-                             f"at most {ACTION_EFFECT_MAX:g} before narrowing)")
+        lines += self._guard_lines()
         q = "/".join(f"{100 * v:g}" for v in QUANTILES)
         near = np.quantile(self.nearest_distance, QUANTILES)
         kth = np.quantile(self.kth_distance, QUANTILES)
