@@ -696,12 +696,13 @@ def select_bandwidths(
     n_folds: int = 5,
     max_samples: int = 5000,
     seed: np.random.Generator | int | None = None,
+    max_action_effect: float | None = ACTION_EFFECT_MAX,
 ) -> Bandwidths:
     """Select state/action bandwidths from a dataset: the bandwidths of
     :func:`select_bandwidths_and_guards` (parameters as there)."""
     return select_bandwidths_and_guards(
         data, method, state_factor, action_factor, next_state_factor, n_folds, max_samples,
-        seed)[0]
+        seed, max_action_effect)[0]
 
 
 def select_bandwidths_and_guards(
@@ -713,6 +714,7 @@ def select_bandwidths_and_guards(
     n_folds: int = 5,
     max_samples: int = 5000,
     seed: np.random.Generator | int | None = None,
+    max_action_effect: float | None = ACTION_EFFECT_MAX,
 ) -> tuple[Bandwidths, KnnSelection | None]:
     """Select state/action bandwidths from a dataset; with ``auto`` also what its guards did.
 
@@ -730,6 +732,8 @@ def select_bandwidths_and_guards(
     n_folds, max_samples, seed
         Passed to :func:`cross_validated_bandwidth` (``seed``, formerly ``rng``, also to
         :func:`knn_selection`).
+    max_action_effect : float or None
+        ``auto`` only: the action guard's threshold (:func:`knn_selection`); ``None`` turns it off.
 
     Returns
     -------
@@ -749,7 +753,7 @@ def select_bandwidths_and_guards(
         else _factor("next_state_factor", next_state_factor, data.state_dim)
     )
     if resolved == "knn":
-        selection = knn_selection(data, seed=seed)
+        selection = knn_selection(data, seed=seed, max_action_effect=max_action_effect)
         knn = selection.bandwidths
         result = Bandwidths(knn.state * s_fac, knn.action * a_fac,
                             None if ns_fac is None else knn.state * ns_fac)

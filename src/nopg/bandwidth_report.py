@@ -308,6 +308,7 @@ def bandwidth_report(
     action_factor: ArrayLike = 1.0,
     seed: np.random.Generator | int | None = 0,
     n_action_probes: int = 16,
+    max_action_effect: float | None = ACTION_EFFECT_MAX,
 ) -> BandwidthReport:
     """Select bandwidths for ``data`` and measure what they mean for the model.
 
@@ -324,6 +325,8 @@ def bandwidth_report(
         Formerly ``rng``.
     n_action_probes : int
         Uniform actions drawn per probed next state for the support check (b).
+    max_action_effect : float or None
+        The ``auto`` rule's action guard (:func:`nopg.bandwidth.knn_selection`); ``None``: off.
 
     Returns
     -------
@@ -340,8 +343,8 @@ def bandwidth_report(
     seed = 0 if seed is None else seed
     generator = seed_generator(seed)      # checks the seed before any work
     start = time.perf_counter()
-    bw, guards = select_bandwidths_and_guards(data, method=method, state_factor=state_factor,
-                                              action_factor=action_factor, seed=seed)
+    bw, guards = select_bandwidths_and_guards(data, method, state_factor, action_factor, seed=seed,
+                                              max_action_effect=max_action_effect)
     seconds = time.perf_counter() - start
     bw = bw.broadcast(data.state_dim, data.action_dim)
     n = data.n

@@ -36,7 +36,7 @@ import torch
 from torch import nn
 
 from ..algorithm import NOPG, EvalCallback
-from ..bandwidth import METHODS, Bandwidths
+from ..bandwidth import ACTION_EFFECT_MAX, METHODS, Bandwidths
 from ..bandwidth_plots import plot_bandwidth_report
 from ..bandwidth_report import bandwidth_report
 from ..config import NOPGConfig
@@ -58,6 +58,7 @@ class ExperimentConfig:
     bandwidth_method: str = "silverman"       # silverman | scott | cv | auto
     state_factor: float | tuple[float, ...] = 1.0   # per-dimension multipliers of the rule
     action_factor: float | tuple[float, ...] = 1.0
+    max_action_effect: float | None = ACTION_EFFECT_MAX   # auto's action guard (None: off)
     hidden: tuple[int, ...] = (50,)           # policy MLP hidden widths (ReLU)
     sigma_max: float = 1.0                    # NOPG-S: sigma = sigma_max * sigmoid(g)
     normalize_states: bool = False            # the policy sees states standardised by the data
@@ -82,6 +83,12 @@ class ExperimentConfig:
                 or self.restart_updates < 1):
             raise ValueError(f"The 'restart_updates' parameter must be a positive int or None. "
                              f"Got {self.restart_updates!r} instead.")
+        if self.max_action_effect is not None and (
+                isinstance(self.max_action_effect, bool)
+                or not isinstance(self.max_action_effect, (int, float))
+                or not 0 < self.max_action_effect < float("inf")):
+            raise ValueError(f"The 'max_action_effect' parameter must be a positive number or None. "
+                             f"Got {self.max_action_effect!r} instead.")
         if self.bandwidth_method not in METHODS:
             raise ValueError(f"The 'bandwidth_method' parameter must be one of {', '.join(METHODS)}. "
                              f"Got {self.bandwidth_method!r} instead.")
@@ -178,7 +185,8 @@ def _bandwidths(data: TransitionDataset, config: ExperimentConfig, seed: int, ou
         warnings.simplefilter("always")
         report = bandwidth_report(data, method=config.bandwidth_method,
                                   state_factor=np.asarray(config.state_factor, float),
-                                  action_factor=np.asarray(config.action_factor, float), seed=seed)
+                                  action_factor=np.asarray(config.action_factor, float), seed=seed,
+                                  max_action_effect=config.max_action_effect)
     for w in caught:
         logger.warning("%s: %s", w.category.__name__, w.message)
     (out_dir / "bandwidths.json").write_text(json.dumps(report.to_dict(), indent=2))
