@@ -14,7 +14,8 @@ reset distribution, as ``examples/cartpole_nopg_s_behavioral.py`` does), ``N_pi 
 NOPG-S, state bandwidth factor 1 and action factor 20 on the cross-validated bandwidths.
 
 Bandwidths (a documented deviation): the library's ``auto`` rule with no factors
-(:func:`nopg.bandwidth.knn_bandwidths`). The earlier hand-tuned setting is ``--bandwidth silverman
+(:func:`nopg.bandwidth.knn_bandwidths`), whose action guard halves the action kernel here (the
+voltage moves the next state by about 8 state bandwidths per action spread). The earlier hand-tuned setting is ``--bandwidth silverman
 --state-factor 0.25 0.5 0.5 0.5 0.5 --action-factor 10``; the paper's is cross-validation with
 action factor 20.
 
