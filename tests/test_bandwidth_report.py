@@ -212,6 +212,8 @@ def test_cli_default_plot_in_current_folder(data_file, tmp_path, monkeypatch, ca
     (["--state-factor", "0"], "--state-factor"),
     (["--action-factor", "1", "-2"], "--action-factor"),
     (["--plot", "no_such_folder/bw.png"], "no_such_folder"),
+    (["--max-action-effect", "0"], "--max-action-effect"),
+    (["--max-action-effect", "off"], "--max-action-effect"),
 ])
 def test_cli_errors(data_file, tmp_path, monkeypatch, capsys, extra, message):
     def fail(*args, **kwargs):
@@ -246,3 +248,22 @@ def test_report_shows_the_action_guard_where_it_narrows():
     assert "(action guard: one action bandwidth of the spread moved the next state by" in \
         report.to_text()
     assert report.to_dict()["guards"]["action_narrowing"] == list(guards.action_narrowing)
+
+
+def test_cli_turns_the_action_guard_off(tmp_path, capsys):
+    """``--max-action-effect none`` reports the rule without its action guard."""
+    rng = np.random.default_rng(0)
+    states = rng.uniform(-1, 1, size=(400, 2))
+    actions = rng.uniform(-1, 1, size=(400, 1))
+    path = tmp_path / "strong.npz"
+    nopg.TransitionDataset(states, actions, np.zeros(400), 0.9 * states + actions,
+                           np.zeros(400, bool)).save(path)
+    png = str(tmp_path / "bw.png")
+    assert main(["bandwidth", str(path), "--json", "--plot", png]) == 0
+    on = json.loads(capsys.readouterr().out)
+    assert main(["bandwidth", str(path), "--json", "--plot", png, "--max-action-effect", "none"]) == 0
+    off = json.loads(capsys.readouterr().out)
+    assert on["guards"]["action_narrowing"][0] < 1.0 and off["guards"]["action_narrowing"] == []
+    assert off["bandwidths"]["action"][0] == pytest.approx(actions.std(ddof=1))
+    assert on["bandwidths"]["action"][0] == pytest.approx(
+        off["bandwidths"]["action"][0] * on["guards"]["action_narrowing"][0])

@@ -23,6 +23,7 @@ import argparse
 import inspect
 import json
 import logging
+import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,7 +31,7 @@ from typing import Any
 
 import torch
 
-from .bandwidth import METHODS
+from .bandwidth import ACTION_EFFECT_MAX, METHODS
 
 
 def _parse_value(text: str) -> Any:
@@ -265,6 +266,19 @@ def _add_tune_parser(sub: Any) -> None:
     tune.add_argument("--json", action="store_true", help=_JSON_HELP)
 
 
+def _max_action_effect(text: str) -> float | None:
+    """``--max-action-effect``: a positive finite number, or ``none``."""
+    if text.strip().lower() == "none":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"--max-action-effect must be a positive number or 'none'. Got {text!r}.")
+    return value
+
+
 def _add_bandwidth_parser(sub: Any) -> None:
     """The ``bandwidth`` subcommand (the bandwidths chosen and the data's support)."""
     bw = _subcommand(sub, "bandwidth", "show the kernel bandwidths chosen for a data set and its support",
@@ -278,6 +292,10 @@ def _add_bandwidth_parser(sub: Any) -> None:
                     help=f"bandwidth rule, one of {', '.join(METHODS)} (default auto)")
     _add_factor_args(bw)
     bw.add_argument("--seed", type=int, default=0, help="seed of cv and the probes (default 0)")
+    bw.add_argument("--max-action-effect", default=f"{ACTION_EFFECT_MAX:g}",
+                    metavar="E", help="auto's action guard: narrow the action kernel where one action "
+                    f"bandwidth moves the next state by more than E state bandwidths (default "
+                    f"{ACTION_EFFECT_MAX:g}; 'none' turns it off)")
     bw.add_argument("--plot", default="bandwidth_report.png", metavar="PATH",
                     help="figure to write (default ./bandwidth_report.png); its folder must exist")
     bw.add_argument("--json", action="store_true", help=_JSON_HELP)
@@ -465,6 +483,7 @@ def _bandwidth_command(args: argparse.Namespace) -> int:
         if not all(np.isfinite(v) and v > 0 for v in values):
             raise ValueError(f"{flag} must be positive and finite. Got "
                              f"{' '.join(f'{v:g}' for v in values)}.")
+    max_action_effect = _max_action_effect(args.max_action_effect)
     plot = check_plot_path(args.plot)           # before any work
     data = load_dataset(args.data)
 
@@ -472,7 +491,8 @@ def _bandwidth_command(args: argparse.Namespace) -> int:
         return values[0] if len(values) == 1 else np.asarray(values)
 
     report = bandwidth_report(data, method=args.method, state_factor=factor(args.state_factor),
-                              action_factor=factor(args.action_factor), seed=args.seed)
+                              action_factor=factor(args.action_factor), seed=args.seed,
+                              max_action_effect=max_action_effect)
     plot_bandwidth_report(report, plot)
     if args.json:
         print(json.dumps({**report.to_dict(), "plot": str(plot)}, indent=2))
