@@ -45,8 +45,10 @@ _DEFAULT_GRID = np.geomspace(0.05, 5.0, 30)
 _CHUNK_ELEMENTS = 1 << 21  # max held-out x train entries held at once (16 MiB)
 _SUPPORT_QUERIES = 2000    # next states at which the support guard measures the thinness
 SUPPORT_MAX_THINNESS = 0.5
-ACTION_EFFECT_MAX = 2.0    # the action guard: state bandwidths a one-bandwidth action change may move s'
 """The ``auto`` rule's support guard: the median thinness near the next states at most this."""
+ACTION_EFFECT_MAX = 2.0
+"""The ``auto`` rule's action guard: the state bandwidths by which a change of one action
+bandwidth may move the next state before the action bandwidth is narrowed."""
 
 
 class DuplicatedDataWarning(UserWarning):
@@ -482,7 +484,7 @@ def knn_selection(
     neighbours instead, which the policy exploits. Where ``e > max_action_effect`` the action
     bandwidth is therefore narrowed to the geometric compromise ``h_a sqrt(max_action_effect /
     e)``, which moves the next state by ``sqrt(max_action_effect e)`` state bandwidths; elsewhere
-    it is left as it is.
+    it is left as it is. The guard acts last, on the state bandwidths the other two chose.
 
     Parameters
     ----------
