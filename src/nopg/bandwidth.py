@@ -23,6 +23,7 @@ __all__ = [
     "Bandwidths",
     "DuplicatedDataWarning",
     "action_effect",
+    "check_max_action_effect",
     "cross_validated_bandwidth",
     "KnnSelection",
     "is_grid_like",
@@ -394,9 +395,18 @@ def _check_knn_arguments(k: int, max_queries: int, coverage: float, reach: float
                          f"Got {max_thinness!r} instead.")
     if not support_radius > 0:
         raise ValueError(f"The 'support_radius' parameter must be positive. Got {support_radius!r} instead.")
-    if max_action_effect is not None and not (np.isfinite(max_action_effect) and max_action_effect > 0):
+    check_max_action_effect(max_action_effect)
+
+
+def check_max_action_effect(value: object) -> None:
+    """Refuse a ``max_action_effect`` (the ``auto`` rule's action guard) that is not ``None`` or
+    a positive finite number (booleans and strings included)."""
+    if value is None:
+        return
+    number = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+    if not (number and 0 < value < np.inf):
         raise ValueError(f"The 'max_action_effect' parameter must be positive and finite or None. "
-                         f"Got {max_action_effect!r} instead.")
+                         f"Got {value!r} instead.")
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,9 @@ NOPG-S, state bandwidth factor 1 and action factor 20 on the cross-validated ban
 
 Bandwidths (a documented deviation): the library's ``auto`` rule with no factors
 (:func:`nopg.bandwidth.knn_bandwidths`), whose action guard halves the action kernel here (the
-voltage moves the next state by about 8 state bandwidths per action spread). The earlier hand-tuned setting is ``--bandwidth silverman
---state-factor 0.25 0.5 0.5 0.5 0.5 --action-factor 10``; the paper's is cross-validation with
-action factor 20.
+voltage moves the next state by about 8 state bandwidths per action spread). The earlier
+hand-tuned setting is ``--bandwidth silverman --state-factor 0.25 0.5 0.5 0.5 0.5
+--action-factor 10``; the paper's is cross-validation with action factor 20.
 
 The random-agent episodes are short (about 18 steps) and never leave ``|x| < 0.07`` m, so the
 data hold no terminal caused by the track limit, and nothing in ``J_hat`` (horizon ~100 steps

@@ -36,7 +36,7 @@ import torch
 from torch import nn
 
 from ..algorithm import NOPG, EvalCallback
-from ..bandwidth import ACTION_EFFECT_MAX, METHODS, Bandwidths
+from ..bandwidth import ACTION_EFFECT_MAX, METHODS, Bandwidths, check_max_action_effect
 from ..bandwidth_plots import plot_bandwidth_report
 from ..bandwidth_report import bandwidth_report
 from ..config import NOPGConfig
@@ -83,12 +83,7 @@ class ExperimentConfig:
                 or self.restart_updates < 1):
             raise ValueError(f"The 'restart_updates' parameter must be a positive int or None. "
                              f"Got {self.restart_updates!r} instead.")
-        if self.max_action_effect is not None and (
-                isinstance(self.max_action_effect, bool)
-                or not isinstance(self.max_action_effect, (int, float))
-                or not 0 < self.max_action_effect < float("inf")):
-            raise ValueError(f"The 'max_action_effect' parameter must be a positive number or None. "
-                             f"Got {self.max_action_effect!r} instead.")
+        check_max_action_effect(self.max_action_effect)
         if self.bandwidth_method not in METHODS:
             raise ValueError(f"The 'bandwidth_method' parameter must be one of {', '.join(METHODS)}. "
                              f"Got {self.bandwidth_method!r} instead.")
