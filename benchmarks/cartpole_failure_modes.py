@@ -19,8 +19,15 @@ import torch
 
 from nopg import NOPG
 from nopg.checkpoint import load_checkpoint
-from nopg.envs.cartpole import (DT, INIT_THETA_MAX, STABILIZATION_THETA, X_LIMIT, cartpole_step,
-                                sample_initial_states, state_to_obs)
+from nopg.envs.cartpole import (
+    DT,
+    INIT_THETA_MAX,
+    STABILIZATION_THETA,
+    X_LIMIT,
+    cartpole_step,
+    sample_initial_states,
+    state_to_obs,
+)
 
 
 def upright_response(policy: torch.nn.Module, dx: float = 0.05) -> tuple[float, float]:
