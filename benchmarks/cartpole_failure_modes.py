@@ -1,8 +1,9 @@
 """Cart-pole: how fitted policies end their evaluation episodes.
 
 Loads the checkpoint of each seed from a results folder (``bandwidth_study.py`` writes
-``<folder>/seed_<s>/checkpoint``), runs the task's evaluation (10^4 steps from the reset
-distribution, ``--episodes`` starts drawn as in the task) and prints, per episode, its length,
+``<folder>/seed_<s>/checkpoint``), runs the task's evaluation
+(:func:`nopg.experiments.cartpole_random.evaluate_cartpole`: 10^4 steps from the task's reset
+states of that seed) and prints, per episode, its length,
 why it stopped (the pole past the stabilisation limit or the cart at the track limit), the state
 where it stopped, and the policy's voltage and position gain at the upright state at rest.
 
@@ -19,15 +20,8 @@ import torch
 
 from nopg import NOPG
 from nopg.checkpoint import load_checkpoint
-from nopg.envs.cartpole import (
-    DT,
-    INIT_THETA_MAX,
-    STABILIZATION_THETA,
-    X_LIMIT,
-    cartpole_step,
-    sample_initial_states,
-    state_to_obs,
-)
+from nopg.envs.cartpole import STABILIZATION_THETA, state_to_obs
+from nopg.experiments.cartpole_random import evaluate_cartpole
 
 
 def upright_response(policy: torch.nn.Module, dx: float = 0.05) -> tuple[float, float]:
@@ -36,22 +30,6 @@ def upright_response(policy: torch.nn.Module, dx: float = 0.05) -> tuple[float, 
     with torch.no_grad():
         u = policy(torch.as_tensor(state_to_obs(states), dtype=torch.float64)).reshape(-1)
     return float(u[0]), float((u[1] - u[2]) / (2 * dx))
-
-
-def episode_end(policy: torch.nn.Module, start: np.ndarray, n_steps: int) -> dict[str, float]:
-    """Run one episode; return its length, cause of the stop and final state."""
-    s = start.copy()
-    for t in range(n_steps):
-        with torch.no_grad():
-            u = float(policy(torch.as_tensor(state_to_obs(s)[None], dtype=torch.float64))
-                      .reshape(-1)[0])
-        s = cartpole_step(s[None], np.array([u]), DT)[0]
-        theta = (s[1] + np.pi) % (2 * np.pi) - np.pi
-        cause = ("pole" if abs(theta) > STABILIZATION_THETA else
-                 "track" if abs(s[0]) > X_LIMIT else "")
-        if cause:
-            return {"length": t + 1, "cause": cause, "x": s[0], "theta": theta, "x_dot": s[2]}
-    return {"length": n_steps, "cause": "none", "x": s[0], "theta": s[1], "x_dot": s[2]}
 
 
 def main() -> None:
@@ -69,15 +47,14 @@ def main() -> None:
     for seed in args.seeds:
         algo = load_checkpoint(NOPG, f"{args.folder}/seed_{seed}/checkpoint")
         u0, gain = upright_response(algo.policy)
-        starts = sample_initial_states(np.random.default_rng([seed, 2]), args.episodes,
-                                       INIT_THETA_MAX)
-        ends = [episode_end(algo.policy, s, args.steps) for s in starts]
-        stops = [e for e in ends if e["cause"] != "none"]
-        pole = sum(e["cause"] == "pole" for e in stops)
-        x_end = np.mean([e["x"] for e in stops]) if stops else float("nan")
-        th_end = np.mean([abs(e["theta"]) for e in stops]) if stops else float("nan")
-        lengths = ", ".join(str(e["length"]) for e in ends)
-        print(f"| {seed} | {u0:+.2f} | {gain:+.1f} | {lengths} | {pole} / {len(stops) - pole} "
+        out = evaluate_cartpole(algo.policy, args.episodes, seed, args.steps)
+        stopped = out["terminated"]
+        theta = (out["final_states"][:, 1] + np.pi) % (2 * np.pi) - np.pi   # wrapped
+        pole = int(np.sum(stopped & (np.abs(theta) > STABILIZATION_THETA)))  # the rest: the track
+        x_end = out["final_states"][stopped, 0].mean() if stopped.any() else float("nan")
+        th_end = np.abs(theta[stopped]).mean() if stopped.any() else float("nan")
+        lengths = ", ".join(str(n) for n in out["lengths"])
+        print(f"| {seed} | {u0:+.2f} | {gain:+.1f} | {lengths} | {pole} / {int(stopped.sum()) - pole} "
               f"| {x_end:+.3f} | {th_end:.3f} |", flush=True)
 
 
