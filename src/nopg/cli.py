@@ -23,7 +23,6 @@ import argparse
 import inspect
 import json
 import logging
-import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -31,7 +30,7 @@ from typing import Any
 
 import torch
 
-from .bandwidth import ACTION_EFFECT_MAX, METHODS
+from .bandwidth import ACTION_EFFECT_MAX, METHODS, check_max_action_effect
 
 
 def _parse_value(text: str) -> Any:
@@ -272,10 +271,10 @@ def _max_action_effect(text: str) -> float | None:
         return None
     try:
         value = float(text)
+        check_max_action_effect(value)
     except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"--max-action-effect must be a positive number or 'none'. Got {text!r}.")
+        raise ValueError(f"--max-action-effect must be a positive number or 'none'. Got {text!r}.") \
+            from None
     return value
 
 
