@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 _PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "paper_curves.py"
@@ -78,3 +79,30 @@ def test_compare_verdicts(curves):
              (4, 7700, 5000, 9999.5), (5, 90, 80, 95)]]
     verdicts = {r["size"]: r["verdict"] for r in curves.compare(paper, ours)}
     assert verdicts == {1: "above", 2: "within", 3: "below", 4: "below"}
+
+
+def test_packaged_paper_curves_hold_the_figures_values():
+    from nopg.datasets import paper_curves
+
+    grid = {(p["algorithm"], p["size"]): p for p in paper_curves("pendulum-grid")}
+    assert grid[("NOPG-D", 450.0)]["mean"] == pytest.approx(-593.695486751082)
+    assert grid[("NOPG-D", 450.0)]["low"] < -593.7 < grid[("NOPG-D", 450.0)]["high"]
+    assert {a for a, _ in grid} == {"NOPG-D", "NOPG-S"}
+    assert len(paper_curves("cartpole-random")) == 20
+    assert paper_curves("umaze") == [] and paper_curves("mountaincar-human") == []
+
+
+def test_paper_points_keep_the_summarys_algorithms_and_size_range():
+    from nopg.experiments.sample_efficiency_report import paper_points
+
+    summary = [{"algorithm": a, "kind": "offline", "size": s} for a in ("NOPG-D", "BC")
+               for s in (250, 1000)]
+    summary.append({"algorithm": "SAC", "kind": "online", "size": 5000})
+    paper = [{"algorithm": a, "size": s, "mean": m} for a, s, m in
+             [("NOPG-D", 100, 1.0), ("NOPG-D", 1000, 3.0), ("NOPG-D", 250, 2.0),
+              ("NOPG-D", 5000, 4.0), ("NOPG-S", 250, 5.0)]]
+    points = paper_points(summary, paper)
+    assert list(points) == ["NOPG-D"]                       # NOPG-S is not in the summary
+    np.testing.assert_array_equal(points["NOPG-D"][0], [250.0, 1000.0])   # sorted, in range
+    np.testing.assert_array_equal(points["NOPG-D"][1], [2.0, 3.0])
+    assert paper_points([{"algorithm": "SAC", "kind": "online", "size": 5000}], paper) == {}

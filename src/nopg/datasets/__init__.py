@@ -10,6 +10,12 @@
     ``+100`` on the goal step; episode returns 65.3-90.9, mean 82.4. Actions are about half 0 and
     half about +-1 (the recorder added N(0, 0.001) noise to the key's +-1).
 
+``paper_nopg_curves.csv``
+    The NOPG-D and NOPG-S curves of the paper's sample-efficiency figures (§6.4): mean return and
+    the figure's 95% band over 10 trials per data size, read from the paper's LaTeX source by
+    ``benchmarks/paper_curves.py``. Rows with a ``note`` are not comparable with this project's
+    tasks (U-Maze's axis repeats the cart-pole's tables; mountain car uses other reward units).
+
 Only numpy is imported here.
 """
 
@@ -23,10 +29,14 @@ import numpy as np
 
 from ..data import TransitionDataset
 
-__all__ = ["MOUNTAINCAR_HUMAN_FILE", "REWARDS", "load_mountaincar_human", "mountaincar_human_path"]
+__all__ = ["MOUNTAINCAR_HUMAN_FILE", "PAPER_CURVES_FILE", "REWARDS", "load_mountaincar_human",
+           "mountaincar_human_path", "paper_curves"]
 
 MOUNTAINCAR_HUMAN_FILE = "mountaincar_human_10.npz"
 """File name of the ten human demonstrations inside this package."""
+
+PAPER_CURVES_FILE = "paper_nopg_curves.csv"
+"""File name of the paper's NOPG sample-efficiency curves inside this package."""
 
 REWARDS = ("env", "time")
 """Reward choices of :func:`load_mountaincar_human`."""
@@ -50,6 +60,27 @@ def mountaincar_human_path() -> Path:
             "reinstall nopg with its package data"
         )
     return path
+
+
+def paper_curves(task: str) -> list[dict[str, float | str]]:
+    """The paper's NOPG-D/NOPG-S curve points of sweep task ``task`` that compare with ours.
+
+    Returns
+    -------
+    list of dict
+        ``algorithm``, ``size``, ``mean``, ``low``, ``high`` (``low``/``high`` are NaN where the
+        figure has no band); empty for tasks the paper's figures do not show comparably.
+    """
+    import csv
+
+    path = Path(str(resources.files(__name__).joinpath(PAPER_CURVES_FILE)))
+    if not path.is_file():
+        raise ValueError(f"the packaged file {PAPER_CURVES_FILE} is missing from {path.parent}; "
+                         "reinstall nopg with its package data")
+    with path.open(newline="") as handle:
+        rows = [r for r in csv.DictReader(handle) if r["task"] == task and not r["note"]]
+    return [{"algorithm": r["algorithm"], "size": float(r["size"]), "mean": float(r["mean"]),
+             "low": float(r["low"] or "nan"), "high": float(r["high"] or "nan")} for r in rows]
 
 
 def _episode_selection(episodes: None | int | Sequence[int]) -> list[int]:

@@ -21,8 +21,8 @@ from ..analysis.statistics import check_bootstrap_options
 from ..run_evaluation import bootstrap_mean_ci
 
 __all__ = ["ROW_COLUMNS", "SUMMARY_COLUMNS", "check_identical_data", "format_table", "merge_rows",
-           "plot_sample_efficiency", "read_rows", "summarize", "write_report", "write_rows",
-           "write_summary"]
+           "paper_points", "plot_sample_efficiency", "read_rows", "summarize", "write_report",
+           "write_rows", "write_summary"]
 
 ROW_COLUMNS: dict[str, type] = {
     "task": str, "algorithm": str, "kind": str,          # kind: offline | online
@@ -139,10 +139,12 @@ def write_report(rows: Sequence[Mapping[str, Any]], run_dir: str | Path, confide
         from .mountaincar_human import HUMAN_MEAN_RETURN
 
         reference = HUMAN_MEAN_RETURN
+    from ..datasets import paper_curves
+
     plot_sample_efficiency(summary, run_dir / "sample_efficiency.png",
                            title=f"{task}: mean return, {100 * confidence:.0f}% bootstrap interval "
                                  f"over {seeds_phrase(summary)}",
-                           reference=reference)
+                           reference=reference, paper=paper_curves(task))
     return summary
 
 
@@ -252,12 +254,32 @@ def seeds_phrase(summary: Sequence[Mapping[str, Any]]) -> str:
     return f"{counts[0]}-{counts[-1]} seeds per point"
 
 
+def paper_points(summary: Sequence[Mapping[str, Any]], paper: Sequence[Mapping[str, Any]]
+                 ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """The paper's points (:func:`nopg.datasets.paper_curves`) of the summary's algorithms, inside
+    the summary's range of offline data sizes: ``{algorithm: (sizes, means)}``."""
+    sizes = [float(r["size"]) for r in summary if r["kind"] == "offline"]
+    if not sizes:
+        return {}
+    algos = {r["algorithm"] for r in summary}
+    out = {}
+    for algo in dict.fromkeys(p["algorithm"] for p in paper):
+        points = sorted((float(p["size"]), float(p["mean"])) for p in paper
+                        if p["algorithm"] == algo and min(sizes) <= float(p["size"]) <= max(sizes))
+        if algo in algos and points:
+            out[algo] = (np.array([x for x, _ in points]), np.array([y for _, y in points]))
+    return out
+
+
 def plot_sample_efficiency(summary: Sequence[Mapping[str, Any]], path: str | Path,
-                           title: str | None = None, reference: float | None = None) -> Path:
+                           title: str | None = None, reference: float | None = None,
+                           paper: Sequence[Mapping[str, Any]] = ()) -> Path:
     """Mean return and its interval against data size (log x), one line and band per algorithm.
 
     Offline algorithms are solid lines against the data-set size; online ones dashed against
-    environment steps. ``reference`` draws a horizontal line (e.g. the demonstrators' return).
+    environment steps. ``reference`` draws a horizontal line (e.g. the demonstrators' return);
+    ``paper`` (rows of :func:`nopg.datasets.paper_curves`) draws the paper's means of the same
+    algorithms as dotted lines with crosses, where they fall inside the measured sizes.
     """
     from ..figures import pyplot, save_figure
 
@@ -278,6 +300,9 @@ def plot_sample_efficiency(summary: Sequence[Mapping[str, Any]], path: str | Pat
         ax.plot(x, mean, ls="--" if online else "-", marker="o", ms=3, color=color,
                 label=f"{algo} (env steps)" if online else algo)
         ax.fill_between(x, lo, hi, color=color, alpha=0.15, lw=0)
+    for algo, (x, mean) in paper_points(summary, paper).items():
+        ax.plot(x, mean, ls=":", marker="x", ms=5, color=colors[algo],
+                label=f"{algo}, paper (10 trials)")
     if reference is not None:
         ax.axhline(reference, color="k", lw=0.8, ls=":", label="demonstrators")
     ax.set_xscale("log")
