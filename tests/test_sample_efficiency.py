@@ -260,3 +260,21 @@ def test_reduced_sizes_leave_out_the_runs_that_break_the_budget_and_full_keeps_t
     for task, dropped in (("cartpole-random", 2500), ("mountaincar-human", 10)):
         assert dropped not in SampleEfficiencyConfig(task=task).data_sizes()
         assert dropped in SampleEfficiencyConfig.paper_size(task).data_sizes()
+
+
+def test_cli_sweep_device_and_dtype_set_the_nopg_runs(tmp_path, capsys):
+    import json
+
+    argv = ["reproduce", "sample-efficiency", "--task", "pendulum-random", "--out", str(tmp_path),
+            "--name", "run", "--workers", "1", "--no-progress", "--device", "cpu",
+            "--dtype", "float32", "--set", 'algorithms=["NOPG-D"]', "--set", "sizes=[60]",
+            "--set", "seeds=[0]", "--set", "nopg_updates=2",
+            "--set", 'settings={"task.eval_steps": 40}']
+    assert main(argv) == 0
+    saved = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert saved["settings"] == {"task.eval_steps": 40, "nopg.device": "cpu",
+                                 "nopg.dtype": "float32"}
+    assert math.isfinite(read_rows(tmp_path / "run" / "runs.csv")[0]["J_hat"])
+    capsys.readouterr()
+    assert main(argv[:-2] + ["--lr", "0.1"]) == 2
+    assert "does not take --lr" in capsys.readouterr().err

@@ -506,8 +506,12 @@ _NOPG_FLAGS = ("seeds", "n_updates", "bandwidth", "state_factor", "action_factor
 
 
 def _analysis_changes(args: argparse.Namespace) -> dict[str, Any]:
-    """``--config`` and ``--set`` settings of an analysis; NOPG-run flags are refused."""
-    used = [f"--{name.replace('_', '-')}" for name in _NOPG_FLAGS if getattr(args, name) is not None]
+    """``--config`` and ``--set`` settings of an analysis; NOPG-run flags are refused, except
+    sample-efficiency's ``--device`` and ``--dtype``, which set its NOPG runs' (the baselines keep
+    their own device)."""
+    passed = ("device", "dtype") if args.experiment == "sample-efficiency" else ()
+    used = [f"--{name.replace('_', '-')}" for name in _NOPG_FLAGS
+            if getattr(args, name) is not None and name not in passed]
     if args.stochastic:
         used.append("--stochastic")
     if used:
@@ -515,6 +519,9 @@ def _analysis_changes(args: argparse.Namespace) -> dict[str, Any]:
                          "with its settings (see its config.json)")
     changes = {**_config_file(args.config), **_set_items(args.set)}
     changes.pop("experiment", None)
+    nopg = {f"nopg.{name}": getattr(args, name) for name in passed if getattr(args, name) is not None}
+    if nopg:
+        changes["settings"] = {**changes.get("settings", {}), **nopg}
     return changes
 
 
