@@ -278,3 +278,26 @@ def test_cli_sweep_device_and_dtype_set_the_nopg_runs(tmp_path, capsys):
     capsys.readouterr()
     assert main(argv[:-2] + ["--lr", "0.1"]) == 2
     assert "does not take --lr" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="needs a machine without CUDA")
+def test_cli_sweep_refuses_a_missing_device_before_writing(tmp_path, capsys):
+    argv = ["reproduce", "sample-efficiency", "--task", "pendulum-random", "--out", str(tmp_path),
+            "--name", "run", "--workers", "1", "--no-progress", "--device", "cuda",
+            "--set", 'algorithms=["NOPG-D"]', "--set", "sizes=[60]", "--set", "seeds=[0]"]
+    assert main(argv) == 2
+    assert "CUDA is not available" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
+def test_report_of_failed_runs_keeps_rows_and_skips_the_figure(tmp_path):
+    from nopg.experiments.sample_efficiency_report import write_report
+
+    row = {"task": "pendulum-random", "algorithm": "NOPG-D", "kind": "offline", "size": 60,
+           "size_unit": "transitions", "n_transitions": None, "seed": 0, "return": None,
+           "J_hat": None, "wall_time_s": None, "train_steps": None, "env_steps": None,
+           "data_sha256": None, "error": "ValueError: boom"}
+    summary = write_report([row], tmp_path, n_boot=100)
+    assert summary[0]["n"] == 0 and math.isnan(summary[0]["mean"])
+    assert read_rows(tmp_path / "runs.csv")[0]["error"] == "ValueError: boom"
+    assert (tmp_path / "summary.csv").is_file() and not (tmp_path / "sample_efficiency.png").exists()

@@ -245,6 +245,8 @@ def plan(cfg: SampleEfficiencyConfig, work_dir: Path) -> tuple[list[dict[str, An
 
     skipped = []
     jobs = []
+    if any(a in NOPG_ALGORITHMS for a in cfg.algorithms):
+        experiment_config(cfg, None)[1].nopg.torch_device  # noqa: B018 -- refuses a missing device
     for algorithm in cfg.algorithms:
         if algorithm == "PWIS" and cfg.spec.behaviour is None:
             skipped.append(f"PWIS (the behaviour density of {cfg.task}'s data is unknown)")

@@ -10,6 +10,7 @@ online algorithms against environment steps, dashed).
 from __future__ import annotations
 
 import csv
+import logging
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -19,6 +20,8 @@ import numpy as np
 
 from ..analysis.statistics import check_bootstrap_options
 from ..run_evaluation import bootstrap_mean_ci
+
+logger = logging.getLogger("nopg.experiments")
 
 __all__ = ["ROW_COLUMNS", "SUMMARY_COLUMNS", "check_identical_data", "format_table", "merge_rows",
            "paper_points", "plot_sample_efficiency", "read_rows", "summarize", "write_report",
@@ -141,6 +144,9 @@ def write_report(rows: Sequence[Mapping[str, Any]], run_dir: str | Path, confide
         reference = HUMAN_MEAN_RETURN
     from ..datasets import paper_curves
 
+    if not any(math.isfinite(r["mean"]) for r in summary):
+        logger.warning("no run has a return (see the 'error' column of runs.csv): no figure")
+        return summary
     plot_sample_efficiency(summary, run_dir / "sample_efficiency.png",
                            title=f"{task}: mean return, {100 * confidence:.0f}% bootstrap interval "
                                  f"over {seeds_phrase(summary)}",
@@ -290,7 +296,10 @@ def plot_sample_efficiency(summary: Sequence[Mapping[str, Any]], path: str | Pat
     algos = list(dict.fromkeys(r["algorithm"] for r in summary))
     colors = algorithm_colors(algos)
     for algo in algos:
-        part = sorted((r for r in summary if r["algorithm"] == algo), key=lambda r: r["size"])
+        part = sorted((r for r in summary if r["algorithm"] == algo and math.isfinite(r["mean"])),
+                      key=lambda r: r["size"])
+        if not part:            # every run of it failed: nothing to draw
+            continue
         x = np.array([r["size"] for r in part], float)
         mean = np.array([r["mean"] for r in part], float)
         lo = np.array([r["ci_lo"] for r in part], float)
