@@ -50,22 +50,15 @@ done
 wait
 echo "all cells done in $(( $(date +%s) - START )) s" | tee -a "$OUT/machine.txt"
 python3 - "$WORK" "$OUT/runs.csv" <<'EOF'
-import csv, pathlib, sys
-rows, fields = [], None
-for path in sorted(pathlib.Path(sys.argv[1]).glob("*/runs.csv")):
-    with open(path, newline="") as f:
-        reader = csv.DictReader(f)
-        fields = fields or reader.fieldnames
-        rows += list(reader)
-if fields:
-    with open(sys.argv[2], "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=fields)
-        writer.writeheader()
-        writer.writerows(rows)
+import pathlib, sys
+from nopg.experiments.sample_efficiency_report import read_rows, write_rows
+rows = [r for path in sorted(pathlib.Path(sys.argv[1]).glob("*/runs.csv")) for r in read_rows(path)]
+if rows:
+    write_rows(rows, sys.argv[2])
 print(f"{len(rows)} rows merged")
 for r in rows:
-    print(r["task"], r["size"], r["seed"], f"return {float(r['return']):.2f}",
-          f"J_hat {float(r['J_hat']):.3f}", f"{float(r['wall_time_s']):.0f} s", r["error"] or "")
+    print(r["task"], r["size"], r["seed"], f"return {r['return']:.2f}", f"J_hat {r['J_hat']:.3f}",
+          f"{r['wall_time_s']:.0f} s", r["error"] or "")
 EOF
 grep -h "s/update" "$WORK"/*/run.log | tail -n 40
 tar czf "$OUT/logs.tgz" -C "$WORK" .

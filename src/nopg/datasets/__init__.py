@@ -52,13 +52,15 @@ def mountaincar_human_path() -> Path:
     ValueError
         If the file is missing from the installation (package data not installed).
     """
-    ref = resources.files(__name__).joinpath(MOUNTAINCAR_HUMAN_FILE)
-    path = Path(str(ref))
+    return _packaged_file(MOUNTAINCAR_HUMAN_FILE)
+
+
+def _packaged_file(name: str) -> Path:
+    """Path of the package-data file ``name``; a clear error if the installation lacks it."""
+    path = Path(str(resources.files(__name__).joinpath(name)))
     if not path.is_file():
-        raise ValueError(
-            f"the packaged data set {MOUNTAINCAR_HUMAN_FILE} is missing from {path.parent}; "
-            "reinstall nopg with its package data"
-        )
+        raise ValueError(f"the packaged data set {name} is missing from {path.parent}; "
+                         "reinstall nopg with its package data")
     return path
 
 
@@ -73,11 +75,7 @@ def paper_curves(task: str) -> list[dict[str, float | str]]:
     """
     import csv
 
-    path = Path(str(resources.files(__name__).joinpath(PAPER_CURVES_FILE)))
-    if not path.is_file():
-        raise ValueError(f"the packaged file {PAPER_CURVES_FILE} is missing from {path.parent}; "
-                         "reinstall nopg with its package data")
-    with path.open(newline="") as handle:
+    with _packaged_file(PAPER_CURVES_FILE).open(newline="") as handle:
         rows = [r for r in csv.DictReader(handle) if r["task"] == task and not r["note"]]
     return [{"algorithm": r["algorithm"], "size": float(r["size"]), "mean": float(r["mean"]),
              "low": float(r["low"] or "nan"), "high": float(r["high"] or "nan")} for r in rows]

@@ -142,11 +142,11 @@ def write_report(rows: Sequence[Mapping[str, Any]], run_dir: str | Path, confide
         from .mountaincar_human import HUMAN_MEAN_RETURN
 
         reference = HUMAN_MEAN_RETURN
-    from ..datasets import paper_curves
-
     if not any(math.isfinite(r["mean"]) for r in summary):
         logger.warning("no run has a return (see the 'error' column of runs.csv): no figure")
         return summary
+    from ..datasets import paper_curves
+
     plot_sample_efficiency(summary, run_dir / "sample_efficiency.png",
                            title=f"{task}: mean return, {100 * confidence:.0f}% bootstrap interval "
                                  f"over {seeds_phrase(summary)}",
