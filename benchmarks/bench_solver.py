@@ -48,7 +48,6 @@ import torch
 from bench_scale import pendulum_data
 
 import nopg.bellman as nb
-import nopg.bellman_solver as nbs
 from nopg import NOPG, NOPGConfig, TransitionDataset
 from nopg.bandwidth import select_bandwidths
 from nopg.policies import DeterministicMLPPolicy
@@ -146,9 +145,8 @@ def run_variant(name: str, data: TransitionDataset, bw: Any, updates: int, check
     model = algo.model_
     if tweak is not None:
         tweak(model)
-    saved_error = nbs.AUTO_ERROR
     if error is not None:
-        nbs.AUTO_ERROR = error
+        model.linear_solver.auto_error = error
     solve_log: list[float] = []
     check_log: list[float] = []
     accuracy: list[dict[str, float]] = []
@@ -184,18 +182,15 @@ def run_variant(name: str, data: TransitionDataset, bw: Any, updates: int, check
         return sol
     model.solution = checked_solution
     times, its, Js = [], [], []
-    try:
-        for _ in range(updates):
-            n_checks, n_solves = len(check_log), len(solve_log)
-            t = time.perf_counter()
-            m = algo.step()
-            elapsed = time.perf_counter() - t
-            times.append(elapsed - sum(check_log[n_checks:]))   # the accuracy check is not timed
-            assert len(solve_log) == n_solves + 1
-            its.append(m["solver_iters_q"] + m["solver_iters_mu"])
-            Js.append(m["J_hat"])
-    finally:
-        nbs.AUTO_ERROR = saved_error
+    for _ in range(updates):
+        n_checks, n_solves = len(check_log), len(solve_log)
+        t = time.perf_counter()
+        m = algo.step()
+        elapsed = time.perf_counter() - t
+        times.append(elapsed - sum(check_log[n_checks:]))   # the accuracy check is not timed
+        assert len(solve_log) == n_solves + 1
+        its.append(m["solver_iters_q"] + m["solver_iters_mu"])
+        Js.append(m["J_hat"])
     starts = np.random.default_rng(1).uniform([-np.pi, -1.0], [np.pi, 1.0], (50, 2))
     return {"variant": name, "updates": updates, "ms_per_update": 1e3 * float(np.mean(times)),
             "solve_ms": 1e3 * float(np.mean(solve_log)),

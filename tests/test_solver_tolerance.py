@@ -313,3 +313,30 @@ def test_dense_P_solved_by_bicgstab_is_preconditioned_and_exact(data300, bandwid
     torch.testing.assert_close(with_ilu.mu, mu, rtol=rtol, atol=rtol * float(mu.abs().max()))
     assert with_ilu.info_q.iterations + with_ilu.info_mu.iterations < \
         (without.info_q.iterations + without.info_mu.iterations) / 2
+
+
+def test_auto_tolerance_with_drawn_next_states_aims_at_the_draws_noise(data300, bandwidths,
+                                                                       initial_states):
+    """Drawn next states: ``auto`` aims at AUTO_ERROR_DRAWN (kernel mean: AUTO_ERROR), proves
+    its bound, and the gradient's error from the solve is far below the gap between the
+    gradients of two sets of draws at the same policy."""
+    from nopg.solvers import AUTO_ERROR_DRAWN
+
+    kernel_mean = NonparametricBellman(data300, bandwidths, GAMMA, top_k=8, solver="bicgstab",
+                                       solver_tol="auto")
+    assert kernel_mean.linear_solver.auto_error == AUTO_ERROR
+    model = NonparametricBellman(data300, bandwidths, GAMMA, top_k=8, solver="bicgstab",
+                                 solver_tol="auto", n_mc_next=3)
+    assert model.linear_solver.auto_error == AUTO_ERROR_DRAWN > AUTO_ERROR
+    policy = _policy()
+    sols = [model.solution(policy, initial_states, torch.Generator().manual_seed(seed))
+            for seed in (0, 1)]
+    (g0, g0_x), (g1, _) = [_gradients(sol, policy, *_exact(sol, model.rewards)) for sol in sols]
+    for sol in sols:
+        assert max(sol.info_q.error_bound, sol.info_mu.error_bound) <= AUTO_ERROR_DRAWN
+        q_x, mu_x = _exact(sol, model.rewards)
+        err_q = float((sol.q - q_x).abs().max() / (q_x.max() - q_x.min()))
+        assert err_q <= sol.info_q.error_bound * (1 + 1e-6) + 1e-14
+    solve_gap = float((g0 - g0_x).norm())
+    draws_gap = float((g1 - g0_x).norm())
+    assert draws_gap > 0 and solve_gap <= 0.01 * draws_gap

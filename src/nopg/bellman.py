@@ -287,7 +287,7 @@ class NonparametricBellman:
         self.linear_solver = BellmanSolver(
             self.n, self.solver, self.solver_tol, self.solver_max_iter, self.dense_max_n,
             self.preconditioner, self.gamma, self.absorbing_value if absorb else None,
-            aggregates=self._aggregates)
+            aggregates=self._aggregates, drawn=self.n_mc_next is not None)
         self._next_queries: QueryStates | None = None      # cached preparation of P's rows
         self._init_cache: tuple[np.ndarray, QueryStates] | None = None
 

@@ -37,6 +37,7 @@ from .defaults import CPU_PRECONDITIONERS
 from .row_matrices import DenseRows, Rows, SparseRows
 from .solvers import (
     AUTO_ERROR,
+    AUTO_ERROR_DRAWN,
     SolveInfo,
     aggregation_preconditioner,
     bicgstab,
@@ -74,9 +75,14 @@ class BellmanSolver:
     aggregates : callable, optional
         Returns the samples' groups (n,) for ``preconditioner="aggregation"`` (called once, at
         the first build).
+    drawn : bool
+        The next states are drawn afresh at every update: ``solver_tol="auto"`` then aims at
+        :data:`nopg.solvers.AUTO_ERROR_DRAWN` instead of :data:`nopg.solvers.AUTO_ERROR`.
 
     Attributes
     ----------
+    auto_error : float
+        The error target of ``solver_tol="auto"``.
     refresh : {"iterations", "cost", "once", "always"}
         When the preconditioner is rebuilt (module docstring).
     ilu : tuple of two operators or None
@@ -91,8 +97,9 @@ class BellmanSolver:
     def __init__(self, n: int, solver: str, solver_tol: float | str, max_iter: int,
                  dense_max_n: int, preconditioner: str, gamma: float,
                  extra_value: float | None = None,
-                 aggregates: Callable[[], np.ndarray] | None = None) -> None:
+                 aggregates: Callable[[], np.ndarray] | None = None, drawn: bool = False) -> None:
         self.n = int(n)
+        self.auto_error = AUTO_ERROR_DRAWN if drawn else AUTO_ERROR
         self.solver, self.solver_tol, self.max_iter = solver, solver_tol, int(max_iter)
         self.dense_max_n, self.preconditioner = dense_max_n, preconditioner
         self.gamma, self.extra_value = float(gamma), extra_value
@@ -189,7 +196,7 @@ class BellmanSolver:
         """BiCGSTAB for both systems with the given preconditioners (``None``: none)."""
         if self.solver_tol == "auto":
             q, mu, info_q, info_mu = solve_bellman_auto(
-                matvec, rmatvec, r64, e64, self.gamma, warm_start, error=AUTO_ERROR,
+                matvec, rmatvec, r64, e64, self.gamma, warm_start, error=self.auto_error,
                 max_iter=self.max_iter, precond=pre_q, precond_transpose=pre_mu,
                 extra_value=self.extra_value)
             logger.debug("solve: %d/%d iterations, error bound q %.1e mu %.1e (solver_tol='auto')",

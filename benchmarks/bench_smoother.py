@@ -1,0 +1,111 @@
+"""One symmetric Gauss-Seidel sweep on a NOPG system: PyAMG's relaxation against triangular solves.
+
+The aggregation preconditioner (``nopg.solvers.aggregation_preconditioner``) smooths with a
+symmetric Gauss-Seidel sweep of ``A = I - P``. This script takes ``P`` from one update of the
+library's defaults on ``bench_scale.py``'s Pendulum-like data (kernel-mean next states), in the
+aggregates' order the solver uses, and times, per sweep (best of ``--repeats``):
+
+- PyAMG's compiled ``gauss_seidel`` (what the library uses);
+- the same sweep as two SuperLU triangular solves plus products with the strict triangles (the
+  library's implementation before 2026-11-26);
+- for scale, one product with ``A``.
+
+Both sweeps must agree to round-off (the script checks).
+
+    OMP_NUM_THREADS=1 python benchmarks/bench_smoother.py --sizes 100000 1000000
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+
+import numpy as np
+import scipy.sparse
+import scipy.sparse.linalg
+import torch
+from bench_scale import pendulum_data
+from pyamg.relaxation.relaxation import gauss_seidel
+
+from nopg import NOPG, NOPGConfig
+from nopg.bandwidth import select_bandwidths
+from nopg.policies import DeterministicMLPPolicy
+
+
+def system(n: int) -> scipy.sparse.csr_matrix:
+    """``A = I - P`` at the policy after one update, samples in the aggregates' order."""
+    data = pendulum_data(n)
+    torch.manual_seed(0)
+    policy = DeterministicMLPPolicy(3, 1, action_max=2.0, hidden=(50,))
+    algo = NOPG(policy, NOPGConfig(top_k=10, n_mc_next=None, learning_rate=1e-2))
+    algo.setup(data, select_bandwidths(data, "auto"), np.array([[-1.0, 0.0, 0.0]]))
+    algo.step()
+    model = algo.model_
+    P = model.solution(algo.policy, algo.initial_states_).P.detach().to(torch.float64)
+    order, inverse = model.linear_solver._sample_order()
+    A = scipy.sparse.identity(n, format="csr") - P.permuted(order, inverse).to_scipy()
+    A = A.tocsr()
+    A.sort_indices()
+    return A
+
+
+def _triangle(triangle: scipy.sparse.csc_matrix) -> scipy.sparse.linalg.SuperLU:
+    """SuperLU's exact factor of a triangle in its own order (no fill, no pivoting)."""
+    return scipy.sparse.linalg.spilu(triangle, drop_tol=0.0, drop_rule="basic", fill_factor=1.5,
+                                     permc_spec="NATURAL", diag_pivot_thresh=0.0,
+                                     options=dict(SymmetricMode=True))
+
+
+def _best(fn: Callable[[], np.ndarray], repeats: int) -> tuple[float, np.ndarray]:
+    best, out = float("inf"), np.empty(0)
+    for _ in range(repeats):
+        t = time.perf_counter()
+        out = fn()
+        best = min(best, time.perf_counter() - t)
+    return best, out
+
+
+def measure(n: int, repeats: int) -> dict[str, float]:
+    """Times (s) of one symmetric sweep by PyAMG and by SuperLU, and of a product with ``A``."""
+    A = system(n)
+    rng = np.random.default_rng(0)
+    b, x0 = rng.normal(size=n), rng.normal(size=n)
+    lower = _triangle(scipy.sparse.tril(A, format="csc"))
+    upper = _triangle(scipy.sparse.triu(A, format="csc"))
+    strict_upper = scipy.sparse.triu(A, k=1, format="csr")
+    strict_lower = scipy.sparse.tril(A, k=-1, format="csr")
+
+    def pyamg_sweep() -> np.ndarray:
+        x = x0.copy()
+        gauss_seidel(A, x, b, iterations=1, sweep="symmetric")
+        return x
+
+    def superlu_sweep() -> np.ndarray:
+        x = lower.solve(b - strict_upper @ x0)
+        return upper.solve(b - strict_lower @ x)
+
+    t_amg, x_amg = _best(pyamg_sweep, repeats)
+    t_lu, x_lu = _best(superlu_sweep, repeats)
+    t_mv, _ = _best(lambda: A @ x0, repeats)
+    diff = float(np.abs(x_amg - x_lu).max() / np.abs(x_lu).max())
+    assert diff < 1e-10, diff
+    return {"entries": A.nnz, "pyamg": t_amg, "superlu": t_lu, "product": t_mv, "diff": diff}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
+    p.add_argument("--repeats", type=int, default=5)
+    args = p.parse_args()
+    torch.set_num_threads(1)
+    print(f"{'n':>9} {'entries':>10} {'PyAMG ms':>9} {'SuperLU ms':>11} {'ratio':>6} "
+          f"{'A x ms':>7} {'max diff':>9}")
+    for n in args.sizes:
+        r = measure(n, args.repeats)
+        print(f"{n:9d} {r['entries']:10d} {1e3 * r['pyamg']:9.1f} {1e3 * r['superlu']:11.1f} "
+              f"{r['superlu'] / r['pyamg']:6.2f} {1e3 * r['product']:7.1f} {r['diff']:9.1e}")
+
+
+if __name__ == "__main__":
+    main()
