@@ -365,18 +365,17 @@ def aggregation_preconditioner(P: scipy.sparse.csr_matrix, aggregates: np.ndarra
 
     where ``L`` and ``U`` are the lower and upper triangles of ``A`` (diagonal included) with the
     samples ordered by aggregate: a Gauss-Seidel sweep forward, then (symmetric, the default)
-    backward. The sweeps are PyAMG's compiled Gauss-Seidel relaxation (one pass over the rows of
-    ``A`` in CSR form each), about twice as fast as the same sweep written as a triangular solve
-    with SuperLU (measured on the 10^6-sample systems of ``benchmarks/bench_scale.py``). The
-    transpose uses ``A^T`` (kept in CSR form) and ``A_c^T``: the same forward-then-backward
-    sweeps on ``A^T``, and one sparse LU of ``A_c`` serves both.
+    backward. The sweeps are PyAMG's compiled Gauss-Seidel relaxation, one pass over the rows of
+    ``A`` in CSR form each (``docs/scale.md`` compares it with sweeps written as triangular
+    solves). The transpose uses ``A^T`` (kept in CSR form) and ``A_c^T``: the same
+    forward-then-backward sweeps on ``A^T``, and one sparse LU of ``A_c`` serves both.
 
     The coarse solve removes the slowly mixing error modes, which carry the ``1 / (1 - gamma)``
     conditioning of ``A`` and are smooth over groups of nearby samples; the smoothing damps those
     that ``P`` mixes quickly. A Richardson step is one value-iteration sweep ``x <- v + P x``
     (one product with ``A``); a Gauss-Seidel sweep uses each updated value at once, which
-    carries values along the chain's transitions much further per sweep, for a triangular solve
-    and a product with half of ``A``. With every sample its own group it is ``A^{-1}`` exactly,
+    carries values along the chain's transitions much further per sweep, for one pass over
+    ``A``. With every sample its own group it is ``A^{-1}`` exactly,
     whatever the smoother.
 
     Returns
@@ -441,9 +440,9 @@ AUTO_ERROR = 1e-3
 """Error target of ``solver_tol="auto"`` (see :func:`solve_bellman_auto`)."""
 AUTO_ERROR_DRAWN = 1e-2
 """Error target of ``solver_tol="auto"`` when the next states are drawn afresh at every update
-(``n_mc_next``). The draws make ``P`` itself a random estimate: between two sets of draws at the
-same policy the solutions differ by tens of percent, so a solve error ten times that of
-:data:`AUTO_ERROR` (still proven) is far below the noise of the estimate it solves for."""
+(``n_mc_next``). The draws make ``P`` itself a random estimate, new at every update, whose noise
+in ``q``, ``mu`` and the gradient is orders of magnitude above a (still proven) solve error of
+this size; ``benchmarks/bench_draw_noise.py`` measures both (``docs/scale.md``)."""
 AUTO_TOL_FLOOR = 1e-10
 """``solver_tol="auto"`` never asks for a relative residual below this (the former default)."""
 _AUTO_PASSES = 3
