@@ -25,26 +25,13 @@ import dataclasses
 
 import numpy as np
 import torch
-from bench_scale import pendulum_data
+from bench_scale import fitted_defaults
 
-from nopg import NOPG, NOPGConfig
-from nopg.bandwidth import select_bandwidths
+from nopg import NOPG
 from nopg.bellman import BellmanSolution
-from nopg.policies import DeterministicMLPPolicy
 from nopg.solvers import ilu_preconditioner, solve_bellman_auto
 
 TIGHT = 1e-9
-
-
-def _fitted(n: int, updates: int, draws: int) -> NOPG:
-    data = pendulum_data(n)
-    torch.manual_seed(0)
-    policy = DeterministicMLPPolicy(3, 1, action_max=2.0, hidden=(50,))
-    algo = NOPG(policy, NOPGConfig(top_k=10, n_mc_next=draws, learning_rate=1e-2))
-    algo.setup(data, select_bandwidths(data, "auto"), np.array([[-1.0, 0.0, 0.0]]))
-    for _ in range(updates):
-        algo.step()
-    return algo
 
 
 def _gradient(algo: NOPG, sol: BellmanSolution, q: torch.Tensor, mu: torch.Tensor) -> np.ndarray:
@@ -87,7 +74,7 @@ def main() -> None:
     p.add_argument("--errors", type=float, nargs="+", default=[1e-3, 1e-2, 3e-2, 1e-1])
     args = p.parse_args()
     torch.set_num_threads(1)
-    algo = _fitted(args.n, args.updates, args.draws)
+    algo = fitted_defaults(args.n, args.updates, args.draws)
     warm_sol = algo.model_.solution(algo.policy, algo.initial_states_,
                                     torch.Generator().manual_seed(99))
     warm = (warm_sol.q, warm_sol.mu)

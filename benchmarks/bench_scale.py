@@ -71,6 +71,20 @@ def hopper_data(n: int, seed: int = 0) -> TransitionDataset:
     return collect_hopper(n, seed=seed)
 
 
+def fitted_defaults(n: int, updates: int, n_mc_next: int | None) -> NOPG:
+    """NOPG with the library's defaults (``top_k=10``, Adam 1e-2, ``auto`` bandwidths, the 3-50-1
+    MLP of this benchmark, seed 0) after ``updates`` updates on :func:`pendulum_data` of size ``n``
+    from the hanging state; ``n_mc_next`` draws per transition (``None``: the kernel mean)."""
+    data = pendulum_data(n)
+    torch.manual_seed(0)
+    policy = DeterministicMLPPolicy(3, 1, action_max=2.0, hidden=(50,))
+    algo = NOPG(policy, NOPGConfig(top_k=10, n_mc_next=n_mc_next, learning_rate=1e-2))
+    algo.setup(data, select_bandwidths(data, "auto"), np.array([[-1.0, 0.0, 0.0]]))
+    for _ in range(updates):
+        algo.step()
+    return algo
+
+
 def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 

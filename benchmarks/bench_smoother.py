@@ -25,22 +25,13 @@ import numpy as np
 import scipy.sparse
 import scipy.sparse.linalg
 import torch
-from bench_scale import pendulum_data
+from bench_scale import fitted_defaults
 from pyamg.relaxation.relaxation import gauss_seidel
-
-from nopg import NOPG, NOPGConfig
-from nopg.bandwidth import select_bandwidths
-from nopg.policies import DeterministicMLPPolicy
 
 
 def system(n: int) -> scipy.sparse.csr_matrix:
     """``A = I - P`` at the policy after one update, samples in the aggregates' order."""
-    data = pendulum_data(n)
-    torch.manual_seed(0)
-    policy = DeterministicMLPPolicy(3, 1, action_max=2.0, hidden=(50,))
-    algo = NOPG(policy, NOPGConfig(top_k=10, n_mc_next=None, learning_rate=1e-2))
-    algo.setup(data, select_bandwidths(data, "auto"), np.array([[-1.0, 0.0, 0.0]]))
-    algo.step()
+    algo = fitted_defaults(n, 1, None)
     model = algo.model_
     P = model.solution(algo.policy, algo.initial_states_).P.detach().to(torch.float64)
     order, inverse = model.linear_solver._sample_order()

@@ -331,10 +331,10 @@ def test_auto_tolerance_with_drawn_next_states_aims_at_the_draws_noise(data300, 
     policy = _policy()
     sols = [model.solution(policy, initial_states, torch.Generator().manual_seed(seed))
             for seed in (0, 1)]
-    (g0, g0_x), (g1, _) = [_gradients(sol, policy, *_exact(sol, model.rewards)) for sol in sols]
-    for sol in sols:
+    exact = [_exact(sol, model.rewards) for sol in sols]
+    (g0, g0_x), (g1, _) = [_gradients(sol, policy, *ex) for sol, ex in zip(sols, exact)]
+    for sol, (q_x, _) in zip(sols, exact):
         assert max(sol.info_q.error_bound, sol.info_mu.error_bound) <= AUTO_ERROR_DRAWN
-        q_x, mu_x = _exact(sol, model.rewards)
         err_q = float((sol.q - q_x).abs().max() / (q_x.max() - q_x.min()))
         assert err_q <= sol.info_q.error_bound * (1 + 1e-6) + 1e-14
     solve_gap = float((g0 - g0_x).norm())
