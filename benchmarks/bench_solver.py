@@ -90,6 +90,7 @@ VARIANTS: dict[str, tuple[dict[str, Any], Callable[[Any], None] | None, float | 
     "tol 1e-8": (dict(solver_tol=1e-8), None, None),
     "tol 1e-6": (dict(solver_tol=1e-6), None, None),
     "auto (default)": (dict(solver_tol="auto"), None, None),
+    "auto, float64 iterations": (dict(solver_tol="auto", solver_precision="double"), None, None),
     "auto, error 1e-2": (dict(solver_tol="auto"), None, 1e-2),
     "auto, error 1e-1": (dict(solver_tol="auto"), None, 1e-1),
     "auto, error 1e-4": (dict(solver_tol="auto"), None, 1e-4),
@@ -109,6 +110,7 @@ VARIANTS: dict[str, tuple[dict[str, Any], Callable[[Any], None] | None, float | 
     "Neumann 100 sweeps/update": (dict(solver_tol=1e-10), _neumann(100), None),
 }
 LARGE = ["tol 1e-12 (reference)", "tol 1e-10 (old default)", "tol 1e-6", "auto (default)",
+         "auto, float64 iterations",
          "auto, error 1e-2", "auto, ILU old rule (>15 its)", "auto, ILU built once",
          "Neumann 10 sweeps/update"]
 

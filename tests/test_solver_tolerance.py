@@ -273,13 +273,15 @@ def test_a_failing_preconditioner_is_dropped_and_the_solve_retried(data300, band
     assert solver.builds == builds + 1 and solver.ilu is not None      # and rebuilt
 
 
-def test_sparsified_keeps_the_largest_entries_and_the_row_sums():
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_sparsified_keeps_the_largest_entries_and_the_row_sums(dtype):
     """The dense P's preconditioner source: per row the k largest entries, rescaled to the row's
-    sum (so ``I - P_k`` stays diagonally dominant); an all-zero row stays zero."""
+    sum (so ``I - P_k`` stays diagonally dominant); an all-zero row stays zero (not NaN, also
+    in float32)."""
     from nopg.row_matrices import DenseRows
 
     gen = torch.Generator().manual_seed(0)
-    M = torch.rand(6, 9, generator=gen, dtype=torch.float64)
+    M = torch.rand(6, 9, generator=gen, dtype=dtype)
     M = 0.99 * M / M.sum(1, keepdim=True)
     M[3] = 0.0
     sketch = DenseRows(M).sparsified(4)

@@ -259,6 +259,7 @@ class NonparametricBellman:
         self.neighbor_backend = config.neighbor_backend
         self.preconditioner = resolve_preconditioner(config.preconditioner, self.device.type, n,
                                                      drawn=self.n_mc_next is not None)
+        self.solver_precision = config.solver_precision
         self.unsupported = config.unsupported
         self.support_radius = float(config.support_radius)
         self.absorbing_value = (pessimistic_value(data, self.gamma)
@@ -287,7 +288,8 @@ class NonparametricBellman:
         self.linear_solver = BellmanSolver(
             self.n, self.solver, self.solver_tol, self.solver_max_iter, self.dense_max_n,
             self.preconditioner, self.gamma, self.absorbing_value if absorb else None,
-            aggregates=self._aggregates, drawn=self.n_mc_next is not None)
+            aggregates=self._aggregates, drawn=self.n_mc_next is not None,
+            precision=self.solver_precision)
         self._next_queries: QueryStates | None = None      # cached preparation of P's rows
         self._init_cache: tuple[np.ndarray, QueryStates] | None = None
 

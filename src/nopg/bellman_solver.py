@@ -38,6 +38,7 @@ from .row_matrices import DenseRows, Rows, SparseRows
 from .solvers import (
     AUTO_ERROR,
     AUTO_ERROR_DRAWN,
+    LowPrecision,
     SolveInfo,
     aggregation_preconditioner,
     bicgstab,
@@ -49,6 +50,7 @@ from .solvers import (
 logger = logging.getLogger(__name__)
 
 REFRESH_RULES = ("iterations", "cost", "once", "always")
+PRECISIONS = ("mixed", "double")
 _ILU_REFRESH_ITERS = 15        # "iterations": rebuild the ILU when a solve needs more iterations
 _BUILD_ITERATIONS = {"ilu": 60, "aggregation": 15}   # "cost": a build costs about this many iterations
 DENSE_SKETCH_K = 20            # a dense P's preconditioner is built from its 20 largest entries per row
@@ -78,11 +80,17 @@ class BellmanSolver:
     drawn : bool
         The next states are drawn afresh at every update: ``solver_tol="auto"`` then aims at
         :data:`nopg.solvers.AUTO_ERROR_DRAWN` instead of :data:`nopg.solvers.AUTO_ERROR`.
+    precision : {"mixed", "double"}
+        ``"mixed"`` (with ``solver_tol="auto"`` on the CPU): the BiCGSTAB iterations and the
+        preconditioner run in float32 and every residual that proves the error bound in float64
+        (:class:`nopg.solvers.LowPrecision`); ``"double"``: all in float64.
 
     Attributes
     ----------
     auto_error : float
         The error target of ``solver_tol="auto"``.
+    mixed : bool
+        Whether CPU solves run in mixed precision (``precision="mixed"`` and ``solver_tol="auto"``).
     refresh : {"iterations", "cost", "once", "always"}
         When the preconditioner is rebuilt (module docstring).
     ilu : tuple of two operators or None
@@ -97,8 +105,12 @@ class BellmanSolver:
     def __init__(self, n: int, solver: str, solver_tol: float | str, max_iter: int,
                  dense_max_n: int, preconditioner: str, gamma: float,
                  extra_value: float | None = None,
-                 aggregates: Callable[[], np.ndarray] | None = None, drawn: bool = False) -> None:
+                 aggregates: Callable[[], np.ndarray] | None = None, drawn: bool = False,
+                 precision: str = "mixed") -> None:
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {PRECISIONS}. Got {precision!r}.")
         self.n = int(n)
+        self.mixed = precision == "mixed" and solver_tol == "auto"
         self.auto_error = AUTO_ERROR_DRAWN if drawn else AUTO_ERROR
         self.solver, self.solver_tol, self.max_iter = solver, solver_tol, int(max_iter)
         self.dense_max_n, self.preconditioner = dense_max_n, preconditioner
@@ -142,11 +154,13 @@ class BellmanSolver:
             if warm_start is not None:
                 warm_start = (warm_start[0][forward], warm_start[1][forward])
         matvec, rmatvec = P64.operators()
+        P_low = P64.to(torch.float32) if self.mixed and P64.device.type == "cpu" else None
         pre_q, pre_mu = self._preconditioner(P64, ordered=order is not None)
+        low = None if P_low is None else LowPrecision(*P_low.operators())
         why = None                        # why a preconditioned solve failed (None: it did not)
         try:
             q, mu, info_q, info_mu = self._krylov(matvec, rmatvec, r64, e64, warm_start, pre_q,
-                                                  pre_mu)
+                                                  pre_mu, low)
             if pre_q is not None and not (info_q.converged and info_mu.converged):
                 why = (f"residuals q {info_q.residual:.1e}, mu {info_mu.residual:.1e} after "
                        f"{info_q.iterations}/{info_mu.iterations} iterations")
@@ -160,7 +174,8 @@ class BellmanSolver:
             logger.warning("the preconditioned solve failed (%s); retrying without the "
                            "preconditioner", why)
             self.ilu, self.ilu_source = None, None
-            q, mu, info_q, info_mu = self._krylov(matvec, rmatvec, r64, e64, warm_start, None, None)
+            q, mu, info_q, info_mu = self._krylov(matvec, rmatvec, r64, e64, warm_start, None, None,
+                                                  low)
         self._count(info_q.iterations, info_mu.iterations)
         if order is not None:
             q, mu = q[order[1]], mu[order[1]]
@@ -192,13 +207,19 @@ class BellmanSolver:
 
     def _krylov(self, matvec: Callable, rmatvec: Callable, r64: torch.Tensor, e64: torch.Tensor,
                 warm_start: tuple[torch.Tensor, torch.Tensor] | None, pre_q: Callable | None,
-                pre_mu: Callable | None) -> tuple[torch.Tensor, torch.Tensor, SolveInfo, SolveInfo]:
-        """BiCGSTAB for both systems with the given preconditioners (``None``: none)."""
+                pre_mu: Callable | None, low: LowPrecision | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor, SolveInfo, SolveInfo]:
+        """BiCGSTAB for both systems with the given preconditioners (``None``: none); ``low``:
+        ``matvec`` and ``rmatvec`` in float32, for mixed precision (the preconditioners are then
+        float32 ones)."""
         if self.solver_tol == "auto":
+            if low is not None:
+                low = LowPrecision(low.matvec, low.rmatvec, pre_q, pre_mu)
+                pre_q = pre_mu = None
             q, mu, info_q, info_mu = solve_bellman_auto(
                 matvec, rmatvec, r64, e64, self.gamma, warm_start, error=self.auto_error,
                 max_iter=self.max_iter, precond=pre_q, precond_transpose=pre_mu,
-                extra_value=self.extra_value)
+                extra_value=self.extra_value, low=low)
             logger.debug("solve: %d/%d iterations, error bound q %.1e mu %.1e (solver_tol='auto')",
                          info_q.iterations, info_mu.iterations, info_q.error_bound, info_mu.error_bound)
         else:
@@ -243,9 +264,15 @@ class BellmanSolver:
         """Build the preconditioner of ``I - P`` (the ILU, or the aggregation one with
         ``preconditioner="aggregation"``) and reset the rebuild counters. ``ordered``: ``P`` is
         given in the aggregates' order (the solve of a sparse ``P``); a dense ``P``'s sketch is
-        not, and the aggregation then takes the groups as they are."""
+        not, and the aggregation then takes the groups as they are.
+
+        In mixed precision the aggregation preconditioner is built in float32; the ILU is built
+        in float64 (SuperLU's float32 ILU of some sketched dense ``P`` is singular where the
+        float64 one is not) and applied to float32 vectors through casts."""
+        aggregation = self.preconditioner == "aggregation"
+        P = P.to(torch.float32 if self.mixed and aggregation else torch.float64)
         self.ilu_source, self.ilu_ordered = P, bool(ordered)
-        if self.preconditioner == "aggregation":
+        if aggregation:
             groups = self._groups()
             if ordered:
                 groups = groups[self._sample_order()[0].numpy()]
@@ -254,6 +281,8 @@ class BellmanSolver:
                                                   defaults.AGGREGATION_SMOOTHER)
         else:
             self.ilu = ilu_preconditioner(P.to_scipy(), **self.ilu_options)
+            if self.mixed and self.ilu is not None:
+                self.ilu = tuple(_cast(apply) for apply in self.ilu)
         self.ilu_excess, self.ilu_base = 0, None
         self.builds += 1
 
@@ -280,3 +309,10 @@ class BellmanSolver:
                 self.ilu_excess = int(state["ilu_excess"])
                 base = int(state["ilu_base"])
                 self.ilu_base = None if base < 0 else base
+
+
+def _cast(apply: Callable[[torch.Tensor], torch.Tensor]) -> Callable[[torch.Tensor], torch.Tensor]:
+    """A float64 preconditioner applied to vectors of any dtype (the result in that dtype)."""
+    def cast(v: torch.Tensor) -> torch.Tensor:
+        return apply(v.to(torch.float64)).to(v.dtype)
+    return cast

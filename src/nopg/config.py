@@ -111,6 +111,11 @@ class NOPGConfig(TorchPlacement):
         ``I - P`` below 15 000 samples (10 000 with Monte-Carlo next states) and a two-level
         aggregation from there on, and none on a
         GPU (:func:`nopg.defaults.resolve_preconditioner`).
+    solver_precision : {"mixed", "double"}
+        ``"mixed"`` (default): with ``solver_tol="auto"`` on the CPU, the BiCGSTAB iterations and
+        the preconditioner run in float32 while every residual that proves the error bound is
+        computed in float64 (iterative refinement), so the bound holds as in ``"double"`` (all in
+        float64).
     unsupported : {"extrapolate", "absorb"}
         Where the data are thin, ``extrapolate`` renormalises the kernel weights (the paper's
         model); ``absorb`` sends the unsupported mass to a pessimistic absorbing state, so the
@@ -191,6 +196,7 @@ class NOPGConfig(TorchPlacement):
     solver_max_iter: int = MODEL_DEFAULTS["solver_max_iter"]
     dense_max_n: int | None = MODEL_DEFAULTS["dense_max_n"]
     preconditioner: str = MODEL_DEFAULTS["preconditioner"]
+    solver_precision: str = MODEL_DEFAULTS["solver_precision"]
     unsupported: str = MODEL_DEFAULTS["unsupported"]
     absorbing_value: float | None = MODEL_DEFAULTS["absorbing_value"]
     support_radius: float = MODEL_DEFAULTS["support_radius"]

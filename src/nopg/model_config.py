@@ -39,6 +39,7 @@ from .validation import (
 NEIGHBOR_MODES = ("auto", "dense", "candidates", "knn")
 SOLVERS = ("auto", "dense", "bicgstab")
 PRECONDITIONERS = ("auto", "ilu", "aggregation", "none")
+SOLVER_PRECISIONS = ("mixed", "double")
 UNSUPPORTED = ("extrapolate", "absorb")
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
 
@@ -108,6 +109,10 @@ class ModelConfig(TorchPlacement):
         on the CPU an incomplete LU of ``I - P`` below 15 000 samples (10 000 with Monte-Carlo
         next states) and a two-level aggregation from there on, and none on a GPU
         (:func:`nopg.defaults.resolve_preconditioner`).
+    solver_precision : {"mixed", "double"}
+        ``"mixed"``: with ``solver_tol="auto"`` on the CPU, the BiCGSTAB iterations and the
+        preconditioner run in float32 and every residual that proves the error bound in float64
+        (iterative refinement, :class:`nopg.solvers.LowPrecision`); ``"double"``: all in float64.
     unsupported : {"extrapolate", "absorb"}
         Where the data are thin, ``extrapolate`` renormalises the kernel weights (the paper's
         model); ``absorb`` sends the unsupported mass to a pessimistic absorbing state.
@@ -117,7 +122,8 @@ class ModelConfig(TorchPlacement):
     support_radius : float
         Distance, in bandwidths, at which one data pair leaves the thinness at ``1/e``.
     dtype : {"float64", "float32"}
-        Dtype of the kernel computations (a ``torch.dtype`` is accepted); solves are float64.
+        Dtype of the kernel computations (a ``torch.dtype`` is accepted); solves are float64
+        (``solver_precision``).
     device : str
         ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ... or ``"auto"`` (CUDA when available); a
         ``torch.device`` is accepted.
@@ -137,6 +143,7 @@ class ModelConfig(TorchPlacement):
     solver_max_iter: int = 1000
     dense_max_n: int | None = None
     preconditioner: str = "auto"
+    solver_precision: str = "mixed"
     unsupported: str = "extrapolate"
     absorbing_value: float | None = None
     support_radius: float = 2.0
@@ -214,6 +221,7 @@ def check_model_settings(values: Mapping[str, Any], owner: str | None = None) ->
     if not check_dense_max_n(v["dense_max_n"]):
         fail("dense_max_n", "a positive int or None", v["dense_max_n"], owner)
     check_choice("preconditioner", v["preconditioner"], PRECONDITIONERS, owner)
+    check_choice("solver_precision", v["solver_precision"], SOLVER_PRECISIONS, owner)
     check_choice("unsupported", v["unsupported"], UNSUPPORTED, owner)
     check_finite_float("absorbing_value", v["absorbing_value"], owner, allow_none=True)
     check_positive_float("support_radius", v["support_radius"], owner)

@@ -27,6 +27,10 @@ class DenseRows:
     def shape(self) -> tuple[int, int]:
         return tuple(self.matrix.shape)  # type: ignore[return-value]
 
+    @property
+    def device(self) -> torch.device:
+        return self.matrix.device
+
     def matvec(self, x: torch.Tensor) -> torch.Tensor:
         """``M x`` for ``x`` of shape (n,)."""
         return self.matrix @ x
@@ -66,7 +70,8 @@ class DenseRows:
         n = self.matrix.shape[1]
         vals, idx = torch.topk(self.matrix, min(int(k), n), dim=1)
         # A zero row keeps nothing (0 / tiny = 0); any other row has a positive kept sum.
-        scale = self.matrix.sum(1, keepdim=True) / vals.sum(1, keepdim=True).clamp_min(1e-300)
+        scale = self.matrix.sum(1, keepdim=True) / vals.sum(1, keepdim=True).clamp_min(
+            torch.finfo(vals.dtype).tiny)
         return SparseRows(idx, vals * scale, n)
 
 
@@ -93,6 +98,10 @@ class SparseRows:
     @property
     def shape(self) -> tuple[int, int]:
         return (self.index.shape[0], self.n_cols)
+
+    @property
+    def device(self) -> torch.device:
+        return self.values.device
 
     def matvec(self, x: torch.Tensor) -> torch.Tensor:
         terms = self.values * gather_rows(x, self.index)

@@ -406,7 +406,8 @@ def aggregation_preconditioner(P: scipy.sparse.csr_matrix, aggregates: np.ndarra
     if not in_order:
         A = A[order][:, order].tocsr()
     coarse_groups = np.repeat(np.arange(m), sizes)
-    R = scipy.sparse.csr_matrix((np.ones(n), (coarse_groups, np.arange(n))), shape=(m, n))
+    R = scipy.sparse.csr_matrix((np.ones(n, dtype=A.dtype), (coarse_groups, np.arange(n))),
+                                shape=(m, n))
     try:
         lu = scipy.sparse.linalg.splu((R @ A @ R.T).tocsc())
     except RuntimeError as err:  # e.g. a singular coarse matrix
@@ -446,6 +447,27 @@ this size; ``benchmarks/bench_draw_noise.py`` measures both (``docs/scale.md``).
 AUTO_TOL_FLOOR = 1e-10
 """``solver_tol="auto"`` never asks for a relative residual below this (the former default)."""
 _AUTO_PASSES = 3
+LOW_TOL_FLOOR = 1e-5
+"""Mixed precision: no low-precision (float32) correction solve is asked for a relative residual
+below this; float32 BiCGSTAB stalls near 1e-6, and further digits come from further passes."""
+_MIXED_PASSES = 6
+
+
+@dataclass(frozen=True)
+class LowPrecision:
+    """The operators of :func:`solve_bellman_auto` in a lower precision (mixed-precision solves).
+
+    The Krylov iterations then run on these (``v -> P v``, ``v -> P^T v`` and the two
+    preconditioners, all on tensors of ``dtype``), while every residual that proves the error
+    bound is recomputed in the right-hand side's precision: iterative refinement, each pass
+    solving ``(I - P) d = b - (I - P) x`` in ``dtype`` and adding ``d`` to ``x``.
+    """
+
+    matvec: MatVec
+    rmatvec: MatVec
+    precond: MatVec | None = None
+    precond_transpose: MatVec | None = None
+    dtype: torch.dtype = torch.float32
 
 
 def check_solver_tol(value: Any) -> bool:
@@ -477,6 +499,7 @@ def solve_bellman_auto(
     precond_transpose: MatVec | None = None,
     extra_value: float | None = None,
     warn: bool = True,
+    low: LowPrecision | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, SolveInfo, SolveInfo]:
     """Solve ``(I - P) q = r`` and ``(I - P)^T mu = eps0`` as accurately as the gradient needs.
 
@@ -505,6 +528,10 @@ def solve_bellman_auto(
     at most ``error * osc(q)``. The bounds hold whatever the cancellation; the errors measured on
     Pendulum-like data (``benchmarks/bench_solver.py``) are 30 to 100 times below them.
 
+    With ``low`` (:class:`LowPrecision`) the iterations run in its precision and only the
+    residuals are computed in that of ``r`` (iterative refinement); the bound is proven the same
+    way, from the residual in ``r``'s precision, so it holds as before.
+
     Returns
     -------
     q, mu, info_q, info_mu
@@ -521,14 +548,19 @@ def solve_bellman_auto(
         scale_q = _spread(q0, extra_value)
     else:  # optimistic guess; re-checked below
         scale_q = _spread(r, extra_value) / max(one_minus, 1e-300)
+    inner_q = inner_mu = None
+    if low is not None:
+        inner_q = (lambda v: v - low.matvec(v), low.precond, low.dtype)
+        inner_mu = (lambda v: v - low.rmatvec(v), low.precond_transpose, low.dtype)
     q, info_q, floor_q = _auto_pass(lambda v: v - matvec(v), r, q0, r_inf, "inf", scale_q, one_minus,
-                                    error, max_iter, precond, lambda x: _spread(x, extra_value))
+                                    error, max_iter, precond, lambda x: _spread(x, extra_value),
+                                    inner_q)
     # mu: l1 residual against (1 - gamma) ||mu||_1.
     e_1 = float(eps0.abs().sum())
     scale_mu = float(mu0.abs().sum()) if mu0 is not None else e_1 / max(one_minus, 1e-300)
     mu, info_mu, floor_mu = _auto_pass(lambda v: v - rmatvec(v), eps0, mu0, e_1, "1", scale_mu,
                                        one_minus, error, max_iter, precond_transpose,
-                                       lambda x: float(x.abs().sum()))
+                                       lambda x: float(x.abs().sum()), inner_mu)
     if warn:
         for name, info, floor in (("q", info_q, floor_q), ("mu", info_mu, floor_mu)):
             # At the floor a (near-)constant q has an unbounded relative error, but then the
@@ -543,12 +575,17 @@ def solve_bellman_auto(
 
 def _auto_pass(matvec: MatVec, b: torch.Tensor, x0: torch.Tensor | None, b_norm: float, norm: str,
                scale: float, one_minus: float, error: float, max_iter: int,
-               precond: MatVec | None, measure: Callable[[torch.Tensor], float]
+               precond: MatVec | None, measure: Callable[[torch.Tensor], float],
+               inner: tuple[MatVec, MatVec | None, torch.dtype] | None = None
                ) -> tuple[torch.Tensor, SolveInfo, bool]:
     """BiCGSTAB passes until ``stop_residual * b_norm / (one_minus * measure(x)) <= error``;
-    also returns whether the last pass ran at :data:`AUTO_TOL_FLOOR`."""
+    also returns whether the last pass ran at :data:`AUTO_TOL_FLOOR`. ``inner``: ``(matvec,
+    precond, dtype)`` of the mixed-precision iterations (:func:`_refined_passes`)."""
     if b_norm == 0.0:
         return torch.zeros_like(b), SolveInfo("bicgstab", 0, 0.0, True, norm, 0.0, 0.0), False
+    if inner is not None:
+        return _refined_passes(matvec, b, x0, b_norm, norm, scale, one_minus, error, max_iter,
+                               measure, inner)
     x, total, info, tol = x0, 0, None, 1.0
     for _ in range(_AUTO_PASSES):
         tol = max(error * one_minus * scale / b_norm, AUTO_TOL_FLOOR)
@@ -561,3 +598,40 @@ def _auto_pass(matvec: MatVec, b: torch.Tensor, x0: torch.Tensor | None, b_norm:
             break
     assert info is not None and x is not None
     return x, replace(info, iterations=total, error_bound=bound), tol <= AUTO_TOL_FLOOR
+
+
+def _refined_passes(matvec: MatVec, b: torch.Tensor, x0: torch.Tensor | None, b_norm: float,
+                    norm: str, scale: float, one_minus: float, error: float, max_iter: int,
+                    measure: Callable[[torch.Tensor], float],
+                    inner: tuple[MatVec, MatVec | None, torch.dtype]
+                    ) -> tuple[torch.Tensor, SolveInfo, bool]:
+    """:func:`_auto_pass` by iterative refinement: every pass solves for the correction of the
+    current residual with low-precision BiCGSTAB (``inner``) and recomputes the residual, which
+    proves the bound, with ``matvec`` in ``b``'s precision."""
+    low_matvec, low_precond, low_dtype = inner
+    order = _NORMS[norm]
+    x = torch.zeros_like(b) if x0 is None else x0.detach().clone().to(b)
+    res = b - matvec(x)
+    res_norm = float(torch.linalg.vector_norm(res, ord=order))
+    total, tol, bound = 0, 1.0, float("inf")
+    for _ in range(_MIXED_PASSES):
+        tol = max(error * one_minus * scale / b_norm, AUTO_TOL_FLOOR)
+        if res_norm > tol * b_norm:
+            inner_tol = max(tol * b_norm / res_norm, LOW_TOL_FLOOR)
+            d, info = bicgstab(low_matvec, res.to(low_dtype), None, tol=inner_tol,
+                               max_iter=max(max_iter - total, 1), warn=False, precond=low_precond,
+                               norm=norm)
+            total += info.iterations
+            x = x + d.to(b.dtype)
+            res = b - matvec(x)
+            res_norm = float(torch.linalg.vector_norm(res, ord=order))
+        scale = measure(x)
+        bound = res_norm / (one_minus * scale) if scale > 0 else float("inf")
+        at_floor = tol <= AUTO_TOL_FLOOR and res_norm <= tol * b_norm
+        if bound <= error or at_floor or total >= max_iter:
+            break
+    stop = res_norm / b_norm
+    residual = float(torch.linalg.vector_norm(res)) / max(float(torch.linalg.vector_norm(b)), 1e-300)
+    converged = stop <= ACCEPT_FACTOR * max(tol, float(torch.finfo(b.dtype).eps))
+    info = SolveInfo("bicgstab", total, residual, converged, norm, stop, bound)
+    return x, info, tol <= AUTO_TOL_FLOOR
