@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from .allocator import reuse_freed_memory
 from .bandwidth import Bandwidths
 from .behaviour import (
     WEIGHT_LOG_MAX,
@@ -159,6 +160,8 @@ class NOPG:
     def setup(self, data: TransitionDataset, bandwidths: Bandwidths,
               initial_states: np.ndarray | torch.Tensor) -> NOPG:
         """Build the Bellman model for ``data``; called by :meth:`fit` when needed."""
+        if self.config.reuse_memory:
+            reuse_freed_memory()
         if self._behaviour_data is not data:   # continuation stages keep the data
             self.behaviour_weight_, self.action_predictability_ = resolve_behaviour_weight(
                 self.config.behaviour_weight, data)

@@ -24,6 +24,7 @@ from .model_config import (
 )
 from .neighbors import BACKENDS
 from .validation import (
+    check_bool,
     check_discount,
     check_positive_float,
     check_positive_int,
@@ -173,11 +174,17 @@ class NOPGConfig(TorchPlacement):
     sigma_decay_updates : int or None
         Length of that decay (required with ``sigma_decay_to``).
     dtype : {"float64", "float32"}
-        Dtype of the policy and the kernel computations; solves are always float64.
+        Dtype of the policy and the kernel computations; solves are float64 (with float32
+        iterations under ``solver_precision="mixed"``).
     device : str
         ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ... or ``"auto"`` (CUDA when available).
     seed : int
         Seed of the Monte-Carlo noise generator.
+    reuse_memory : bool
+        On Linux with glibc, let the process keep large freed blocks for reuse instead of
+        returning them to the system and faulting them in again at every update
+        (:mod:`nopg.allocator`; process-wide, applied at the first ``setup``). The process then
+        keeps its peak memory. ``False`` leaves ``malloc`` as it is.
     """
 
     gamma: float = 0.99
@@ -214,6 +221,7 @@ class NOPGConfig(TorchPlacement):
     dtype: str = MODEL_DEFAULTS["dtype"]
     device: str = MODEL_DEFAULTS["device"]
     seed: int = 0
+    reuse_memory: bool = True
 
     def __post_init__(self) -> None:
         check_discount("gamma", self.gamma, _OWNER)
@@ -224,6 +232,7 @@ class NOPGConfig(TorchPlacement):
         self._check_schedules()
         if not is_int(self.seed):
             fail("seed", "an int", self.seed, _OWNER)
+        check_bool("reuse_memory", self.reuse_memory, _OWNER)
         plain_numbers(self)
 
     def _check_schedules(self) -> None:
