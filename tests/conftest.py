@@ -27,6 +27,20 @@ def perturbed(policy: torch.nn.Module, scale: float, seed: int = 9) -> torch.nn.
     return other
 
 
+def sparse_chain(n: int, gamma: float, seed: int = 0, entries: int = 4, reach: int = 3,
+                 reward_shift: float = -1.0) -> tuple[np.ndarray, np.ndarray, np.random.Generator]:
+    """A slowly mixing sparse sub-stochastic matrix (row ``i`` puts ``entries`` random weights on
+    ``i .. i + reach - 1``, rows summing to ``gamma``), rewards ``N(0, 1) + reward_shift`` and the
+    generator, for further draws."""
+    rng = np.random.default_rng(seed)
+    P = np.zeros((n, n))
+    for i in range(n):
+        cols = (i + rng.integers(0, reach, entries)) % n
+        np.add.at(P[i], cols, rng.random(entries))
+    P = gamma * P / P.sum(1, keepdims=True)
+    return P, rng.normal(size=n) + reward_shift, rng
+
+
 def make_arrays(n: int = N_SAMPLES, seed: int = 0, terminals=TERMINAL_INDICES) -> dict:
     """Random transitions near the origin; rewards depend on state and action."""
     rng = np.random.default_rng(seed)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from conftest import make_arrays
+from conftest import make_arrays, sparse_chain
 
 import nopg
 from nopg.bellman import NonparametricBellman
@@ -19,14 +19,9 @@ def _chain(n: int = 300, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndar
     """A slowly mixing sparse sub-stochastic chain, rewards far from zero (so ``q`` is large
     against its spread, where float32 residuals alone could not prove the bound) and a skewed
     start distribution."""
-    rng = np.random.default_rng(seed)
-    P = np.zeros((n, n))
-    for i in range(n):
-        cols = (i + rng.integers(0, 4, 5)) % n
-        np.add.at(P[i], cols, rng.random(5))
-    P = GAMMA * P / P.sum(1, keepdims=True)
+    P, r, rng = sparse_chain(n, GAMMA, seed, entries=5, reach=4, reward_shift=-8.0)
     eps0 = rng.random(n) ** 4
-    return P, rng.normal(size=n) - 8.0, eps0 / eps0.sum()
+    return P, r, eps0 / eps0.sum()
 
 
 class _Counted:

@@ -9,7 +9,7 @@ import warnings
 import numpy as np
 import pytest
 import torch
-from conftest import make_arrays
+from conftest import make_arrays, sparse_chain
 
 import nopg
 from nopg.bellman import NonparametricBellman
@@ -143,13 +143,8 @@ def test_invalid_solver_arguments_rejected():
 
 def _chain(n: int = 80, gamma: float = GAMMA, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """A sparse sub-stochastic matrix (slowly mixing: mostly a shift) and rewards."""
-    rng = np.random.default_rng(seed)
-    P = np.zeros((n, n))
-    for i in range(n):
-        cols = (i + rng.integers(0, 3, 4)) % n
-        np.add.at(P[i], cols, rng.random(4))
-    P = gamma * P / P.sum(1, keepdims=True)
-    return P, rng.normal(size=n) - 1.0
+    P, r, _ = sparse_chain(n, gamma, seed)
+    return P, r
 
 
 @pytest.mark.parametrize("norm", ["2", "inf", "1"])
