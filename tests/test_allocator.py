@@ -15,7 +15,8 @@ from nopg import allocator
 GLIBC = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
 
 
-@pytest.mark.skipif(not GLIBC, reason="mallopt is glibc's")
+@pytest.mark.skipif(not GLIBC, reason="needs glibc: mallopt is a glibc function, and "
+                    "without it the setting is skipped (tested below)")
 def test_reuse_freed_memory_raises_the_thresholds_once():
     assert allocator.reuse_freed_memory() is True
     assert allocator.reuse_freed_memory() is True      # idempotent, applied once

@@ -38,6 +38,7 @@ from .row_matrices import DenseRows, Rows, SparseRows
 from .solvers import (
     AUTO_ERROR,
     AUTO_ERROR_DRAWN,
+    SOLVER_PRECISIONS,
     LowPrecision,
     SolveInfo,
     aggregation_preconditioner,
@@ -50,7 +51,6 @@ from .solvers import (
 logger = logging.getLogger(__name__)
 
 REFRESH_RULES = ("iterations", "cost", "once", "always")
-PRECISIONS = ("mixed", "double")
 _ILU_REFRESH_ITERS = 15        # "iterations": rebuild the ILU when a solve needs more iterations
 _BUILD_ITERATIONS = {"ilu": 60, "aggregation": 15}   # "cost": a build costs about this many iterations
 DENSE_SKETCH_K = 20            # a dense P's preconditioner is built from its 20 largest entries per row
@@ -107,8 +107,8 @@ class BellmanSolver:
                  extra_value: float | None = None,
                  aggregates: Callable[[], np.ndarray] | None = None, drawn: bool = False,
                  precision: str = "mixed") -> None:
-        if precision not in PRECISIONS:
-            raise ValueError(f"precision must be one of {PRECISIONS}. Got {precision!r}.")
+        if precision not in SOLVER_PRECISIONS:
+            raise ValueError(f"precision must be one of {SOLVER_PRECISIONS}. Got {precision!r}.")
         self.n = int(n)
         self.mixed = precision == "mixed" and solver_tol == "auto"
         self.auto_error = AUTO_ERROR_DRAWN if drawn else AUTO_ERROR

@@ -25,7 +25,7 @@ from .defaults import (
     resolve_settings,
 )
 from .neighbors import BACKENDS
-from .solvers import check_solver_tol
+from .solvers import SOLVER_PRECISIONS, check_solver_tol
 from .validation import (
     check_bool,
     check_choice,
@@ -39,7 +39,6 @@ from .validation import (
 NEIGHBOR_MODES = ("auto", "dense", "candidates", "knn")
 SOLVERS = ("auto", "dense", "bicgstab")
 PRECONDITIONERS = ("auto", "ilu", "aggregation", "none")
-SOLVER_PRECISIONS = ("mixed", "double")
 UNSUPPORTED = ("extrapolate", "absorb")
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
 

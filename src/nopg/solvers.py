@@ -451,6 +451,9 @@ LOW_TOL_FLOOR = 1e-5
 """Mixed precision: no low-precision (float32) correction solve is asked for a relative residual
 below this; float32 BiCGSTAB stalls near 1e-6, and further digits come from further passes."""
 _MIXED_PASSES = 6
+SOLVER_PRECISIONS = ("mixed", "double")
+"""``solver_precision`` values: float32 iterations with float64 residuals (:class:`LowPrecision`),
+or everything in float64."""
 
 
 @dataclass(frozen=True)
