@@ -26,6 +26,13 @@ states. The fit solves ``v`` and the visitation ``mu`` with SciPy's sparse LU an
 ``e0 + t0 . v + mu . (r + T v)`` (``v``, ``mu`` held fixed), which has the exact gradient; the
 neighbour sets are recomputed, without gradient, at every update. No ``n x n`` array is formed.
 
+Options of the same models: ``--draws D`` replaces each transition's next state by ``D`` states
+drawn around it with the state kernel, afresh at every update (the library's ``n_mc_next``);
+``--adaptive A`` (``evaluate``, ``trace``) gives each sample its own state bandwidths, ``h (r_j /
+median r)^A`` with ``r_j`` its distance to its ``ADAPTIVE_K``-th nearest data state (a
+sample-point estimator); ``trace`` prints the model's value of the swing-up controller along its
+real trajectory against the real value-to-go.
+
 The reference policies (``evaluate``) are the noiseless swing-up controller of
 :func:`nopg.experiments.user_data_pendulum.swingup_action`, a policy that always pushes along
 the motion (``spin``) and the zero torque, against their real discounted return from the bottom
@@ -33,6 +40,8 @@ at rest. Results: ``docs/bandwidths.md``.
 
     python benchmarks/local_linear_model.py evaluate pendulum-uniform:0 pendulum-controller:0
     python benchmarks/local_linear_model.py fit pendulum-uniform:0 --mode full --updates 1000
+    python benchmarks/local_linear_model.py fit pendulum-uniform:0 --mode full --draws 3
+    python benchmarks/local_linear_model.py trace pendulum-uniform:0 --mode kernel
 """
 
 from __future__ import annotations
@@ -58,6 +67,7 @@ from nopg.kernels import thinness
 
 NEIGHBOURS = 10          # responsibilities kept per query (the user-data tasks' top_k)
 CANDIDATES = 30          # nearest data states searched for them
+ADAPTIVE_K = 10          # neighbour whose distance sets a sample's bandwidth (adaptive kernels)
 INTERP_NEIGHBOURS = 8    # data next states interpolating the value at a successor
 FIT_NEIGHBOURS = 32      # data states of each local-linear fit
 SUPPORT_RADIUS = 2.0     # the library's default (nopg.kernels.thinness)
@@ -109,14 +119,17 @@ class TwoHopModel:
     """The four models of the module docstring on one data set, as a differentiable ``J_hat``."""
 
     def __init__(self, spec: str, mode: str, task_settings: dict[str, int],
-                 absorb: bool = False, scale: float = 1.0, resample: int | None = None) -> None:
+                 absorb: bool = False, scale: float = 1.0, resample: int | None = None,
+                 adaptive: float = 0.0, draws: int = 0,
+                 initial_states: np.ndarray | None = None) -> None:
         name, seed = spec.split(":")
         self.absorb = absorb
         self.seed, self.mode, self.task = int(seed), mode, get_task(name)
         cfg = self.task.default_config()
         self.cfg = cfg.replace(**{f"task.{k}": v for k, v in task_settings.items()})
         self.data = self.task.make_dataset(self.cfg, self.seed)
-        s0 = np.asarray(self.task.initial_states(self.data, self.cfg, self.seed), float)
+        s0 = np.asarray(self.task.initial_states(self.data, self.cfg, self.seed)
+                        if initial_states is None else initial_states, float)
         bw = select_bandwidths(self.data, method=self.cfg.bandwidth_method,
                                state_factor=self.cfg.state_factor,
                                action_factor=self.cfg.action_factor, seed=self.seed)
@@ -136,7 +149,39 @@ class TwoHopModel:
         self.absorbing_value = pessimistic_value(d, self.cfg.nopg.gamma)
         self.discount = self.cfg.nopg.gamma * (1.0 - t(terminals))
         self.coef = t(local_fits(S, A, S2, R, self.hs)) if mode != "kernel" else None
-        self.state_logw = -0.5 * (((self.X[:, None] - self.S[self.cand]) / t(self.hs)) ** 2).sum(-1)
+        self.state_logw = self.state_log_kernel(S, candidates, adaptive)
+        # Monte-Carlo next states (the library's n_mc_next): ``draws`` queries per transition
+        # drawn around its next state with the state kernel, afresh at every call of ``J``.
+        self.draws, self.s0, self.tree = int(draws), t(s0), cKDTree(S / self.hs)
+        self.fixed = (self.X, self.cand, self.state_logw)
+        self.generator = torch.Generator().manual_seed(self.seed)
+
+    def _queries(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Set this call's queries (drawn afresh when ``draws``); their rows of ``T`` and weights."""
+        n, n0 = self.n, len(self.s0)
+        if not self.draws:
+            self.X, self.cand, self.state_logw = self.fixed
+            return torch.arange(n + n0), torch.ones(n + n0)
+        D, hs = self.draws, torch.as_tensor(self.hs)
+        noise = torch.randn(n * D, len(self.hs), generator=self.generator)
+        self.X = torch.cat([self.S2.repeat_interleave(D, 0) + hs * noise, self.s0])
+        self.cand = torch.as_tensor(self.tree.query(self.X.numpy() / self.hs, CANDIDATES)[1])
+        self.state_logw = -0.5 * (((self.X[:, None] - self.S[self.cand]) / hs) ** 2).sum(-1)
+        rows = torch.cat([torch.arange(n).repeat_interleave(D), n + torch.arange(n0)])
+        return rows, torch.cat([torch.full((n * D,), 1.0 / D), torch.ones(n0)])
+
+    def state_log_kernel(self, S: np.ndarray, candidates: np.ndarray, adaptive: float
+                         ) -> torch.Tensor:
+        """Log state kernel of every query and candidate; with ``adaptive`` > 0 a sample-point
+        estimator: sample ``j``'s bandwidths are ``h c_j``, ``c_j = (r_j / median r) ** adaptive``
+        (``r_j``: distance to its ``ADAPTIVE_K``-th nearest data state in bandwidth units; clipped
+        to [1/4, 4]), and its kernel carries the ``c_j^-d`` of a normalised density."""
+        z = (self.X[:, None] - self.S[self.cand]) / torch.as_tensor(self.hs)
+        if adaptive <= 0:
+            return -0.5 * (z ** 2).sum(-1)
+        r = cKDTree(S / self.hs).query(S / self.hs, ADAPTIVE_K + 1)[0][:, -1]
+        c = torch.as_tensor(np.clip((r / np.median(r)) ** adaptive, 0.25, 4.0))[self.cand]
+        return -0.5 * (z ** 2).sum(-1) / c ** 2 - S.shape[1] * torch.log(c)
 
     def J(self, policy: nn.Module) -> torch.Tensor:
         """``J_hat`` of ``policy``, as a surrogate whose gradient is the exact gradient.
@@ -145,6 +190,7 @@ class TwoHopModel:
         and reward); the two sparse solves run without gradient and
         ``dJ = de0 + dt0 . v + mu . (dr + dT v)``, ``mu = (I - T)^{-T} t0``.
         """
+        qrows, qweight = self._queries()
         U = policy(self.X)
         logw = self.state_logw - 0.5 * (((U[:, None] - self.A[self.cand]) / self.ha) ** 2).sum(-1)
         top = torch.topk(logw.detach(), NEIGHBOURS, 1).indices
@@ -155,17 +201,20 @@ class TwoHopModel:
             rew, cols, vals = (w * self.R[nbk]).sum(1), nbk, g * w
         else:
             rew, cols, vals = self._two_hop(U, nbk, w, g)
-        n, m = self.n, len(self.X)
-        rows = np.repeat(np.arange(m), cols.shape[1])
+        n, m = self.n, self.n + len(self.s0)
+        rew, vals = rew * qweight, vals * qweight[:, None]
+        rows = np.repeat(qrows.numpy(), cols.shape[1])
         T = sparse.csr_matrix((vals.detach().reshape(-1).numpy(), (rows, cols.reshape(-1).numpy())),
                               shape=(m, n))
+        rew = torch.zeros(m).index_add(0, qrows, rew)
         system = (sparse.eye(n) - T[:n]).tocsc()
         r = rew.detach().numpy()
         v = spsolve(system, r[:n])
         t0 = np.asarray(T[n:].mean(0)).ravel()
         mu = spsolve(system.T.tocsc(), t0)
         vt, mut = torch.as_tensor(v), torch.as_tensor(mu)
-        Tv = (vals * vt[cols]).sum(1)                                           # (m,)
+        Tv = torch.zeros(m).index_add(0, qrows, (vals * vt[cols]).sum(1))      # (m,)
+        self.initial_values = (rew[n:] + Tv[n:]).detach()        # the model's value per initial state
         value = float(r[n:].mean() + t0 @ v)
         surrogate = (rew[n:] + Tv[n:]).mean() + (mut * (rew[:n] + Tv[:n])).sum()
         return surrogate - surrogate.detach() + value
@@ -205,13 +254,14 @@ class Ensemble:
     """
 
     def __init__(self, spec: str, mode: str, task_settings: dict[str, int], absorb: bool,
-                 scales: list[float], aggregate: str, bootstrap: int = 0, beta: float = 1.0
-                 ) -> None:
+                 scales: list[float], aggregate: str, bootstrap: int = 0, beta: float = 1.0,
+                 draws: int = 0) -> None:
         if bootstrap:
             self.models = [TwoHopModel(spec, mode, task_settings, absorb, 1.0, b)
                            for b in range(bootstrap)]
         else:
-            self.models = [TwoHopModel(spec, mode, task_settings, absorb, c) for c in scales]
+            self.models = [TwoHopModel(spec, mode, task_settings, absorb, c, draws=draws)
+                           for c in scales]
         self.aggregate, self.beta = aggregate, beta
         first = self.models[0]
         self.seed, self.task, self.cfg, self.data = first.seed, first.task, first.cfg, first.data
@@ -226,20 +276,44 @@ class Ensemble:
         return self.models[0].real_return(policy, episodes)
 
 
-def evaluate(specs: list[str], modes: list[str], absorb: bool) -> None:
+def trace(specs: list[str], mode: str, adaptive: float, times: list[int]) -> None:
+    """The model's value of the swing-up controller at states of its real trajectory from the
+    bottom at rest, against the real discounted value-to-go there."""
+    gamma = 0.99
+    episode = rollout(make_pendulum_env(max(times) + 1000), ReferencePolicy("swingup"),
+                      pendulum_bottom_setter, seed=0)
+    to_go = np.zeros(episode["length"] + 1)
+    for k in range(episode["length"] - 1, -1, -1):
+        to_go[k] = episode["rewards"][k] + gamma * to_go[k + 1]
+    states = episode["states"][times]
+    for spec in specs:
+        model = TwoHopModel(spec, mode, {}, adaptive=adaptive, initial_states=states)
+        with torch.no_grad():
+            model.J(ReferencePolicy("swingup"))
+        gap = np.sqrt(-2 * model.fixed[2][model.n:].max(1).values.numpy())
+        print(spec, mode, "state bandwidths", np.round(model.hs, 3), flush=True)
+        for k, t in enumerate(times):
+            theta = np.arctan2(states[k, 1], states[k, 0])
+            print(f"  t={t:4d} theta={theta:+.2f} theta_dot={states[k, 2]:+.2f} real value "
+                  f"{to_go[t]:8.1f} model value {float(model.initial_values[k]):8.1f} nearest data "
+                  f"state {gap[k]:.1f} bandwidths away", flush=True)
+
+
+def evaluate(specs: list[str], modes: list[str], absorb: bool, adaptive: float = 0.0) -> None:
     print("real discounted return from the bottom:",
           {k: round(reference_return(k), 1) for k in REFERENCES}, flush=True)
     for spec in specs:
         for mode in modes:
-            model = TwoHopModel(spec, mode, {}, absorb and mode != "kernel")
+            model = TwoHopModel(spec, mode, {}, absorb and mode != "kernel", adaptive=adaptive)
             with torch.no_grad():
                 js = {k: round(float(model.J(ReferencePolicy(k))), 1) for k in REFERENCES}
             print(spec, mode, "J_hat:", js, flush=True)
 
 
 def fit(spec: str, mode: str, updates: int, task_settings: dict[str, int], absorb: bool,
-        scales: list[float], aggregate: str, bootstrap: int = 0, beta: float = 1.0) -> None:
-    model = Ensemble(spec, mode, task_settings, absorb, scales, aggregate, bootstrap, beta)
+        scales: list[float], aggregate: str, bootstrap: int = 0, beta: float = 1.0,
+        draws: int = 0) -> None:
+    model = Ensemble(spec, mode, task_settings, absorb, scales, aggregate, bootstrap, beta, draws)
     torch.manual_seed(model.seed)
     policy = make_policy(model.task, model.cfg, model.data).double()
     opt = torch.optim.Adam(policy.parameters(), lr=model.cfg.nopg.learning_rate)
@@ -255,7 +329,7 @@ def fit(spec: str, mode: str, updates: int, task_settings: dict[str, int], absor
             curve.append((it, round(J.item(), 1), round(ret, 1)))
     ret = model.real_return(policy, model.cfg.final_eval_episodes)
     print(f"FINAL {spec} {task_settings} mode={mode} absorb={absorb} scales={scales} {aggregate} "
-          f"bootstrap={bootstrap} beta={beta}: return {ret:.1f} J {J.item():.1f} "
+          f"bootstrap={bootstrap} beta={beta} draws={draws}: return {ret:.1f} J {J.item():.1f} "
           f"time {time.time() - start:.0f}s curve (update, J_hat, return) {curve}", flush=True)
 
 
@@ -268,6 +342,13 @@ def main() -> None:
     ev.add_argument("specs", nargs="+", help="TASK:SEED (pendulum tasks)")
     ev.add_argument("--modes", default=",".join(MODES))
     ev.add_argument("--absorb", action="store_true")
+    ev.add_argument("--adaptive", type=float, default=0.0,
+                    help="sample-point bandwidths h (r_j / median r) ** ADAPTIVE (0: off)")
+    tr = sub.add_parser("trace", help="the model's value along the real swing-up")
+    tr.add_argument("specs", nargs="+", help="TASK:SEED (pendulum tasks)")
+    tr.add_argument("--mode", choices=MODES, default="kernel")
+    tr.add_argument("--adaptive", type=float, default=0.0)
+    tr.add_argument("--times", default="0,10,20,30,40,50,60,70,80,100,200")
     ft = sub.add_parser("fit", help="NOPG-D on one model")
     ft.add_argument("spec", help="TASK:SEED")
     ft.add_argument("--mode", choices=MODES, default="full")
@@ -279,15 +360,20 @@ def main() -> None:
     ft.add_argument("--bootstrap", type=int, default=0,
                     help="B models of bootstrap resamples of the data instead of --scales")
     ft.add_argument("--beta", type=float, default=1.0, help="lcb: mean - beta * std")
+    ft.add_argument("--draws", type=int, default=0,
+                    help="next states drawn afresh per transition at every update (0: kernel mean)")
     ft.add_argument("--set", action="append", default=[], metavar="KEY=INT",
                     help="task setting, e.g. n_theta=10")
     args = parser.parse_args()
-    if args.command == "evaluate":
-        evaluate(args.specs, args.modes.split(","), args.absorb)
+    if args.command == "trace":
+        trace(args.specs, args.mode, args.adaptive, [int(t) for t in args.times.split(",")])
+    elif args.command == "evaluate":
+        evaluate(args.specs, args.modes.split(","), args.absorb, args.adaptive)
     else:
         settings = {k: int(v) for k, v in (item.split("=") for item in args.set)}
         fit(args.spec, args.mode, args.updates, settings, args.absorb,
-            [float(c) for c in args.scales.split(",")], args.aggregate, args.bootstrap, args.beta)
+            [float(c) for c in args.scales.split(",")], args.aggregate, args.bootstrap, args.beta,
+            args.draws)
 
 
 if __name__ == "__main__":
