@@ -1,9 +1,11 @@
-"""The support-aware model (``unsupported="absorb"``) and the ``support_gap`` diagnostic.
+"""The support-aware model (``unsupported="absorb"``), the penalty model (``"penalty"``) and the
+``support_gap`` diagnostic.
 
-The gradient with the absorbing state is checked against finite differences of ``J_hat`` on the
-dense, dense top-k, sparse candidate and k-NN paths, for NOPG-D and NOPG-S (same noise seed). The
-closed form checks that ``J_hat`` equals ``eps0 . q + v_abs * thin0`` with ``q`` solving the
-Bellman equation whose rewards carry the absorbed mass.
+The gradient with the absorbing state or the penalty is checked against finite differences of
+``J_hat`` on the dense, dense top-k, sparse candidate and k-NN paths, for NOPG-D and NOPG-S (same
+noise seed). The closed forms check that ``J_hat`` equals ``eps0 . q + c * thin0`` with ``q``
+solving the Bellman equation whose rewards carry ``c`` per unit of thinness (``c = v_abs``, or
+``-lambda`` with the paper's rows for the penalty).
 """
 
 from __future__ import annotations
@@ -20,19 +22,28 @@ CASES = [dict(), dict(top_k=6, neighbors="dense"), dict(top_k=6, neighbors="cand
          dict(top_k=6, neighbors="knn")]
 
 
+@pytest.mark.parametrize("unsupported", ["absorb", "penalty"])
 @pytest.mark.parametrize("kw", CASES, ids=["dense", "dense-topk", "candidates", "knn"])
-def test_absorb_gradient_matches_finite_differences(dataset, bandwidths, initial_states, det_policy,
-                                                     kw):
+def test_support_models_gradient_matches_finite_differences(dataset, bandwidths, initial_states,
+                                                             det_policy, kw, unsupported):
     # Narrow bandwidths so that the thinness is far from 0 and 1 (its gradient matters).
     narrow = bandwidths.scaled(0.5, 0.5)
     check_against_fd(dataset, det_policy, bandwidths=narrow, gamma=GAMMA,
-                     initial_states=initial_states, unsupported="absorb", **kw)
+                     initial_states=initial_states, unsupported=unsupported, **kw)
 
 
-def test_absorb_gradient_stochastic(dataset, bandwidths, initial_states, gauss_policy):
+@pytest.mark.parametrize("unsupported", ["absorb", "penalty"])
+def test_support_models_gradient_stochastic(dataset, bandwidths, initial_states, gauss_policy,
+                                            unsupported):
     check_against_fd(dataset, gauss_policy, bandwidths=bandwidths.scaled(0.5, 0.5), gamma=GAMMA,
-                     initial_states=initial_states, unsupported="absorb", stochastic=True,
+                     initial_states=initial_states, unsupported=unsupported, stochastic=True,
                      n_mc_policy=3, seed=4)
+
+
+def test_penalty_gradient_with_drawn_next_states(dataset, bandwidths, initial_states, det_policy):
+    check_against_fd(dataset, det_policy, bandwidths=bandwidths.scaled(0.5, 0.5), gamma=GAMMA,
+                     initial_states=initial_states, unsupported="penalty", top_k=6,
+                     neighbors="knn", n_mc_next=3, seed=2)
 
 
 def test_absorb_closed_form(dataset, bandwidths, initial_states, det_policy):
@@ -59,6 +70,45 @@ def test_absorb_closed_form(dataset, bandwidths, initial_states, det_policy):
     assert thin_next.max() > 0.05 and thin_next.min() < 0.95     # the test is not vacuous
     assert sol.J < plain.solution(det_policy, initial_states).J   # pessimism lowers J_hat
     np.testing.assert_allclose(eps0_full.detach().numpy().sum(), 1.0)
+
+
+def test_penalty_closed_form(dataset, bandwidths, initial_states, det_policy):
+    bw = bandwidths.scaled(0.5, 0.5)
+    model = NonparametricBellman(dataset, bw, GAMMA, unsupported="penalty", absorbing_value=-7.0)
+    plain = NonparametricBellman(dataset, bw, GAMMA)
+    with torch.no_grad():
+        sol = model.solution(det_policy, initial_states)
+        P = plain.transition_matrix(det_policy).to_dense().numpy()
+        eps0 = plain.initial_vector(det_policy, initial_states).numpy()
+    lam = dataset.rewards.max() - (1 - GAMMA) * -7.0
+    assert model.unsupported_value == pytest.approx(-lam)
+    thin_next = plain.thinness(det_policy, dataset.next_states)
+    thin0 = plain.thinness(det_policy, initial_states)
+    # The rows are the paper's; every query pays lambda times its thinness in reward.
+    np.testing.assert_allclose(sol.P.to_dense().numpy(), P, atol=1e-12)
+    np.testing.assert_allclose(sol.eps0.numpy(), eps0, atol=1e-12)
+    r = dataset.rewards - lam * dataset.discounts(GAMMA) * thin_next
+    q = np.linalg.solve(np.eye(dataset.n) - P, r)
+    assert sol.J == pytest.approx(eps0 @ q - lam * thin0.mean(), rel=1e-10)
+    np.testing.assert_allclose(sol.q.numpy(), q, rtol=1e-8, atol=1e-8)
+    assert thin_next.max() > 0.05 and thin_next.min() < 0.95     # the test is not vacuous
+    assert sol.J < plain.solution(det_policy, initial_states).J   # the penalty lowers J_hat
+    # V(s) at the initial states carries the same penalty, and averages to J_hat.
+    values = model.value(det_policy, initial_states, sol.q)
+    assert values.mean() == pytest.approx(sol.J, rel=1e-10)
+
+
+def test_penalty_is_zero_on_the_data_pairs(dataset, bandwidths):
+    # Q at the data's own pairs (where the thinness is ~0) is the paper's.
+    model = NonparametricBellman(dataset, bandwidths, GAMMA, unsupported="penalty")
+    plain = NonparametricBellman(dataset, bandwidths, GAMMA)
+    q = torch.as_tensor(np.linspace(-1.0, 1.0, dataset.n))
+    np.testing.assert_allclose(model.logged_q_value(q), plain.logged_q_value(q), atol=1e-3)
+
+
+def test_unknown_unsupported_option_is_rejected(dataset, bandwidths):
+    with pytest.raises(ValueError, match="unsupported"):
+        NonparametricBellman(dataset, bandwidths, GAMMA, unsupported="halt")
 
 
 def test_thinness_zero_on_data_one_far_away(dataset, bandwidths):

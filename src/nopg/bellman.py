@@ -19,7 +19,11 @@ Support. The unnormalised kernel mass gives the *thinness* ``1 - w`` of the data
 with ``J_hat``. With ``unsupported="absorb"`` every row of ``P`` and ``eps0`` is scaled by ``w``
 and the missing mass enters an absorbing state of value ``v_abs``:
 ``q = (I - P_w)^{-1} (r + v_abs gamma (1 - w))``, ``J_hat = eps0_w . q + v_abs mean(1 - w_0)``,
-still differentiable end to end.
+still differentiable end to end. With ``unsupported="penalty"`` the rows stay the paper's and
+every query pays its thinness in reward, ``lambda (1 - w)`` with
+``lambda = max(r) - (1 - gamma) v_abs``: ``q = (I - P)^{-1} (r - lambda gamma (1 - w))``,
+``J_hat = eps0 . q - lambda mean(1 - w_0)``. Both models share one form, a value ``c`` per unit
+of thinness (``c = v_abs`` or ``-lambda``: :attr:`NonparametricBellman.unsupported_value`).
 
 Sparsification keeps the ``top_k`` largest responsibilities of every row and
 renormalises them; the ``neighbors`` option says how they are found (:mod:`nopg.responsibilities`,
@@ -136,8 +140,8 @@ class BellmanSolution:
         trajectory starts there: near 1, ``J_hat`` starts from an extrapolation (the first
         step jumps to the nearest data, however far) whatever the support gap says.
     absorbing_value : float or None
-        Value of the absorbing state that takes the unsupported mass (support-aware model), or
-        ``None`` for the paper's model.
+        Value per unit of thinness: the absorbing state's value (support-aware model), minus
+        the penalty's scale (penalty model), or ``None`` for the paper's model.
     """
 
     J: float
@@ -160,7 +164,8 @@ class BellmanSolution:
         """A scalar whose gradient is ``grad J_hat``.
 
         ``eps0(theta) . stop(q) + stop(mu)^T P(theta) stop(q)``; with the support-aware model
-        the absorbed mass adds ``v_abs (thin_init(theta) + stop(mu)^T lost_next(theta))``.
+        the absorbed mass adds ``v_abs (thin_init(theta) + stop(mu)^T lost_next(theta))``, and
+        the penalty model the same with ``-lambda`` for ``v_abs``.
         """
         dtype = self.eps0.dtype
         q, mu = self.q.to(dtype), self.mu.to(dtype)
@@ -282,7 +287,8 @@ class NonparametricBellman:
                                      self.n_candidates, self.refine, self.neighbor_backend,
                                      self.switch_share, KNN_PROBE_EVERY)
         absorb = self.unsupported == "absorb"
-        self.kernel_rows = KernelRows(self.selector, self.neighbors, self.support_radius, absorb)
+        self.kernel_rows = KernelRows(self.selector, self.neighbors, self.support_radius, absorb,
+                                      attach_thinness=self.unsupported == "penalty")
         self._logged_rows: tuple[Rows, torch.Tensor] | None = None   # logged_q_value cache
         self._data_queries: QueryStates | None = None      # data_value: prepared data states
         self.linear_solver = BellmanSolver(
@@ -306,6 +312,16 @@ class NonparametricBellman:
     @property
     def n(self) -> int:
         return self.data.n
+
+    @property
+    def unsupported_value(self) -> float | None:
+        """What a unit of thinness adds to a query's value: ``v_abs`` (``unsupported="absorb"``),
+        ``-(max(r) - (1 - gamma) v_abs)`` (``"penalty"``) or ``None`` (the paper's model)."""
+        if self.unsupported == "absorb":
+            return self.absorbing_value
+        if self.unsupported == "penalty":
+            return -(float(self.data.rewards.max()) - (1.0 - self.gamma) * self.absorbing_value)
+        return None
 
     @property
     def candidate_action_scale(self) -> float:
@@ -462,7 +478,7 @@ class NonparametricBellman:
         eps0, thin0, actions0 = self._initial(policy, initial_states, generator)
         P, lost, actions_next = self._transition(policy, generator)
         lost64, thin064 = lost.detach().to(torch.float64), float(thin0.detach())
-        v_abs = self.absorbing_value if self.unsupported == "absorb" else None
+        v_abs = self.unsupported_value
         rewards = None if v_abs is None else self.rewards + v_abs * lost64
         q, mu, info_q, info_mu = self.solve(P, eps0, warm_start, rewards)
         J = float(torch.dot(eps0.detach().to(torch.float64), q))
@@ -513,8 +529,8 @@ class NonparametricBellman:
 
     def value(self, policy: nn.Module, states: np.ndarray | torch.Tensor, q: torch.Tensor,
               seed: int = 0) -> np.ndarray:
-        """``V(s) = eps_pi(s) . q`` at query states of shape (m, d_s) (plus the absorbed mass times
-        its value in the support-aware model)."""
+        """``V(s) = eps_pi(s) . q`` at query states of shape (m, d_s) (plus the thinness times
+        :attr:`unsupported_value` in the support-aware and penalty models)."""
         return self._query(policy, states, q, seed=seed, absorbing=True)
 
     def q_value(self, states: np.ndarray | torch.Tensor, actions: np.ndarray | torch.Tensor,
@@ -547,10 +563,12 @@ class NonparametricBellman:
         return self._with_absorbed(values, thin).cpu().numpy()
 
     def _with_absorbed(self, values: torch.Tensor, thin: torch.Tensor) -> torch.Tensor:
-        """``values`` plus the absorbed mass times its value in the support-aware model."""
-        if self.unsupported != "absorb":
+        """``values`` plus the thinness times :attr:`unsupported_value` (the absorbed mass's value
+        in the support-aware model, the penalty in the penalty model)."""
+        value = self.unsupported_value
+        if value is None:
             return values
-        return values + self.absorbing_value * thin.to(values.dtype)
+        return values + value * thin.to(values.dtype)
 
     def visitation(self, policy: nn.Module, states: np.ndarray | torch.Tensor, mu: torch.Tensor,
                    seed: int = 0) -> np.ndarray:

@@ -117,16 +117,20 @@ class NOPGConfig(TorchPlacement):
         the preconditioner run in float32 while every residual that proves the error bound is
         computed in float64 (iterative refinement), so the bound holds as in ``"double"`` (all in
         float64).
-    unsupported : {"extrapolate", "absorb"}
+    unsupported : {"extrapolate", "absorb", "penalty"}
         Where the data are thin, ``extrapolate`` renormalises the kernel weights (the paper's
         model); ``absorb`` sends the unsupported mass to a pessimistic absorbing state, so the
-        policy is not drawn to where the model extrapolates (:class:`NonparametricBellman`).
+        policy is not drawn to where the model extrapolates (:class:`NonparametricBellman`);
+        ``penalty`` keeps the paper's rows and subtracts from every query's reward its
+        thinness times ``max(r) - (1 - gamma) absorbing_value``, the gap between the best
+        reward and the pessimistic reward per step (a MOPO-like penalty, which unlike
+        ``absorb`` leaves the model's successors where they are).
     absorbing_value : float or None
         Value of that absorbing state (``None``: ``min(r) / (1 - gamma)``, capped at 0 when the
-        data have terminals).
+        data have terminals); it also sets the ``penalty`` model's scale.
     support_radius : float
         Kernel distance (in bandwidths) at which one data pair supports a query by ``1 - 1/e``;
-        sets the ``support_gap`` diagnostic and the ``absorb`` model.
+        sets the ``support_gap`` diagnostic and the ``absorb`` and ``penalty`` models.
     support_warning : float
         ``fit`` warns when the final ``support_gap`` (share of the policy's discounted
         visitation where the data are thin) exceeds this.

@@ -39,7 +39,7 @@ from .validation import (
 NEIGHBOR_MODES = ("auto", "dense", "candidates", "knn")
 SOLVERS = ("auto", "dense", "bicgstab")
 PRECONDITIONERS = ("auto", "ilu", "aggregation", "none")
-UNSUPPORTED = ("extrapolate", "absorb")
+UNSUPPORTED = ("extrapolate", "absorb", "penalty")
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
 
 
@@ -112,12 +112,14 @@ class ModelConfig(TorchPlacement):
         ``"mixed"``: with ``solver_tol="auto"`` on the CPU, the BiCGSTAB iterations and the
         preconditioner run in float32 and every residual that proves the error bound in float64
         (iterative refinement, :class:`nopg.solvers.LowPrecision`); ``"double"``: all in float64.
-    unsupported : {"extrapolate", "absorb"}
+    unsupported : {"extrapolate", "absorb", "penalty"}
         Where the data are thin, ``extrapolate`` renormalises the kernel weights (the paper's
-        model); ``absorb`` sends the unsupported mass to a pessimistic absorbing state.
+        model); ``absorb`` sends the unsupported mass to a pessimistic absorbing state;
+        ``penalty`` keeps the paper's rows and charges every query its thinness times
+        ``max(r) - (1 - gamma) absorbing_value`` (a MOPO-like reward penalty).
     absorbing_value : float or None
         Value of that absorbing state (``None``: ``min(r) / (1 - gamma)``, capped at 0 when the
-        data have terminals).
+        data have terminals); it also sets the ``penalty`` model's scale.
     support_radius : float
         Distance, in bandwidths, at which one data pair leaves the thinness at ``1/e``.
     dtype : {"float64", "float32"}

@@ -16,7 +16,8 @@ the ``neighbors`` mode:
 
 Every row also carries its thinness ``1 - w`` (:func:`nopg.kernels.thinness`). With
 ``absorb=True`` (the support-aware model) the row keeps the share ``w`` of its mass that the data
-support; the rest goes to an absorbing state outside this module.
+support; the rest goes to an absorbing state outside this module. With ``attach_thinness=True``
+(the penalty model) the rows are the paper's and the thinness stays on the policy's graph.
 """
 
 from __future__ import annotations
@@ -71,14 +72,17 @@ class KernelRows:
         Distance, in bandwidths, at which one data pair leaves the thinness at ``1/e``.
     absorb : bool
         Scale every row by its support ``w`` (the support-aware model).
+    attach_thinness : bool
+        Keep the thinness on the policy's graph (implied by ``absorb``; the penalty model).
     """
 
     def __init__(self, selector: TopKSelector, neighbors: str, support_radius: float,
-                 absorb: bool) -> None:
+                 absorb: bool, attach_thinness: bool = False) -> None:
         self.selector = selector
         self.neighbors = neighbors
         self.support_radius = float(support_radius)
         self.absorb = bool(absorb)
+        self.attach_thinness = bool(absorb or attach_thinness)
         self.action_sq = (selector.actions ** 2).sum(-1)                       # (n,)
 
     @property
@@ -115,13 +119,13 @@ class KernelRows:
 
         ``shift`` adds the term dropped from ``logits`` to the log kernel mass. In the
         support-aware model the responsibilities are scaled by ``w = 1 - thinness``; otherwise
-        the thinness is a detached diagnostic.
+        the thinness is a detached diagnostic, unless ``attach_thinness`` (the penalty model).
         """
         weights, log_mass = softmax_log_mass(logits)
         thin = thinness(log_mass if shift is None else log_mass + shift, self.support_radius)
         if self.absorb:
             return weights * (1.0 - thin)[..., None], thin
-        return weights, thin.detach()
+        return weights, thin if self.attach_thinness else thin.detach()
 
     def _dense_rows(self, logits: torch.Tensor, shift: torch.Tensor) -> tuple[Rows, torch.Tensor]:
         """Rows from log-weights (m, G, n) up to ``shift`` (m, G), averaged over the G samples."""
