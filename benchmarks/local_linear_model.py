@@ -121,9 +121,9 @@ class TwoHopModel:
     def __init__(self, spec: str, mode: str, task_settings: dict[str, int],
                  absorb: bool = False, scale: float = 1.0, resample: int | None = None,
                  adaptive: float = 0.0, draws: int = 0,
-                 initial_states: np.ndarray | None = None) -> None:
+                 initial_states: np.ndarray | None = None, penalty: bool = False) -> None:
         name, seed = spec.split(":")
-        self.absorb = absorb
+        self.absorb, self.penalty = absorb, penalty
         self.seed, self.mode, self.task = int(seed), mode, get_task(name)
         cfg = self.task.default_config()
         self.cfg = cfg.replace(**{f"task.{k}": v for k, v in task_settings.items()})
@@ -148,6 +148,8 @@ class TwoHopModel:
         self.cand, self.ha, self.n = t(candidates), t(scale * np.asarray(bw.action, float)), len(S)
         self.absorbing_value = pessimistic_value(d, self.cfg.nopg.gamma)
         self.discount = self.cfg.nopg.gamma * (1.0 - t(terminals))
+        # The soft penalty's scale: the best reward minus the pessimistic reward per step.
+        self.penalty_scale = float(R.max()) - (1.0 - self.cfg.nopg.gamma) * self.absorbing_value
         self.coef = t(local_fits(S, A, S2, R, self.hs)) if mode != "kernel" else None
         self.state_logw = self.state_log_kernel(S, candidates, adaptive)
         # Monte-Carlo next states (the library's n_mc_next): ``draws`` queries per transition
@@ -199,6 +201,8 @@ class TwoHopModel:
         g = self.discount[nbk]
         if self.mode == "kernel":
             rew, cols, vals = (w * self.R[nbk]).sum(1), nbk, g * w
+            if self.penalty:   # the query's own thinness (the library's support gap) costs reward
+                rew = rew - self.penalty_scale * thinness(torch.logsumexp(logw, 1), SUPPORT_RADIUS)
         else:
             rew, cols, vals = self._two_hop(U, nbk, w, g)
         n, m = self.n, self.n + len(self.s0)
@@ -239,6 +243,9 @@ class TwoHopModel:
             thin = thinness(torch.logsumexp(logm, 1), SUPPORT_RADIUS).reshape(M.shape[:2])
             M = M * (1.0 - thin)[..., None]
             rew = rew + (w * g * thin).sum(1) * self.absorbing_value
+        elif self.penalty:   # a MOPO-like reward penalty for successors off the data, no halt
+            thin = thinness(torch.logsumexp(logm, 1), SUPPORT_RADIUS).reshape(M.shape[:2])
+            rew = rew - self.penalty_scale * (w * thin).sum(1)
         vals = (g[..., None] * w[..., None] * M).reshape(len(self.X), -1)
         return rew, near.reshape(len(self.X), -1), vals
 
@@ -255,13 +262,13 @@ class Ensemble:
 
     def __init__(self, spec: str, mode: str, task_settings: dict[str, int], absorb: bool,
                  scales: list[float], aggregate: str, bootstrap: int = 0, beta: float = 1.0,
-                 draws: int = 0) -> None:
+                 draws: int = 0, penalty: bool = False) -> None:
         if bootstrap:
             self.models = [TwoHopModel(spec, mode, task_settings, absorb, 1.0, b)
                            for b in range(bootstrap)]
         else:
-            self.models = [TwoHopModel(spec, mode, task_settings, absorb, c, draws=draws)
-                           for c in scales]
+            self.models = [TwoHopModel(spec, mode, task_settings, absorb, c, draws=draws,
+                                       penalty=penalty) for c in scales]
         self.aggregate, self.beta = aggregate, beta
         first = self.models[0]
         self.seed, self.task, self.cfg, self.data = first.seed, first.task, first.cfg, first.data
@@ -312,8 +319,9 @@ def evaluate(specs: list[str], modes: list[str], absorb: bool, adaptive: float =
 
 def fit(spec: str, mode: str, updates: int, task_settings: dict[str, int], absorb: bool,
         scales: list[float], aggregate: str, bootstrap: int = 0, beta: float = 1.0,
-        draws: int = 0) -> None:
-    model = Ensemble(spec, mode, task_settings, absorb, scales, aggregate, bootstrap, beta, draws)
+        draws: int = 0, penalty: bool = False) -> None:
+    model = Ensemble(spec, mode, task_settings, absorb, scales, aggregate, bootstrap, beta, draws,
+                     penalty)
     torch.manual_seed(model.seed)
     policy = make_policy(model.task, model.cfg, model.data).double()
     opt = torch.optim.Adam(policy.parameters(), lr=model.cfg.nopg.learning_rate)
@@ -329,7 +337,8 @@ def fit(spec: str, mode: str, updates: int, task_settings: dict[str, int], absor
             curve.append((it, round(J.item(), 1), round(ret, 1)))
     ret = model.real_return(policy, model.cfg.final_eval_episodes)
     print(f"FINAL {spec} {task_settings} mode={mode} absorb={absorb} scales={scales} {aggregate} "
-          f"bootstrap={bootstrap} beta={beta} draws={draws}: return {ret:.1f} J {J.item():.1f} "
+          f"bootstrap={bootstrap} beta={beta} draws={draws} penalty={penalty}: "
+          f"return {ret:.1f} J {J.item():.1f} "
           f"time {time.time() - start:.0f}s curve (update, J_hat, return) {curve}", flush=True)
 
 
@@ -360,6 +369,10 @@ def main() -> None:
     ft.add_argument("--bootstrap", type=int, default=0,
                     help="B models of bootstrap resamples of the data instead of --scales")
     ft.add_argument("--beta", type=float, default=1.0, help="lcb: mean - beta * std")
+    ft.add_argument("--penalty", action="store_true",
+                    help="successors far from the data's next states (kernel: queries far from "
+                         "the data's pairs) cost a reward penalty of (max r - pessimistic reward "
+                         "per step) times their thinness")
     ft.add_argument("--draws", type=int, default=0,
                     help="next states drawn afresh per transition at every update (0: kernel mean)")
     ft.add_argument("--set", action="append", default=[], metavar="KEY=INT",
@@ -373,7 +386,7 @@ def main() -> None:
         settings = {k: int(v) for k, v in (item.split("=") for item in args.set)}
         fit(args.spec, args.mode, args.updates, settings, args.absorb,
             [float(c) for c in args.scales.split(",")], args.aggregate, args.bootstrap, args.beta,
-            args.draws)
+            args.draws, args.penalty)
 
 
 if __name__ == "__main__":

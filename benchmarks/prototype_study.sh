@@ -5,9 +5,9 @@
 #   TASK=pendulum-uniform SEEDS="0 1 2" VARIANTS="full:3 kernel:3" UPDATES=1000 \
 #       bash benchmarks/prototype_study.sh OUT_DIR [WHEEL_DIR] [SECONDS]
 #
-# VARIANTS are MODE:DRAWS or MODE:DRAWS:absorb (DRAWS next states drawn afresh per transition, 0
-# for the kernel mean; `absorb`: successors far from the data's next states halt at a pessimistic
-# value, the script's --absorb). TASK may also be a space-separated list of tasks. Each fit's FINAL line is appended to OUT_DIR/fits.txt as it ends; a fit still running
+# VARIANTS are MODE:DRAWS or MODE:DRAWS:OPTION (DRAWS next states drawn afresh per transition, 0
+# for the kernel mean; OPTION `absorb` or `penalty`, the script's --absorb or --penalty for
+# successors far from the data's next states). TASK may also be a space-separated list of tasks. Each fit's FINAL line is appended to OUT_DIR/fits.txt as it ends; a fit still running
 # after SECONDS (default 560) is stopped and leaves only its log in OUT_DIR/logs.tgz.
 set -u
 OUT=${1:?usage: prototype_study.sh OUT_DIR [WHEEL_DIR] [SECONDS]}
@@ -30,11 +30,11 @@ LOGS=$(mktemp -d)
 START=$(date +%s)
 for task in $TASK; do
   for variant in $VARIANTS; do
-    IFS=: read -r mode draws absorb <<< "$variant"
+    IFS=: read -r mode draws option <<< "$variant"
     for seed in $SEEDS; do
-      log="$LOGS/$task-$seed-$mode-$draws${absorb:+-absorb}.log"
+      log="$LOGS/$task-$seed-$mode-$draws${option:+-$option}.log"
       ( timeout "$LIMIT" python3 benchmarks/local_linear_model.py fit "$task:$seed" --mode "$mode" \
-          --draws "$draws" --updates "$UPDATES" ${absorb:+--absorb} > "$log" 2>&1
+          --draws "$draws" --updates "$UPDATES" ${option:+--$option} > "$log" 2>&1
         grep FINAL "$log" >> "$OUT/fits.txt" ) &
     done
   done
