@@ -319,10 +319,10 @@ def evaluate(specs: list[str], modes: list[str], absorb: bool, adaptive: float =
 
 def fit(spec: str, mode: str, updates: int, task_settings: dict[str, int], absorb: bool,
         scales: list[float], aggregate: str, bootstrap: int = 0, beta: float = 1.0,
-        draws: int = 0, penalty: bool = False) -> None:
+        draws: int = 0, penalty: bool = False, restart: int = 0) -> None:
     model = Ensemble(spec, mode, task_settings, absorb, scales, aggregate, bootstrap, beta, draws,
                      penalty)
-    torch.manual_seed(model.seed)
+    torch.manual_seed(model.seed if restart == 0 else model.seed + 1000 * restart)
     policy = make_policy(model.task, model.cfg, model.data).double()
     opt = torch.optim.Adam(policy.parameters(), lr=model.cfg.nopg.learning_rate)
     start, curve = time.time(), []
@@ -337,7 +337,7 @@ def fit(spec: str, mode: str, updates: int, task_settings: dict[str, int], absor
             curve.append((it, round(J.item(), 1), round(ret, 1)))
     ret = model.real_return(policy, model.cfg.final_eval_episodes)
     print(f"FINAL {spec} {task_settings} mode={mode} absorb={absorb} scales={scales} {aggregate} "
-          f"bootstrap={bootstrap} beta={beta} draws={draws} penalty={penalty}: "
+          f"bootstrap={bootstrap} beta={beta} draws={draws} penalty={penalty} restart={restart}: "
           f"return {ret:.1f} J {J.item():.1f} "
           f"time {time.time() - start:.0f}s curve (update, J_hat, return) {curve}", flush=True)
 
@@ -373,6 +373,8 @@ def main() -> None:
                     help="successors far from the data's next states (kernel: queries far from "
                          "the data's pairs) cost a reward penalty of (max r - pessimistic reward "
                          "per step) times their thinness")
+    ft.add_argument("--restart", type=int, default=0,
+                    help="another initialisation of the policy (0: the seed's own)")
     ft.add_argument("--draws", type=int, default=0,
                     help="next states drawn afresh per transition at every update (0: kernel mean)")
     ft.add_argument("--set", action="append", default=[], metavar="KEY=INT",
@@ -386,7 +388,7 @@ def main() -> None:
         settings = {k: int(v) for k, v in (item.split("=") for item in args.set)}
         fit(args.spec, args.mode, args.updates, settings, args.absorb,
             [float(c) for c in args.scales.split(",")], args.aggregate, args.bootstrap, args.beta,
-            args.draws, args.penalty)
+            args.draws, args.penalty, args.restart)
 
 
 if __name__ == "__main__":
