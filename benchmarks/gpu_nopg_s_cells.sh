@@ -19,12 +19,7 @@ CELLS=${CELLS:-"mountaincar-human:1 mountaincar-human:2 mountaincar-human:5 cart
 pendulum-grid:800 umaze:100 umaze:300 umaze:1000"}
 SEEDS=${SEEDS:-"0 1 2"}
 mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
-if [ -n "$WHL" ] && ls "$WHL"/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site "$WHL"/*.whl && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
-fi
-export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH}
+. "$(dirname "$0")/device_env.sh"
 { date -u; nvidia-smi -L 2>/dev/null; python3 -c "import torch, numpy, scipy; print('torch',
   torch.__version__, 'cuda', torch.version.cuda, torch.cuda.is_available() and
   torch.cuda.get_device_name(0), 'numpy', numpy.__version__, 'scipy', scipy.__version__)"; nproc --all

@@ -18,12 +18,7 @@ SEEDS=${SEEDS:-"0 1 2 3 4 5 6 7 8 9"}
 VARIANTS=${VARIANTS:-"full:3"}
 UPDATES=${UPDATES:-1000}
 mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
-if [ -n "$WHL" ] && ls "$WHL"/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site "$WHL"/*.whl && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
-fi
-export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH}
+. "$(dirname "$0")/device_env.sh"
 { date -u; nproc --all; python3 -c "import torch, numpy, scipy; print('torch', torch.__version__,
   'numpy', numpy.__version__, 'scipy', scipy.__version__)"; } 2>&1 | tee "$OUT/machine.txt"
 LOGS=$(mktemp -d)
