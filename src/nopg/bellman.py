@@ -478,18 +478,18 @@ class NonparametricBellman:
         eps0, thin0, actions0 = self._initial(policy, initial_states, generator)
         P, lost, actions_next = self._transition(policy, generator)
         lost64, thin064 = lost.detach().to(torch.float64), float(thin0.detach())
-        v_abs = self.unsupported_value
-        rewards = None if v_abs is None else self.rewards + v_abs * lost64
+        c = self.unsupported_value          # value per unit of thinness (absorb / penalty)
+        rewards = None if c is None else self.rewards + c * lost64
         q, mu, info_q, info_mu = self.solve(P, eps0, warm_start, rewards)
         J = float(torch.dot(eps0.detach().to(torch.float64), q))
-        if v_abs is not None:
-            J += v_abs * thin064
+        if c is not None:
+            J += c * thin064
         visits = mu.clamp_min(0)
         discounts = self.discounts.detach().to(torch.float64)
         gap = (thin064 + float(visits @ lost64)) / (1.0 + float(visits @ discounts))
         return BellmanSolution(J, q, mu, eps0, P, info_q, info_mu, self.refined_rows_,
                                lost_next=lost, thin_init=thin0, support_gap=gap,
-                               absorbing_value=v_abs, initial_actions=actions0,
+                               absorbing_value=c, initial_actions=actions0,
                                next_actions=actions_next, initial_gap=thin064)
 
     evaluate = renamed_attribute("evaluate", "solution")
