@@ -141,8 +141,8 @@ class TwoHopModel:
                                                               d.rewards))
         terminals = np.asarray(d.terminals, float)[rows]
         self.hs, queries = scale * np.asarray(bw.state, float), np.concatenate([S2, s0])
-        _, candidates = cKDTree(S / self.hs).query(queries / self.hs, CANDIDATES)
-        self.next_tree = cKDTree(S2 / self.hs)
+        self.tree, self.next_tree = cKDTree(S / self.hs), cKDTree(S2 / self.hs)
+        _, candidates = self.tree.query(queries / self.hs, CANDIDATES)
         t = torch.as_tensor
         self.S, self.A, self.S2, self.R, self.X = t(S), t(A), t(S2), t(R), t(queries)
         self.cand, self.ha, self.n = t(candidates), t(scale * np.asarray(bw.action, float)), len(S)
@@ -151,10 +151,11 @@ class TwoHopModel:
         # The soft penalty's scale: the best reward minus the pessimistic reward per step.
         self.penalty_scale = float(R.max()) - (1.0 - self.cfg.nopg.gamma) * self.absorbing_value
         self.coef = t(local_fits(S, A, S2, R, self.hs)) if mode != "kernel" else None
-        self.state_logw = self.state_log_kernel(S, candidates, adaptive)
+        self.sample_scale = self.adaptive_scales(adaptive)
+        self.state_logw = self.state_log_kernel()
         # Monte-Carlo next states (the library's n_mc_next): ``draws`` queries per transition
         # drawn around its next state with the state kernel, afresh at every call of ``J``.
-        self.draws, self.s0, self.tree = int(draws), t(s0), cKDTree(S / self.hs)
+        self.draws, self.s0 = int(draws), t(s0)
         self.fixed = (self.X, self.cand, self.state_logw)
         self.generator = torch.Generator().manual_seed(self.seed)
 
@@ -168,22 +169,29 @@ class TwoHopModel:
         noise = torch.randn(n * D, len(self.hs), generator=self.generator)
         self.X = torch.cat([self.S2.repeat_interleave(D, 0) + hs * noise, self.s0])
         self.cand = torch.as_tensor(self.tree.query(self.X.numpy() / self.hs, CANDIDATES)[1])
-        self.state_logw = -0.5 * (((self.X[:, None] - self.S[self.cand]) / hs) ** 2).sum(-1)
+        self.state_logw = self.state_log_kernel()
         rows = torch.cat([torch.arange(n).repeat_interleave(D), n + torch.arange(n0)])
         return rows, torch.cat([torch.full((n * D,), 1.0 / D), torch.ones(n0)])
 
-    def state_log_kernel(self, S: np.ndarray, candidates: np.ndarray, adaptive: float
-                         ) -> torch.Tensor:
-        """Log state kernel of every query and candidate; with ``adaptive`` > 0 a sample-point
-        estimator: sample ``j``'s bandwidths are ``h c_j``, ``c_j = (r_j / median r) ** adaptive``
-        (``r_j``: distance to its ``ADAPTIVE_K``-th nearest data state in bandwidth units; clipped
-        to [1/4, 4]), and its kernel carries the ``c_j^-d`` of a normalised density."""
-        z = (self.X[:, None] - self.S[self.cand]) / torch.as_tensor(self.hs)
+    def adaptive_scales(self, adaptive: float) -> torch.Tensor | None:
+        """Per-sample bandwidth scales of a sample-point estimator (``None`` for ``adaptive`` <=
+        0): ``c_j = (r_j / median r) ** adaptive``, ``r_j`` the distance of data state ``j`` to
+        its ``ADAPTIVE_K``-th nearest data state in bandwidth units, clipped to [1/4, 4]."""
         if adaptive <= 0:
+            return None
+        scaled = self.S.numpy() / self.hs
+        r = self.tree.query(scaled, ADAPTIVE_K + 1)[0][:, -1]
+        return torch.as_tensor(np.clip((r / np.median(r)) ** adaptive, 0.25, 4.0))
+
+    def state_log_kernel(self) -> torch.Tensor:
+        """Log state kernel of the current queries ``X`` and their candidates; with adaptive
+        scales sample ``j``'s bandwidths are ``h c_j`` and its kernel carries the ``c_j^-d`` of a
+        normalised density."""
+        z = (self.X[:, None] - self.S[self.cand]) / torch.as_tensor(self.hs)
+        if self.sample_scale is None:
             return -0.5 * (z ** 2).sum(-1)
-        r = cKDTree(S / self.hs).query(S / self.hs, ADAPTIVE_K + 1)[0][:, -1]
-        c = torch.as_tensor(np.clip((r / np.median(r)) ** adaptive, 0.25, 4.0))[self.cand]
-        return -0.5 * (z ** 2).sum(-1) / c ** 2 - S.shape[1] * torch.log(c)
+        c = self.sample_scale[self.cand]
+        return -0.5 * (z ** 2).sum(-1) / c ** 2 - self.S.shape[1] * torch.log(c)
 
     def J(self, policy: nn.Module) -> torch.Tensor:
         """``J_hat`` of ``policy``, as a surrogate whose gradient is the exact gradient.
@@ -264,8 +272,8 @@ class Ensemble:
                  scales: list[float], aggregate: str, bootstrap: int = 0, beta: float = 1.0,
                  draws: int = 0, penalty: bool = False) -> None:
         if bootstrap:
-            self.models = [TwoHopModel(spec, mode, task_settings, absorb, 1.0, b)
-                           for b in range(bootstrap)]
+            self.models = [TwoHopModel(spec, mode, task_settings, absorb, 1.0, b, draws=draws,
+                                       penalty=penalty) for b in range(bootstrap)]
         else:
             self.models = [TwoHopModel(spec, mode, task_settings, absorb, c, draws=draws,
                                        penalty=penalty) for c in scales]
@@ -297,7 +305,7 @@ def trace(specs: list[str], mode: str, adaptive: float, times: list[int]) -> Non
         model = TwoHopModel(spec, mode, {}, adaptive=adaptive, initial_states=states)
         with torch.no_grad():
             model.J(ReferencePolicy("swingup"))
-        gap = np.sqrt(-2 * model.fixed[2][model.n:].max(1).values.numpy())
+        gap = model.tree.query(states / model.hs)[0]
         print(spec, mode, "state bandwidths", np.round(model.hs, 3), flush=True)
         for k, t in enumerate(times):
             theta = np.arctan2(states[k, 1], states[k, 0])
