@@ -109,9 +109,11 @@ class BellmanSolution:
     Attributes
     ----------
     J : float
-        ``J_hat = eps0 . q``.
+        ``J_hat = eps0 . q`` (plus ``reward_init`` where the rewards depend on the policy).
     q, mu : tensor of shape (n,)
-        Solutions of ``(I - P) q = r`` and ``(I - P)^T mu = eps0`` (float64, detached).
+        Solutions of ``(I - P) q = r`` and ``(I - P)^T mu = eps0`` (float64, detached): ``q``
+        holds the values at the data's pairs, or at the data's next states for
+        ``successors="local-linear"`` (:mod:`nopg.local_linear`).
     eps0 : tensor of shape (n,)
         Initial responsibilities, attached to the policy's graph.
     P : DenseRows or SparseRows
@@ -142,6 +144,9 @@ class BellmanSolution:
     absorbing_value : float or None
         Value per unit of thinness: the absorbing state's value (support-aware model), minus
         the penalty's scale (penalty model), or ``None`` for the paper's model.
+    rewards_next, reward_init : tensors of shapes (n,) and (), optional
+        Rewards that depend on the policy, attached to its graph (``successors="local-linear"``):
+        those of the rows of ``P`` (the ``r`` solved with) and the mean at the initial states.
     """
 
     J: float
@@ -159,13 +164,16 @@ class BellmanSolution:
     initial_gap: float = float("nan")
     initial_actions: torch.Tensor | None = None
     next_actions: torch.Tensor | None = None
+    rewards_next: torch.Tensor | None = None
+    reward_init: torch.Tensor | None = None
 
     def surrogate(self) -> torch.Tensor:
         """A scalar whose gradient is ``grad J_hat``.
 
         ``eps0(theta) . stop(q) + stop(mu)^T P(theta) stop(q)``; with the support-aware model
         the absorbed mass adds ``v_abs (thin_init(theta) + stop(mu)^T lost_next(theta))``, and
-        the penalty model the same with ``-lambda`` for ``v_abs``.
+        the penalty model the same with ``-lambda`` for ``v_abs``; rewards that depend on the
+        policy add ``reward_init(theta) + stop(mu) . rewards_next(theta)``.
         """
         dtype = self.eps0.dtype
         q, mu = self.q.to(dtype), self.mu.to(dtype)
@@ -173,6 +181,9 @@ class BellmanSolution:
         if self.absorbing_value is not None:
             assert self.thin_init is not None and self.lost_next is not None
             out = out + self.absorbing_value * (self.thin_init + mu @ self.lost_next)
+        if self.rewards_next is not None:
+            assert self.reward_init is not None
+            out = out + self.reward_init.to(dtype) + mu @ self.rewards_next.to(dtype)
         return out
 
 
@@ -233,6 +244,16 @@ class NonparametricBellman:
     linear_solver : BellmanSolver
         Solves for ``q`` and ``mu`` and keeps the preconditioner (:mod:`nopg.bellman_solver`).
     """
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> NonparametricBellman:
+        """``successors="local-linear"`` (in ``config`` or the keywords) builds the two-hop
+        :class:`nopg.local_linear.LocalLinearBellman`."""
+        config = kwargs.get("config", args[3] if len(args) > 3 else None)
+        default = config.successors if isinstance(config, ModelConfig) else "kernel"
+        if cls is NonparametricBellman and kwargs.get("successors", default) == "local-linear":
+            from .local_linear import LocalLinearBellman   # it subclasses this class
+            return super().__new__(LocalLinearBellman)
+        return super().__new__(cls)
 
     @renamed_keyword("dataset", "data")
     def __init__(self, data: TransitionDataset, bandwidths: Bandwidths, gamma: float,

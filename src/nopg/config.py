@@ -131,6 +131,13 @@ class NOPGConfig(TorchPlacement):
     support_radius : float
         Kernel distance (in bandwidths) at which one data pair supports a query by ``1 - 1/e``;
         sets the ``support_gap`` diagnostic and the ``absorb`` and ``penalty`` models.
+    successors : {"kernel", "local-linear"}
+        ``kernel`` (default): a query moves to its neighbours' recorded next states (the paper's
+        model). ``local-linear``: each neighbour's successor and reward move with the query's
+        state and action offsets by a local-linear fit of the data, the value there interpolated
+        from the data's next states (:mod:`nopg.local_linear`), so the model can value states
+        the data only pass near; with ``unsupported="penalty"`` the successors off the data pay
+        the penalty. Slower per update (``top_k x 8`` entries per row).
     support_warning : float
         ``fit`` warns when the final ``support_gap`` (share of the policy's discounted
         visitation where the data are thin) exceeds this.
@@ -211,6 +218,7 @@ class NOPGConfig(TorchPlacement):
     unsupported: str = MODEL_DEFAULTS["unsupported"]
     absorbing_value: float | None = MODEL_DEFAULTS["absorbing_value"]
     support_radius: float = MODEL_DEFAULTS["support_radius"]
+    successors: str = MODEL_DEFAULTS["successors"]
     support_warning: float = 0.25
     continuation: float | None = None
     continuation_updates: int | None = None

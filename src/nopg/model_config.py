@@ -40,6 +40,7 @@ NEIGHBOR_MODES = ("auto", "dense", "candidates", "knn")
 SOLVERS = ("auto", "dense", "bicgstab")
 PRECONDITIONERS = ("auto", "ilu", "aggregation", "none")
 UNSUPPORTED = ("extrapolate", "absorb", "penalty")
+SUCCESSORS = ("kernel", "local-linear")
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
 
 
@@ -122,6 +123,12 @@ class ModelConfig(TorchPlacement):
         data have terminals); it also sets the ``penalty`` model's scale.
     support_radius : float
         Distance, in bandwidths, at which one data pair leaves the thinness at ``1/e``.
+    successors : {"kernel", "local-linear"}
+        ``kernel``: a query moves to its neighbours' recorded next states (the paper's model);
+        ``local-linear``: each neighbour's successor and reward move with the query's state and
+        action offsets by a local-linear fit of the data, and the value there is interpolated
+        from the data's next states (:mod:`nopg.local_linear`; needs ``top_k``; with
+        ``unsupported="penalty"`` the successors off the data pay the penalty).
     dtype : {"float64", "float32"}
         Dtype of the kernel computations (a ``torch.dtype`` is accepted); solves are float64
         (``solver_precision``).
@@ -148,6 +155,7 @@ class ModelConfig(TorchPlacement):
     unsupported: str = "extrapolate"
     absorbing_value: float | None = None
     support_radius: float = 2.0
+    successors: str = "kernel"
     dtype: str = "float64"
     device: str = "cpu"
 
@@ -226,6 +234,10 @@ def check_model_settings(values: Mapping[str, Any], owner: str | None = None) ->
     check_choice("unsupported", v["unsupported"], UNSUPPORTED, owner)
     check_finite_float("absorbing_value", v["absorbing_value"], owner, allow_none=True)
     check_positive_float("support_radius", v["support_radius"], owner)
+    check_choice("successors", v["successors"], SUCCESSORS, owner)
+    if v["successors"] == "local-linear" and v["unsupported"] == "absorb":
+        fail("unsupported", "'extrapolate' or 'penalty' with successors='local-linear'",
+             v["unsupported"], owner)
     check_choice("dtype", v["dtype"], tuple(DTYPES), owner)
     device = v["device"]
     if not isinstance(device, str) or not (device in ("cpu", "cuda", "auto")

@@ -1,0 +1,293 @@
+"""Local-linear successors: a two-hop nonparametric model (``successors="local-linear"``).
+
+NOPG's model (:mod:`nopg.bellman`) sends a query ``(s, a)`` to the data's own next states:
+``Q(s, a) = sum_j eps_j(s, a) (r_j + gamma_j V(s'_j))``. Whatever ``s`` and ``a`` are, the
+successors are the neighbours' recorded ``s'_j``, so the model only knows what a state is worth
+where the data already went from there. This model moves every neighbour's successor and reward
+with the query's offsets, by a local-linear fit of the dynamics around the neighbour:
+
+    y_j(s, a) = s'_j + (I + A_j)(s - s_j) + B_j (a - a_j),
+    r_j(s, a) = r_j + c_j . (s - s_j) + b_j . (a - a_j),
+
+with ``A_j, B_j, c_j, b_j`` the least-squares slopes of ``(s' - s, r)`` on ``(s - s_l, a - a_l)``
+over the ``FIT_NEIGHBOURS`` data states ``s_l`` nearest to ``s_j`` (:func:`local_linear_slopes`).
+On data from linear dynamics the successor is exact: ``y_j(s, a)`` is the true next state for
+every neighbour ``j``. The value at a moved successor is interpolated from the values at its
+``INTERP_NEIGHBOURS`` nearest data next states (the softmax of the state kernel, ``M(y)``), so
+the unknowns are the values ``v_l = V(s'_l)`` at the data's next states:
+
+    v = rho + T v,   T[x, :] = sum_j gamma_j eps_j(x, pi(x)) M(y_j(x, pi(x))),
+    rho(x) = sum_j eps_j(x, pi(x)) r_j(x, pi(x)),
+    J_hat = mean_z (rho(z) + T[z, :] . v)   over the initial states z.
+
+Row ``l`` of ``T`` is the query at ``s'_l`` (the mean over ``n_mc_next`` states drawn around it
+when those are on); ``eps`` is NOPG's sparsified responsibility (``top_k`` entries), averaged over
+the Monte-Carlo actions of a stochastic policy. Every row of ``T`` is non-negative and sums to
+``sum_j eps_j gamma_j <= gamma``. Each row holds ``top_k x INTERP_NEIGHBOURS`` entries (columns
+may repeat), found by a k-d tree of the next states at every update.
+
+With ``unsupported="penalty"`` every continuing successor pays ``lambda (1 - w(y_j))`` in reward,
+``1 - w`` its thinness against the data's next states (:func:`nopg.kernels.thinness`) and
+``lambda = max(r) - (1 - gamma) absorbing_value`` (MOPO's pessimism, as in the kernel model):
+the successors the policy steers off the data cost what leaving the data may cost.
+``unsupported="absorb"`` is refused: the one start state of a swing-up is often off the data
+already, and ``J_hat`` then sits at the absorbing value with no gradient towards the data.
+
+The gradient of ``J_hat`` is the autograd gradient of
+``mean_z rho(z) + t0 . stop(v) + stop(mu) . (rho + T stop(v))`` with ``mu = (I - T)^{-T} t0``
+(:meth:`nopg.bellman.BellmanSolution.surrogate`); the neighbour sets are piecewise constant.
+The support diagnostics are the kernel model's: the thinness of the data at the policy's queries.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from scipy.spatial import cKDTree
+from torch import nn
+
+from .bandwidth import Bandwidths
+from .bellman import BellmanSolution, NonparametricBellman, as_states
+from .data import TransitionDataset
+from .kernels import gather_rows, softmax_log_mass, squared_norm, thinness
+from .model_config import ModelConfig
+from .policies import is_stochastic
+from .responsibilities import KernelRows, QueryStates
+from .row_matrices import SparseRows
+
+__all__ = ["LocalLinearBellman", "local_linear_slopes", "FIT_NEIGHBOURS", "INTERP_NEIGHBOURS"]
+
+FIT_NEIGHBOURS = 32      # data states in each local-linear fit
+INTERP_NEIGHBOURS = 8    # data next states interpolating the value at a moved successor
+_RIDGE = 1e-6            # ridge of the fits' normal equations (inputs in bandwidth units)
+
+
+def local_linear_slopes(states: np.ndarray, actions: np.ndarray, next_states: np.ndarray,
+                        rewards: np.ndarray, h_s: np.ndarray, h_a: np.ndarray,
+                        k: int = FIT_NEIGHBOURS) -> np.ndarray:
+    """Slopes of ``(s' - s, r)`` in ``(s - s_j, a - a_j)`` around every data pair ``j``.
+
+    Least squares with an intercept over the ``k`` data states nearest to ``s_j`` (in state
+    bandwidths), inputs scaled by the bandwidths ``h_s``, ``h_a`` for the conditioning.
+
+    Returns
+    -------
+    ndarray of shape (n, d_s + d_a, d_s + 1)
+        ``out[j] . [s - s_j, a - a_j]`` predicts the change of ``(s' - s, r)`` from pair ``j``.
+    """
+    n, ds = states.shape
+    k = min(int(k), n)
+    scale = np.concatenate([h_s, h_a])
+    _, nb = cKDTree(states / h_s).query(states / h_s, k)
+    nb = nb.reshape(n, k)
+    offsets = np.concatenate([states[nb] - states[:, None], actions[nb] - actions[:, None]], -1)
+    X = np.concatenate([np.ones((n, k, 1)), offsets / scale], -1)            # (n, k, 1 + d)
+    Y = np.concatenate([next_states - states, rewards[:, None]], 1)[nb]       # (n, k, d_s + 1)
+    gram = np.einsum("nkf,nkg->nfg", X, X) + _RIDGE * np.eye(X.shape[-1])
+    coef = np.linalg.solve(gram, np.einsum("nkf,nko->nfo", X, Y))[:, 1:]
+    return coef / scale[None, :, None]
+
+
+class LocalLinearBellman(NonparametricBellman):
+    """The two-hop model of the module docstring, with :class:`NonparametricBellman`'s interface.
+
+    Built by ``NonparametricBellman(..., successors="local-linear")`` (or a
+    :class:`~nopg.model_config.ModelConfig` with that setting). The solution's ``q`` holds the
+    values ``v`` at the data's next states, and ``value``, ``q_value``, ``visitation``,
+    ``logged_q_value`` and ``data_value`` read it as such.
+
+    Attributes
+    ----------
+    slopes : tensor of shape (n, d_s + d_a, d_s + 1)
+        :func:`local_linear_slopes` of the data.
+    penalty_scale : float
+        ``lambda`` of the penalty (0 without ``unsupported="penalty"``).
+    """
+
+    def __init__(self, data: TransitionDataset, bandwidths: Bandwidths, gamma: float,
+                 config: ModelConfig | None = None, **settings: Any) -> None:
+        super().__init__(data, bandwidths, gamma, config, **settings)
+        if self.top_k is None:
+            raise ValueError("successors='local-linear' needs top_k (the neighbours whose "
+                             "successors move); top_k=None keeps all n of them per row")
+        if self.unsupported == "absorb":
+            raise ValueError("successors='local-linear' supports unsupported='extrapolate' or "
+                             "'penalty', not 'absorb' (see nopg.local_linear)")
+
+    def _build(self) -> None:
+        super()._build()
+        # The query's thinness is a diagnostic here; the penalty falls on the successors.
+        self.kernel_rows = KernelRows(self.selector, self.neighbors, self.support_radius, False)
+        d = self.data
+        h_s = np.asarray(self.bandwidths.state, float)
+        self.slopes = self._tensor(local_linear_slopes(
+            np.asarray(d.states, float), np.asarray(d.actions, float),
+            np.asarray(d.next_states, float), np.asarray(d.rewards, float), h_s,
+            np.asarray(self.bandwidths.action, float)))
+        self.actions = self._tensor(d.actions)
+        self.data_rewards = self._tensor(d.rewards)
+        self.continuing = self._tensor(1.0 - np.asarray(d.terminals, float))
+        self.next_tree = cKDTree(np.asarray(d.next_states, float) / h_s)
+        self.n_interp = min(INTERP_NEIGHBOURS, self.n)
+        self.penalty_scale = (float(d.rewards.max()) - (1.0 - self.gamma) * self.absorbing_value
+                              if self.unsupported == "penalty" else 0.0)
+        self._logged: tuple[SparseRows, torch.Tensor] | None = None
+
+    @property
+    def unsupported_value(self) -> float | None:
+        """``None``: the penalty is part of the successors' rewards (module docstring)."""
+        return None
+
+    # ------------------------------------------------------------------ the two hops
+    def _moved(self, states: torch.Tensor, actions: torch.Tensor, idx: torch.Tensor
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Moved successors (m, c, d_s) and rewards (m, c) of the neighbours ``idx`` (m, c) of
+        query states (m, d_s) taking actions (m, c, d_a)."""
+        ds = self.data.state_dim
+        dx = states[:, None, :] - gather_rows(self.states, idx)
+        du = actions - gather_rows(self.actions, idx)
+        slopes = gather_rows(self.slopes, idx)                          # (m, c, d, d_s + 1)
+        pred = (torch.cat([dx, du], -1)[..., None] * slopes).sum(-2)    # (m, c, d_s + 1)
+        succ = gather_rows(self.next_states, idx) + dx + pred[..., :ds]
+        return succ, gather_rows(self.data_rewards, idx) + pred[..., ds]
+
+    def successor_rows(self, states: torch.Tensor, actions: torch.Tensor, group: int = 1
+                       ) -> tuple[SparseRows, torch.Tensor, torch.Tensor]:
+        """Rows of ``T`` and ``rho`` at query states (M, d_s) and actions (M, G, d_a).
+
+        Averaged over the ``G`` actions and over consecutive groups of ``group`` states, as the
+        kernel model's rows. Returns ``(T, rho, thin)``: ``T`` (M / group, n) with
+        ``G top_k INTERP_NEIGHBOURS group`` entries per row, ``rho`` (M / group,) and the thinness
+        of the data at the queries (M / group,), a detached diagnostic.
+        """
+        M, G, _ = actions.shape
+        rows, thin = self.kernel_rows.rows(self._prepare(states), actions / self.h_a, 1)
+        assert isinstance(rows, SparseRows)
+        idx, w = rows.index, rows.values                                 # (M, G k), includes 1 / G
+        per_entry = actions.repeat_interleave(idx.shape[1] // G, dim=1)
+        succ, reward = self._moved(states, per_entry, idx)
+        cols, interp, succ_thin = self._interpolation(succ)
+        go_on = gather_rows(self.discounts, idx)                        # gamma_j
+        if self.penalty_scale:
+            reward = reward - self.penalty_scale * gather_rows(self.continuing, idx) * succ_thin
+        rho = (w * reward).sum(1)
+        vals = ((go_on * w)[..., None] * interp).reshape(M, -1)
+        m = M // group
+        T = SparseRows(cols.reshape(m, -1), vals.reshape(m, -1) / group, self.n)
+        return T, rho.reshape(m, group).mean(1), thin.detach().reshape(m, group).mean(1)
+
+    def _interpolation(self, succ: torch.Tensor
+                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Columns (..., L), weights (..., L) and thinness (...) of the value interpolation at
+        successors (..., d_s) from the nearest data next states."""
+        flat = succ.reshape(-1, succ.shape[-1])
+        scaled = (flat.detach() / self.h_s).cpu().numpy()
+        _, near = self.next_tree.query(scaled, self.n_interp)
+        near = torch.as_tensor(near.reshape(len(flat), self.n_interp), device=self.device)
+        diff = (flat[:, None, :] - gather_rows(self.next_states, near)) / self.h_s
+        weights, log_mass = softmax_log_mass(-0.5 * squared_norm(diff))
+        shape = succ.shape[:-1]
+        return (near.reshape(*shape, -1), weights.reshape(*shape, -1),
+                thinness(log_mass, self.support_radius).reshape(shape))
+
+    # ------------------------------------------------------------------ T, t0 and the solve
+    def _policy_successors(self, policy: nn.Module, states: torch.Tensor, group: int,
+                           generator: torch.Generator | None
+                           ) -> tuple[SparseRows, torch.Tensor, torch.Tensor, torch.Tensor]:
+        actions = self.policy_actions(policy, states, generator)
+        return (*self.successor_rows(states, actions, group), actions)
+
+    def _next_queries_rows(self, policy: nn.Module, generator: torch.Generator | None
+                           ) -> tuple[SparseRows, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``T`` and ``rho`` at the next states (or the states drawn around them)."""
+        if self.n_mc_next is None:
+            return self._policy_successors(policy, self.next_states, 1, generator)
+        xi = self._noise((self.n, self.n_mc_next, self.data.state_dim), generator)
+        states = (self.next_states[:, None, :] + self.h_next * xi).reshape(-1, self.data.state_dim)
+        return self._policy_successors(policy, states, self.n_mc_next, generator)
+
+    def _transition(self, policy: nn.Module, generator: torch.Generator | None
+                    ) -> tuple[SparseRows, torch.Tensor, torch.Tensor]:
+        T, _, thin, actions = self._next_queries_rows(policy, generator)
+        return T, thin, actions
+
+    def _initial(self, policy: nn.Module, initial_states: np.ndarray | torch.Tensor,
+                 generator: torch.Generator | None
+                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``t0`` (n,), the mean thinness at the initial queries and the policy's actions."""
+        z = self._tensor(as_states(initial_states, self.data.state_dim, "initial_states"))
+        T0, _, thin, actions = self._policy_successors(policy, z, 1, generator)
+        return T0.column_mean(), thin.mean(), actions
+
+    def solution(self, policy: nn.Module, initial_states: np.ndarray | torch.Tensor,
+                 generator: torch.Generator | None = None,
+                 warm_start: tuple[torch.Tensor, torch.Tensor] | None = None) -> BellmanSolution:
+        """``T``, ``t0`` and ``rho`` at the policy, ``v`` and ``mu`` solved (module docstring)."""
+        if self.stochastic and not is_stochastic(policy):
+            raise ValueError(
+                "stochastic=True needs a policy with a 'mean_std(states) -> (mean, std)' method, "
+                f"such as nopg.GaussianMLPPolicy; {type(policy).__name__} has none")
+        self.refined_rows_ = 0
+        z = self._tensor(as_states(initial_states, self.data.state_dim, "initial_states"))
+        T0, rho0, thin0, actions0 = self._policy_successors(policy, z, 1, generator)
+        T, rho, thin, actions_next = self._next_queries_rows(policy, generator)
+        t0, reward0 = T0.column_mean(), rho0.mean()
+        v, mu, info_v, info_mu = self.solve(T, t0, warm_start, rho.detach().to(torch.float64))
+        J = float(reward0.detach()) + float(torch.dot(t0.detach().to(torch.float64), v))
+        thin064, visits = float(thin0.mean()), mu.clamp_min(0)
+        gap = (thin064 + float(visits @ thin.to(torch.float64))) / (1.0 + float(visits.sum()))
+        return BellmanSolution(J, v, mu, t0, T, info_v, info_mu, self.refined_rows_,
+                               lost_next=thin, thin_init=thin0.mean(), support_gap=gap,
+                               initial_actions=actions0, next_actions=actions_next,
+                               initial_gap=thin064, rewards_next=rho, reward_init=reward0)
+
+    # ------------------------------------------------------------------ queries
+    @torch.no_grad()
+    def _query(self, policy: nn.Module | None, states: np.ndarray | torch.Tensor,
+               vector: torch.Tensor | None, actions: np.ndarray | torch.Tensor | None = None,
+               chunk: int = 4096, seed: int = 0, absorbing: bool = False) -> np.ndarray:
+        """``rho + T . v`` at the queries (``absorbing``: values), the interpolation of
+        ``vector`` at the states (visitation) or the thinness (``vector=None``)."""
+        if vector is None:
+            return super()._query(policy, states, None, actions, chunk, seed)
+        s_all = as_states(states, self.data.state_dim, "states")
+        a_all = None if actions is None else as_states(actions, self.data.action_dim, "actions")
+        if a_all is not None and a_all.shape[0] != s_all.shape[0]:
+            raise ValueError(f"actions has {a_all.shape[0]} rows but states has {s_all.shape[0]}")
+        generator = torch.Generator().manual_seed(seed)
+        vec = vector.to(device=self.device, dtype=torch.float64)
+        out = []
+        for start in range(0, s_all.shape[0], chunk):
+            s = self._tensor(s_all[start:start + chunk])
+            if not absorbing:          # a state density: the interpolation weights of ``s``
+                cols, interp, _ = self._interpolation(s)
+                out.append((interp.to(torch.float64) * vec[cols]).sum(1))
+                continue
+            a = (self.policy_actions(policy, s, generator) if a_all is None else
+                 self._tensor(a_all[start:start + chunk])[:, None, :])
+            T, rho, _ = self.successor_rows(s, a)
+            out.append(rho.to(torch.float64) + T.to(torch.float64).matvec(vec))
+        return torch.cat(out).cpu().numpy()
+
+    def visitation(self, policy: nn.Module, states: np.ndarray | torch.Tensor, mu: torch.Tensor,
+                   seed: int = 0) -> np.ndarray:
+        """Discounted visitation ``mu`` interpolated at the states from the data's next states
+        (the weights ``M(s)`` of the value interpolation)."""
+        return self._query(policy, states, mu, seed=seed)
+
+    @torch.no_grad()
+    def logged_q_value(self, q: torch.Tensor) -> np.ndarray:
+        """``Q(s_i, a_i)`` at the data's own pairs; their rows do not depend on the policy, so
+        they are built once and kept."""
+        if self._logged is None:
+            T, rho, _ = self.successor_rows(self.states, self.actions[:, None, :])
+            self._logged = (T.to(torch.float64), rho.to(torch.float64))
+        T, rho = self._logged
+        return (rho + T.matvec(q.to(device=self.device, dtype=torch.float64))).cpu().numpy()
+
+    @torch.no_grad()
+    def data_value(self, policy: nn.Module, q: torch.Tensor, seed: int = 0) -> np.ndarray:
+        """:meth:`value` at the data's own states."""
+        return self.value(policy, self.states, q, seed=seed)

@@ -1,0 +1,149 @@
+"""Local-linear successors (``successors="local-linear"``, :mod:`nopg.local_linear`).
+
+- the exact gradient against finite differences of ``J_hat`` (sparse paths, NOPG-D and NOPG-S,
+  drawn next states, the penalty);
+- exactness on linear data: the fitted slopes are the true ones, so every neighbour's moved
+  successor is the true next state of the query;
+- the Bellman fixed point: the model's value at the data's next states is the solved ``v``, and
+  ``J_hat`` is the mean value at the initial states; the rows are non-negative and sum to
+  ``sum_j eps_j gamma_j``;
+- the penalty is linear in its scale and vanishes at scale 0;
+- clear errors for settings the model does not support.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from test_gradient import GAMMA, check_against_fd
+
+import nopg
+from nopg.bellman import NonparametricBellman
+from nopg.local_linear import LocalLinearBellman, local_linear_slopes
+
+LL = dict(successors="local-linear", top_k=6)
+
+
+@pytest.mark.parametrize("neighbors", ["knn", "candidates", "dense"])
+def test_gradient_matches_finite_differences(dataset, bandwidths, initial_states, det_policy,
+                                             neighbors):
+    check_against_fd(dataset, det_policy, bandwidths=bandwidths, gamma=GAMMA,
+                     initial_states=initial_states, neighbors=neighbors, **LL)
+
+
+def test_gradient_with_penalty_and_drawn_next_states(dataset, bandwidths, initial_states,
+                                                     det_policy):
+    # Narrow bandwidths: the successors' thinness is far from 0 and 1, so its gradient matters.
+    check_against_fd(dataset, det_policy, bandwidths=bandwidths.scaled(0.5, 0.5), gamma=GAMMA,
+                     initial_states=initial_states, unsupported="penalty", n_mc_next=3, seed=2,
+                     neighbors="knn", **LL)
+
+
+def test_gradient_stochastic(dataset, bandwidths, initial_states, gauss_policy):
+    check_against_fd(dataset, gauss_policy, bandwidths=bandwidths, gamma=GAMMA,
+                     initial_states=initial_states, stochastic=True, n_mc_policy=3, seed=4,
+                     unsupported="penalty", **LL)
+
+
+def _linear_data(n: int = 80, seed: int = 0) -> tuple[nopg.TransitionDataset, np.ndarray,
+                                                      np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    F = np.array([[0.9, 0.2], [-0.3, 1.1]])
+    G = np.array([[0.5], [-0.7]])
+    c = np.array([0.4, -1.2])
+    s = rng.normal(size=(n, 2))
+    a = rng.uniform(-1, 1, size=(n, 1))
+    data = nopg.TransitionDataset(states=s, actions=a, next_states=s @ F.T + a @ G.T,
+                                  rewards=s @ c + 0.8 * a[:, 0], terminals=np.zeros(n, bool))
+    return data, F, G, c
+
+
+def test_exact_on_linear_dynamics():
+    data, F, G, c = _linear_data()
+    bw = nopg.Bandwidths(state=[0.6, 0.4], action=[0.5])
+    slopes = local_linear_slopes(data.states, data.actions, data.next_states, data.rewards,
+                                 np.array([0.6, 0.4]), np.array([0.5]))
+    for j in (0, 17, 79):
+        np.testing.assert_allclose(slopes[j, :2, :2], (F - np.eye(2)).T, atol=1e-6)
+        np.testing.assert_allclose(slopes[j, 2, :2], G[:, 0], atol=1e-6)
+        np.testing.assert_allclose(slopes[j, :, 2], [*c, 0.8], atol=1e-6)
+    model = NonparametricBellman(data, bw, 0.9, top_k=5, neighbors="knn",
+                                 successors="local-linear")
+    assert isinstance(model, LocalLinearBellman)
+    rng = np.random.default_rng(1)
+    x = torch.tensor(rng.normal(size=(7, 2)))
+    u = torch.tensor(rng.uniform(-1, 1, size=(7, 3, 1)))
+    idx = torch.tensor(rng.integers(0, data.n, size=(7, 3)))    # any neighbours at all
+    succ, reward = model._moved(x, u, idx)
+    truth = x[:, None, :] @ torch.tensor(F.T) + u @ torch.tensor(G.T)
+    torch.testing.assert_close(succ, truth, atol=1e-5, rtol=0)   # the fits' ridge
+    torch.testing.assert_close(reward, x @ torch.tensor(c)[:, None] + 0.8 * u[..., 0],
+                               atol=1e-5, rtol=0)
+
+
+def test_fixed_point_rows_and_initial_value(dataset, bandwidths, initial_states, det_policy):
+    model = NonparametricBellman(dataset, bandwidths, GAMMA, top_k=6, neighbors="knn",
+                                 successors="local-linear")
+    with torch.no_grad():
+        sol = model.solution(det_policy, initial_states)
+        T = sol.P.to_dense().numpy()
+        kernel = NonparametricBellman(dataset, bandwidths, GAMMA, top_k=6, neighbors="knn")
+        eps = kernel.responsibilities(det_policy, dataset.next_states).to_dense().numpy()
+    assert T.min() >= 0
+    # Row sums: sum_j eps_j gamma_j over the kernel model's neighbours (gamma_j = 0 if terminal).
+    np.testing.assert_allclose(T.sum(1), eps @ dataset.discounts(GAMMA), rtol=1e-12)
+    v = sol.q.numpy()
+    # The value the model gives the data's next states solves v = rho + T v.
+    np.testing.assert_allclose(model.value(det_policy, dataset.next_states, sol.q), v,
+                               rtol=1e-8, atol=1e-8)
+    assert sol.J == pytest.approx(model.value(det_policy, initial_states, sol.q).mean(), rel=1e-10)
+    mu = sol.mu.numpy()
+    np.testing.assert_allclose((np.eye(dataset.n) - T).T @ mu, sol.eps0.detach().numpy(),
+                               atol=1e-9)
+    assert 0.0 <= sol.support_gap <= 1.0
+    q_logged = model.logged_q_value(sol.q)
+    assert q_logged.shape == (dataset.n,) and np.all(np.isfinite(q_logged))
+    visits = model.visitation(det_policy, dataset.next_states, sol.mu)
+    assert visits.shape == (dataset.n,) and np.all(visits >= 0)
+
+
+def test_penalty_is_linear_in_its_scale(dataset, bandwidths, initial_states, det_policy):
+    bw = bandwidths.scaled(0.5, 0.5)
+    top = float(dataset.rewards.max()) / (1 - GAMMA)   # absorbing value at which lambda = 0
+
+    def J(lam: float, unsupported: str = "penalty") -> float:
+        model = NonparametricBellman(dataset, bw, GAMMA, unsupported=unsupported,
+                                     absorbing_value=top - lam / (1 - GAMMA), **LL)
+        assert model.penalty_scale == pytest.approx(lam if unsupported == "penalty" else 0.0)
+        with torch.no_grad():
+            return model.solution(det_policy, initial_states).J
+
+    plain = J(0.0, "extrapolate")
+    assert J(0.0) == pytest.approx(plain, rel=1e-12)
+    one, two = J(10.0), J(20.0)
+    assert one < plain - 1e-3
+    assert two - one == pytest.approx(one - plain, rel=1e-8)
+
+
+def test_nopg_fit_improves_j_hat_and_reports(dataset, bandwidths, initial_states, det_policy):
+    config = nopg.NOPGConfig(gamma=0.9, top_k=6, successors="local-linear",
+                             unsupported="penalty", n_mc_next=2)
+    algo = nopg.NOPG(det_policy, config)
+    algo.fit(dataset, bandwidths, initial_states, n_updates=25, progress=False)
+    assert isinstance(algo.model_, LocalLinearBellman)
+    history = [h["J_hat"] for h in algo.history_]
+    assert history[-1] > history[0]
+    assert all(0 <= h["support_gap"] <= 1 for h in algo.history_)
+    values = algo.value(dataset.states[:5])
+    assert values.shape == (5,) and np.all(np.isfinite(values))
+
+
+@pytest.mark.parametrize("settings, match", [
+    (dict(successors="local-linear", top_k=None), "needs top_k"),
+    (dict(successors="local-linear", top_k=6, unsupported="absorb"), "unsupported"),
+    (dict(successors="linear", top_k=6), "successors"),
+])
+def test_unsupported_settings_are_refused(dataset, bandwidths, settings, match):
+    with pytest.raises(ValueError, match=match):
+        NonparametricBellman(dataset, bandwidths, GAMMA, **settings)
