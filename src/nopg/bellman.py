@@ -251,7 +251,7 @@ class NonparametricBellman:
         config = kwargs.get("config", args[3] if len(args) > 3 else None)
         default = config.successors if isinstance(config, ModelConfig) else "kernel"
         if cls is NonparametricBellman and kwargs.get("successors", default) == "local-linear":
-            from .local_linear import LocalLinearBellman   # it subclasses this class
+            from .local_linear import LocalLinearBellman  # it subclasses this class
             return super().__new__(LocalLinearBellman)
         return super().__new__(cls)
 

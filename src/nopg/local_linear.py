@@ -54,7 +54,7 @@ from .data import TransitionDataset
 from .kernels import gather_rows, softmax_log_mass, squared_norm, thinness
 from .model_config import ModelConfig
 from .policies import is_stochastic
-from .responsibilities import KernelRows, QueryStates
+from .responsibilities import KernelRows
 from .row_matrices import SparseRows
 
 __all__ = ["LocalLinearBellman", "local_linear_slopes", "FIT_NEIGHBOURS", "INTERP_NEIGHBOURS"]
@@ -115,9 +115,10 @@ class LocalLinearBellman(NonparametricBellman):
         if self.unsupported == "absorb":
             raise ValueError("successors='local-linear' supports unsupported='extrapolate' or "
                              "'penalty', not 'absorb' (see nopg.local_linear)")
+        self._build_successors()
 
-    def _build(self) -> None:
-        super()._build()
+    def _build_successors(self) -> None:
+        """The local fits, the next states' k-d tree and the penalty's scale."""
         # The query's thinness is a diagnostic here; the penalty falls on the successors.
         self.kernel_rows = KernelRows(self.selector, self.neighbors, self.support_radius, False)
         d = self.data
@@ -245,37 +246,44 @@ class LocalLinearBellman(NonparametricBellman):
 
     # ------------------------------------------------------------------ queries
     @torch.no_grad()
-    def _query(self, policy: nn.Module | None, states: np.ndarray | torch.Tensor,
-               vector: torch.Tensor | None, actions: np.ndarray | torch.Tensor | None = None,
-               chunk: int = 4096, seed: int = 0, absorbing: bool = False) -> np.ndarray:
-        """``rho + T . v`` at the queries (``absorbing``: values), the interpolation of
-        ``vector`` at the states (visitation) or the thinness (``vector=None``)."""
-        if vector is None:
-            return super()._query(policy, states, None, actions, chunk, seed)
+    def _successor_values(self, policy: nn.Module | None, states: np.ndarray | torch.Tensor,
+                          v: torch.Tensor, actions: np.ndarray | torch.Tensor | None = None,
+                          chunk: int = 4096, seed: int = 0) -> np.ndarray:
+        """``rho + T . v`` at query states, with the policy's actions or the given ones."""
         s_all = as_states(states, self.data.state_dim, "states")
         a_all = None if actions is None else as_states(actions, self.data.action_dim, "actions")
         if a_all is not None and a_all.shape[0] != s_all.shape[0]:
             raise ValueError(f"actions has {a_all.shape[0]} rows but states has {s_all.shape[0]}")
         generator = torch.Generator().manual_seed(seed)
-        vec = vector.to(device=self.device, dtype=torch.float64)
+        vec = v.to(device=self.device, dtype=torch.float64)
         out = []
         for start in range(0, s_all.shape[0], chunk):
             s = self._tensor(s_all[start:start + chunk])
-            if not absorbing:          # a state density: the interpolation weights of ``s``
-                cols, interp, _ = self._interpolation(s)
-                out.append((interp.to(torch.float64) * vec[cols]).sum(1))
-                continue
             a = (self.policy_actions(policy, s, generator) if a_all is None else
                  self._tensor(a_all[start:start + chunk])[:, None, :])
             T, rho, _ = self.successor_rows(s, a)
             out.append(rho.to(torch.float64) + T.to(torch.float64).matvec(vec))
         return torch.cat(out).cpu().numpy()
 
+    def value(self, policy: nn.Module, states: np.ndarray | torch.Tensor, q: torch.Tensor,
+              seed: int = 0) -> np.ndarray:
+        """``V(s) = rho(s) + T(s) . v`` at query states (m, d_s); ``q`` is the solution's ``v``."""
+        return self._successor_values(policy, states, q, seed=seed)
+
+    def q_value(self, states: np.ndarray | torch.Tensor, actions: np.ndarray | torch.Tensor,
+                q: torch.Tensor) -> np.ndarray:
+        """``Q(s, a)``: :meth:`value` with the given actions."""
+        return self._successor_values(None, states, q, actions=actions)
+
+    @torch.no_grad()
     def visitation(self, policy: nn.Module, states: np.ndarray | torch.Tensor, mu: torch.Tensor,
                    seed: int = 0) -> np.ndarray:
         """Discounted visitation ``mu`` interpolated at the states from the data's next states
-        (the weights ``M(s)`` of the value interpolation)."""
-        return self._query(policy, states, mu, seed=seed)
+        (the weights ``M(s)`` of the value interpolation; the policy does not enter)."""
+        s = self._tensor(as_states(states, self.data.state_dim, "states"))
+        cols, interp, _ = self._interpolation(s)
+        vec = mu.to(device=self.device, dtype=torch.float64)
+        return (interp.to(torch.float64) * vec[cols]).sum(1).cpu().numpy()
 
     @torch.no_grad()
     def logged_q_value(self, q: torch.Tensor) -> np.ndarray:
