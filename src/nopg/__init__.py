@@ -24,6 +24,7 @@ from .bellman import BellmanSolution, NonparametricBellman
 from .config import NOPGConfig
 from .data import TransitionDataset
 from .gradient import PolicyGradientResult, policy_gradient
+from .local_linear import LocalLinearBellman
 from .model_config import ModelConfig
 from .policies import (
     DeterministicMLPPolicy,
@@ -38,7 +39,8 @@ __all__ = [
     "NOPG", "NOPGConfig", "ModelConfig", "CheckpointCallback", "EvalCallback", "SupportWarning",
     "TransitionDataset", "Bandwidths", "DuplicatedDataWarning", "select_bandwidths",
     "silverman_bandwidth", "scott_bandwidth", "cross_validated_bandwidth",
-    "NonparametricBellman", "BellmanSolution", "policy_gradient", "PolicyGradientResult",
+    "NonparametricBellman", "LocalLinearBellman", "BellmanSolution", "policy_gradient",
+    "PolicyGradientResult",
     "DeterministicMLPPolicy", "DiagonalLinearPolicy", "GaussianMLPPolicy", "LinearPolicy",
     "gaussian_log_prob",
     "SolveInfo", "SolverWarning", "bicgstab", "solve_dense",
