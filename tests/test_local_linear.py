@@ -147,3 +147,10 @@ def test_nopg_fit_improves_j_hat_and_reports(dataset, bandwidths, initial_states
 def test_unsupported_settings_are_refused(dataset, bandwidths, settings, match):
     with pytest.raises(ValueError, match=match):
         NonparametricBellman(dataset, bandwidths, GAMMA, **settings)
+
+
+def test_stochastic_model_needs_a_stochastic_policy(dataset, bandwidths, initial_states,
+                                                    det_policy):
+    model = NonparametricBellman(dataset, bandwidths, GAMMA, stochastic=True, **LL)
+    with pytest.raises(ValueError, match="mean_std"):
+        model.solution(det_policy, initial_states)

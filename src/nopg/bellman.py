@@ -372,6 +372,14 @@ class NonparametricBellman:
         return torch.randn(shape, generator=generator, dtype=torch.float64).to(
             device=self.device, dtype=self.dtype)
 
+    def check_policy(self, policy: nn.Module) -> None:
+        """A clear error when the model is stochastic (NOPG-S) and the policy has no
+        ``mean_std``."""
+        if self.stochastic and not is_stochastic(policy):
+            raise ValueError(
+                "stochastic=True needs a policy with a 'mean_std(states) -> (mean, std)' method, "
+                f"such as nopg.GaussianMLPPolicy; {type(policy).__name__} has none")
+
     def _policy_input(self, policy: nn.Module, states: torch.Tensor) -> torch.Tensor:
         param = next(iter(policy.parameters()), None)
         return states.to(param.dtype) if param is not None else states
@@ -490,11 +498,7 @@ class NonparametricBellman:
                  warm_start: tuple[torch.Tensor, torch.Tensor] | None = None) -> BellmanSolution:
         """Build ``eps0`` and ``P`` at the policy and solve for ``q`` and ``mu`` (one update's
         model: ``J_hat``, the gradient surrogate, the support diagnostics)."""
-        if self.stochastic and not is_stochastic(policy):
-            raise ValueError(
-                "stochastic=True needs a policy with a 'mean_std(states) -> (mean, std)' method, "
-                f"such as nopg.GaussianMLPPolicy; {type(policy).__name__} has none"
-            )
+        self.check_policy(policy)
         self.refined_rows_ = 0
         eps0, thin0, actions0 = self._initial(policy, initial_states, generator)
         P, lost, actions_next = self._transition(policy, generator)

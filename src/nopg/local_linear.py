@@ -53,7 +53,6 @@ from .bellman import BellmanSolution, NonparametricBellman, as_states
 from .data import TransitionDataset
 from .kernels import gather_rows, softmax_log_mass, squared_norm, thinness
 from .model_config import ModelConfig
-from .policies import is_stochastic
 from .responsibilities import KernelRows
 from .row_matrices import SparseRows
 
@@ -226,10 +225,7 @@ class LocalLinearBellman(NonparametricBellman):
                  generator: torch.Generator | None = None,
                  warm_start: tuple[torch.Tensor, torch.Tensor] | None = None) -> BellmanSolution:
         """``T``, ``t0`` and ``rho`` at the policy, ``v`` and ``mu`` solved (module docstring)."""
-        if self.stochastic and not is_stochastic(policy):
-            raise ValueError(
-                "stochastic=True needs a policy with a 'mean_std(states) -> (mean, std)' method, "
-                f"such as nopg.GaussianMLPPolicy; {type(policy).__name__} has none")
+        self.check_policy(policy)
         self.refined_rows_ = 0
         z = self._tensor(as_states(initial_states, self.data.state_dim, "initial_states"))
         T0, rho0, thin0, actions0 = self._policy_successors(policy, z, 1, generator)
