@@ -222,7 +222,8 @@ class NonparametricBellman:
     gamma : float in [0, 1)
     config : ModelConfig, optional
         The model's settings (:class:`nopg.model_config.ModelConfig`: sparsification, neighbour
-        search, Monte-Carlo counts, solver, support model, dtype, device).
+        search, Monte-Carlo counts, solver, support model, successors, dtype, device);
+        ``successors="local-linear"`` builds a :class:`nopg.local_linear.LocalLinearBellman`.
     **settings
         Fields of :class:`~nopg.model_config.ModelConfig` (e.g. ``top_k=10``,
         ``stochastic=True``), replacing those of ``config``. Without ``config`` the fields not
