@@ -7,3 +7,10 @@ if [ -n "${WHL:-}" ] && ls "$WHL"/*.whl >/dev/null 2>&1; then
     --target /tmp/site "$WHL"/*.whl && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 fi
 export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH}
+
+# The machine and the library versions, for a study's machine.txt.
+describe_machine() {
+  date -u; nproc --all
+  python3 -c "import torch, numpy, scipy; print('torch', torch.__version__, 'numpy',
+    numpy.__version__, 'scipy', scipy.__version__)"
+}

@@ -19,8 +19,7 @@ VARIANTS=${VARIANTS:-"full:3"}
 UPDATES=${UPDATES:-1000}
 mkdir -p "$OUT"
 . "$(dirname "$0")/device_env.sh"
-{ date -u; nproc --all; python3 -c "import torch, numpy, scipy; print('torch', torch.__version__,
-  'numpy', numpy.__version__, 'scipy', scipy.__version__)"; } 2>&1 | tee "$OUT/machine.txt"
+describe_machine 2>&1 | tee "$OUT/machine.txt"
 LOGS=$(mktemp -d)
 START=$(date +%s)
 for task in $TASK; do

@@ -20,8 +20,7 @@ LABEL=${LABEL:-study}
 SUCCESS=${SUCCESS:-}
 mkdir -p "$OUT/rows"
 . "$(dirname "$0")/device_env.sh"
-{ date -u; nproc --all; python3 -c "import torch, numpy, scipy; print('torch', torch.__version__,
-  'numpy', numpy.__version__, 'scipy', scipy.__version__)"; } 2>&1 | tee "$OUT/machine.txt"
+describe_machine 2>&1 | tee "$OUT/machine.txt"
 sets=()
 for s in ${SETS:-}; do sets+=(--set "$s"); done
 LOGS=$(mktemp -d)

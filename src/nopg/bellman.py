@@ -342,8 +342,14 @@ class NonparametricBellman:
         if self.unsupported == "absorb":
             return self.absorbing_value
         if self.unsupported == "penalty":
-            return -(float(self.data.rewards.max()) - (1.0 - self.gamma) * self.absorbing_value)
+            return -self.penalty_lambda
         return None
+
+    @property
+    def penalty_lambda(self) -> float:
+        """The penalty's scale ``lambda = max(r) - (1 - gamma) absorbing_value``: the gap between
+        the best reward and the pessimistic reward per step."""
+        return float(self.data.rewards.max()) - (1.0 - self.gamma) * self.absorbing_value
 
     @property
     def candidate_action_scale(self) -> float:

@@ -131,8 +131,7 @@ class LocalLinearBellman(NonparametricBellman):
         self.continuing = self._tensor(1.0 - np.asarray(d.terminals, float))
         self.next_tree = cKDTree(np.asarray(d.next_states, float) / h_s)
         self.n_interp = min(INTERP_NEIGHBOURS, self.n)
-        self.penalty_scale = (float(d.rewards.max()) - (1.0 - self.gamma) * self.absorbing_value
-                              if self.unsupported == "penalty" else 0.0)
+        self.penalty_scale = self.penalty_lambda if self.unsupported == "penalty" else 0.0
         self._logged: tuple[SparseRows, torch.Tensor] | None = None
 
     @property
@@ -208,6 +207,13 @@ class LocalLinearBellman(NonparametricBellman):
         states = (self.next_states[:, None, :] + self.h_next * xi).reshape(-1, self.data.state_dim)
         return self._policy_successors(policy, states, self.n_mc_next, generator)
 
+    def _initial_rows(self, policy: nn.Module, initial_states: np.ndarray | torch.Tensor,
+                      generator: torch.Generator | None
+                      ) -> tuple[SparseRows, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``T`` and ``rho`` at the initial states."""
+        z = self._tensor(as_states(initial_states, self.data.state_dim, "initial_states"))
+        return self._policy_successors(policy, z, 1, generator)
+
     def _transition(self, policy: nn.Module, generator: torch.Generator | None
                     ) -> tuple[SparseRows, torch.Tensor, torch.Tensor]:
         T, _, thin, actions = self._next_queries_rows(policy, generator)
@@ -217,8 +223,7 @@ class LocalLinearBellman(NonparametricBellman):
                  generator: torch.Generator | None
                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``t0`` (n,), the mean thinness at the initial queries and the policy's actions."""
-        z = self._tensor(as_states(initial_states, self.data.state_dim, "initial_states"))
-        T0, _, thin, actions = self._policy_successors(policy, z, 1, generator)
+        T0, _, thin, actions = self._initial_rows(policy, initial_states, generator)
         return T0.column_mean(), thin.mean(), actions
 
     def solution(self, policy: nn.Module, initial_states: np.ndarray | torch.Tensor,
@@ -227,8 +232,7 @@ class LocalLinearBellman(NonparametricBellman):
         """``T``, ``t0`` and ``rho`` at the policy, ``v`` and ``mu`` solved (module docstring)."""
         self.check_policy(policy)
         self.refined_rows_ = 0
-        z = self._tensor(as_states(initial_states, self.data.state_dim, "initial_states"))
-        T0, rho0, thin0, actions0 = self._policy_successors(policy, z, 1, generator)
+        T0, rho0, thin0, actions0 = self._initial_rows(policy, initial_states, generator)
         T, rho, thin, actions_next = self._next_queries_rows(policy, generator)
         t0, reward0 = T0.column_mean(), rho0.mean()
         v, mu, info_v, info_mu = self.solve(T, t0, warm_start, rho.detach().to(torch.float64))
