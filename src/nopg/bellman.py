@@ -42,6 +42,7 @@ from torch import nn
 from .bandwidth import Bandwidths
 from .bellman_solver import BellmanSolver
 from .candidates import CandidateSets, TopKSelector, candidate_action_scale, default_candidates
+from .chunked_policy import policy_outputs
 from .data import TransitionDataset, check_gamma
 from .defaults import (
     AGGREGATE_SIZE,
@@ -401,12 +402,12 @@ class NonparametricBellman:
         """
         states = self._policy_input(policy, states)
         if self.stochastic:
-            mean, std = policy.mean_std(states)
+            mean, std = policy_outputs(policy.mean_std, policy, states)
             xi = self._noise((states.shape[0], self.n_mc_policy, mean.shape[-1]), generator
                              ).to(mean.dtype)
             actions = mean[:, None, :] + std[:, None, :] * xi
         else:
-            actions = policy(states)[:, None, :]
+            actions = policy_outputs(policy, policy, states)[:, None, :]
         if actions.shape[-1] != self.data.action_dim:
             raise ValueError(
                 f"the policy returned actions of dimension {actions.shape[-1]}, but the data set's "
