@@ -119,7 +119,8 @@ def time_path(data: TransitionDataset, neighbors: str, args: argparse.Namespace,
                                     action_max=float(np.abs(data.actions).max()), hidden=(50,))
     config = NOPGConfig(top_k=args.k, neighbors=neighbors, n_candidates=args.candidates,
                         n_mc_next=args.mc_next,
-                        solver="bicgstab", solver_tol=args.tol, dtype=args.dtype, device=args.device,
+                        solver="bicgstab", solver_tol=args.tol, solver_error=args.error,
+                        dtype=args.dtype, device=args.device,
                         learning_rate=args.lr, preconditioner=preconditioner)
     algo = NOPG(policy, config)
     s0 = np.array([[-1.0, 0.0, 0.0]]) if args.data == "pendulum" else data.states[:1]
@@ -282,6 +283,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="largest n for the paper-style baseline (full P, sorted rows)")
     p.add_argument("--preconditioner", default="auto", choices=["auto", "ilu", "aggregation", "none"],
                    help="BiCGSTAB preconditioner of the sparse path (NOPGConfig.preconditioner)")
+    p.add_argument("--error", type=float, default=None,
+                   help="solver_error: the error target of solver_tol='auto' (default: the "
+                        "library's, 1e-3 with the kernel mean, 1e-2 with drawn next states)")
     p.add_argument("--tol", type=_tolerance, default="auto",
                    help="solver_tol: 'auto' (the library's default) or a relative residual")
     p.add_argument("--lr", type=float, default=1e-2, help="Adam step (the policy moves each update)")

@@ -33,6 +33,8 @@ def test_nopg_config_takes_the_model_defaults_and_builds_the_model_config():
     (dict(n_mc_policy=None), "'n_mc_policy' parameter must be a positive int"),
     (dict(stochastic="yes"), "'stochastic' parameter must be a bool"),
     (dict(solver_tol=-1.0), "'solver_tol' parameter must be a positive float or 'auto'"),
+    (dict(solver_error=1.0), "'solver_error' parameter must be a float in \\(0, 1\\) or None"),
+    (dict(solver_error="loose"), "'solver_error' parameter must be a float in \\(0, 1\\) or None"),
     (dict(dtype="float16"), "'dtype' parameter must be one of"),
     (dict(device="tpu"), "'device' parameter must be"),
     (dict(neighbor_backend="ball"), "'neighbor_backend' parameter must be one of"),

@@ -337,3 +337,22 @@ def test_auto_tolerance_with_drawn_next_states_aims_at_the_draws_noise(data300, 
     solve_gap = float((g0 - g0_x).norm())
     draws_gap = float((g1 - g0_x).norm())
     assert draws_gap > 0 and solve_gap <= 0.01 * draws_gap
+
+
+@pytest.mark.parametrize("error", [1e-2, 1e-5])
+def test_solver_error_sets_the_proven_bound(data300, bandwidths, initial_states, error):
+    """``solver_error`` replaces the ``auto`` target: the solves prove it, the solutions are
+    within it against exact ones, and a looser target takes fewer iterations."""
+    model = NonparametricBellman(data300, bandwidths, GAMMA, top_k=8, solver="bicgstab",
+                                 solver_tol="auto", solver_error=error)
+    assert model.linear_solver.auto_error == error
+    sol = model.solution(_policy(), initial_states)
+    q_x, mu_x = _exact(sol, model.rewards)
+    assert max(sol.info_q.error_bound, sol.info_mu.error_bound) <= error
+    assert float((sol.q - q_x).abs().max() / (q_x.max() - q_x.min())) <= sol.info_q.error_bound
+    assert float((sol.mu - mu_x).abs().sum() / mu_x.abs().sum()) <= sol.info_mu.error_bound
+    default = NonparametricBellman(data300, bandwidths, GAMMA, top_k=8, solver="bicgstab",
+                                   solver_tol="auto").solution(_policy(), initial_states)
+    its = sol.info_q.iterations + sol.info_mu.iterations
+    its_default = default.info_q.iterations + default.info_mu.iterations
+    assert its < its_default if error > AUTO_ERROR else its > its_default

@@ -279,6 +279,7 @@ class NonparametricBellman:
         tol = config.solver_tol
         self.solver_tol: float | str = tol if isinstance(tol, str) else float(tol)
         self.solver_max_iter = config.solver_max_iter
+        self.solver_error = None if config.solver_error is None else float(config.solver_error)
         self.dense_max_n = resolved.dense_max_n
         self.neighbors = neighbors
         self.switch_share = resolve_switch_share(config.neighbors, neighbors, n)
@@ -318,7 +319,7 @@ class NonparametricBellman:
             self.n, self.solver, self.solver_tol, self.solver_max_iter, self.dense_max_n,
             self.preconditioner, self.gamma, self.absorbing_value if absorb else None,
             aggregates=self._aggregates, drawn=self.n_mc_next is not None,
-            precision=self.solver_precision)
+            precision=self.solver_precision, error=self.solver_error)
         self._next_queries: QueryStates | None = None      # cached preparation of P's rows
         self._init_cache: tuple[np.ndarray, QueryStates] | None = None
 

@@ -84,6 +84,9 @@ class BellmanSolver:
         ``"mixed"`` (with ``solver_tol="auto"`` on the CPU): the BiCGSTAB iterations and the
         preconditioner run in float32 and every residual that proves the error bound in float64
         (:class:`nopg.solvers.LowPrecision`); ``"double"``: all in float64.
+    error : float, optional
+        The error target of ``solver_tol="auto"`` in (0, 1), replacing the one ``drawn`` picks
+        (``ModelConfig.solver_error``).
 
     Attributes
     ----------
@@ -106,12 +109,14 @@ class BellmanSolver:
                  dense_max_n: int, preconditioner: str, gamma: float,
                  extra_value: float | None = None,
                  aggregates: Callable[[], np.ndarray] | None = None, drawn: bool = False,
-                 precision: str = "mixed") -> None:
+                 precision: str = "mixed", error: float | None = None) -> None:
         if precision not in SOLVER_PRECISIONS:
             raise ValueError(f"precision must be one of {SOLVER_PRECISIONS}. Got {precision!r}.")
         self.n = int(n)
         self.mixed = precision == "mixed" and solver_tol == "auto"
-        self.auto_error = AUTO_ERROR_DRAWN if drawn else AUTO_ERROR
+        if error is not None and not 0 < error < 1:
+            raise ValueError(f"error must be in (0, 1) or None. Got {error!r} instead.")
+        self.auto_error = (AUTO_ERROR_DRAWN if drawn else AUTO_ERROR) if error is None else error
         self.solver, self.solver_tol, self.max_iter = solver, solver_tol, int(max_iter)
         self.dense_max_n, self.preconditioner = dense_max_n, preconditioner
         self.gamma, self.extra_value = float(gamma), extra_value

@@ -100,6 +100,10 @@ class NOPGConfig(TorchPlacement):
         ``nopg.bellman_solver``); the ILU preconditioner is rebuilt when the iterations it would save
         pay for the build. A float is the relative 2-norm residual of every solve, with the
         former rebuild rule (``1e-10``: the former default).
+    solver_error : float or None
+        The error target of ``solver_tol="auto"`` in (0, 1) instead of its default (``None``:
+        1e-3 with kernel-mean next states, 1e-2 with drawn ones). A looser target makes each
+        update cheaper (fewer iterations) and every bound above proportionally wider.
     solver_max_iter
         Iteration cap of every solve.
     dense_max_n : int or None
@@ -211,6 +215,7 @@ class NOPGConfig(TorchPlacement):
     n_mc_next: int | str | None = MODEL_DEFAULTS["n_mc_next"]
     solver: str = MODEL_DEFAULTS["solver"]
     solver_tol: float | str = MODEL_DEFAULTS["solver_tol"]
+    solver_error: float | None = MODEL_DEFAULTS["solver_error"]
     solver_max_iter: int = MODEL_DEFAULTS["solver_max_iter"]
     dense_max_n: int | None = MODEL_DEFAULTS["dense_max_n"]
     preconditioner: str = MODEL_DEFAULTS["preconditioner"]

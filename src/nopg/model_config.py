@@ -25,7 +25,7 @@ from .defaults import (
     resolve_settings,
 )
 from .neighbors import BACKENDS
-from .solvers import SOLVER_PRECISIONS, check_solver_tol
+from .solvers import SOLVER_PRECISIONS, check_solver_error, check_solver_tol
 from .validation import (
     check_bool,
     check_choice,
@@ -99,6 +99,11 @@ class ModelConfig(TorchPlacement):
     solver_tol : float or "auto"
         BiCGSTAB relative tolerance (2-norm residual), or ``"auto"``: as accurate as the gradient
         needs, with a proven error bound (:func:`nopg.solvers.solve_bellman_auto`).
+    solver_error : float or None
+        The error target of ``solver_tol="auto"``, in (0, 1): the proven bound on the relative
+        errors of ``q`` and ``mu``. ``None`` (default): :data:`nopg.solvers.AUTO_ERROR` (1e-3)
+        with kernel-mean next states, :data:`nopg.solvers.AUTO_ERROR_DRAWN` (1e-2) with drawn
+        ones.
     solver_max_iter : int
         Iteration cap of every solve.
     dense_max_n : int or None
@@ -148,6 +153,7 @@ class ModelConfig(TorchPlacement):
     stochastic: bool = False
     solver: str = "auto"
     solver_tol: float | str = "auto"
+    solver_error: float | None = None
     solver_max_iter: int = 1000
     dense_max_n: int | None = None
     preconditioner: str = "auto"
@@ -227,6 +233,8 @@ def check_model_settings(values: Mapping[str, Any], owner: str | None = None) ->
     check_choice("solver", v["solver"], SOLVERS, owner)
     if not check_solver_tol(v["solver_tol"]):
         fail("solver_tol", "a positive float or 'auto'", v["solver_tol"], owner)
+    if not check_solver_error(v["solver_error"]):
+        fail("solver_error", "a float in (0, 1) or None", v["solver_error"], owner)
     if not check_dense_max_n(v["dense_max_n"]):
         fail("dense_max_n", "a positive int or None", v["dense_max_n"], owner)
     check_choice("preconditioner", v["preconditioner"], PRECONDITIONERS, owner)
