@@ -356,3 +356,18 @@ def test_solver_error_sets_the_proven_bound(data300, bandwidths, initial_states,
     its = sol.info_q.iterations + sol.info_mu.iterations
     its_default = default.info_q.iterations + default.info_mu.iterations
     assert its < its_default if error > AUTO_ERROR else its > its_default
+
+
+def test_auto_error_rule():
+    """``solver_error=None``: 1e-3 for kernel-mean next states below 10^5 samples, 1e-2 with
+    drawn next states or from 10^5 samples on; an explicit target wins; bad ones are refused."""
+    from nopg.bellman_solver import auto_error
+    from nopg.defaults import MC_NEXT_MAX_N
+    from nopg.solvers import AUTO_ERROR_DRAWN
+
+    assert auto_error(None, MC_NEXT_MAX_N - 1, drawn=False) == AUTO_ERROR == 1e-3
+    assert auto_error(None, MC_NEXT_MAX_N, drawn=False) == AUTO_ERROR_DRAWN == 1e-2
+    assert auto_error(None, 300, drawn=True) == AUTO_ERROR_DRAWN
+    assert auto_error(3e-4, MC_NEXT_MAX_N, drawn=True) == 3e-4
+    with pytest.raises(ValueError, match="error must be in"):
+        auto_error(0.0, 300, drawn=False)

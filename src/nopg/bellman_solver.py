@@ -56,6 +56,25 @@ _BUILD_ITERATIONS = {"ilu": 60, "aggregation": 15}   # "cost": a build costs abo
 DENSE_SKETCH_K = 20            # a dense P's preconditioner is built from its 20 largest entries per row
 
 
+
+def auto_error(error: float | None, n: int, drawn: bool) -> float:
+    """The error target of ``solver_tol="auto"``: ``error`` if given, else
+    :data:`nopg.solvers.AUTO_ERROR_DRAWN` (1e-2) with drawn next states or from
+    :data:`nopg.defaults.MC_NEXT_MAX_N` samples on, and :data:`nopg.solvers.AUTO_ERROR` (1e-3)
+    for kernel-mean next states below that.
+
+    Drawn next states make ``P`` a random estimate whose noise in the gradient dwarfs a 1e-2
+    solve error. From ``MC_NEXT_MAX_N`` samples on the defaults are chosen for their cost (the
+    kernel mean replaces the draws there), and the looser target cuts the iterations per update
+    while the gradient stays within ``1 - cos`` of about 1e-6 of the exact one (measured at
+    10^5 samples, ``docs/scale.md``). Below it, kernel-mean fits keep the tighter target.
+    """
+    if error is not None:
+        if not 0 < error < 1:
+            raise ValueError(f"error must be in (0, 1) or None. Got {error!r} instead.")
+        return float(error)
+    return AUTO_ERROR_DRAWN if drawn or n >= defaults.MC_NEXT_MAX_N else AUTO_ERROR
+
 class BellmanSolver:
     """Solves the model's linear systems in float64, with the preconditioner kept across updates.
 
@@ -78,15 +97,14 @@ class BellmanSolver:
         Returns the samples' groups (n,) for ``preconditioner="aggregation"`` (called once, at
         the first build).
     drawn : bool
-        The next states are drawn afresh at every update: ``solver_tol="auto"`` then aims at
-        :data:`nopg.solvers.AUTO_ERROR_DRAWN` instead of :data:`nopg.solvers.AUTO_ERROR`.
+        The next states are drawn afresh at every update (enters :func:`auto_error`).
     precision : {"mixed", "double"}
         ``"mixed"`` (with ``solver_tol="auto"`` on the CPU): the BiCGSTAB iterations and the
         preconditioner run in float32 and every residual that proves the error bound in float64
         (:class:`nopg.solvers.LowPrecision`); ``"double"``: all in float64.
     error : float, optional
-        The error target of ``solver_tol="auto"`` in (0, 1), replacing the one ``drawn`` picks
-        (``ModelConfig.solver_error``).
+        The error target of ``solver_tol="auto"`` in (0, 1) (``ModelConfig.solver_error``;
+        ``None``: :func:`auto_error`'s rule).
 
     Attributes
     ----------
@@ -114,9 +132,7 @@ class BellmanSolver:
             raise ValueError(f"precision must be one of {SOLVER_PRECISIONS}. Got {precision!r}.")
         self.n = int(n)
         self.mixed = precision == "mixed" and solver_tol == "auto"
-        if error is not None and not 0 < error < 1:
-            raise ValueError(f"error must be in (0, 1) or None. Got {error!r} instead.")
-        self.auto_error = (AUTO_ERROR_DRAWN if drawn else AUTO_ERROR) if error is None else error
+        self.auto_error = auto_error(error, self.n, drawn)
         self.solver, self.solver_tol, self.max_iter = solver, solver_tol, int(max_iter)
         self.dense_max_n, self.preconditioner = dense_max_n, preconditioner
         self.gamma, self.extra_value = float(gamma), extra_value

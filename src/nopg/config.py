@@ -93,8 +93,9 @@ class NOPGConfig(TorchPlacement):
     solver_tol : float or "auto"
         Iterative-solver tolerance. ``"auto"`` (default): each solve stops once its residual
         proves the relative error of ``q`` (against its spread, max-norm) and of ``mu`` (l1)
-        to be at most 1e-3, which bounds every gradient component's error by 3e-3 times the
-        sum of the magnitudes of its terms and ``|J_hat - J_hat*|`` by 1e-3 ``osc(q)``
+        to be at most ``solver_error`` (1e-3 for the kernel mean below 10^5 samples, else 1e-2),
+        which bounds every gradient component's error by 3 times that times the sum of the
+        magnitudes of its terms and ``|J_hat - J_hat*|`` by ``solver_error`` times ``osc(q)``
         (:func:`nopg.solvers.solve_bellman_auto`; the bounds are the solutions'
         ``info_q.error_bound`` and ``info_mu.error_bound``, logged at DEBUG level by
         ``nopg.bellman_solver``); the ILU preconditioner is rebuilt when the iterations it would save
@@ -102,8 +103,9 @@ class NOPGConfig(TorchPlacement):
         former rebuild rule (``1e-10``: the former default).
     solver_error : float or None
         The error target of ``solver_tol="auto"`` in (0, 1) instead of its default (``None``:
-        1e-3 with kernel-mean next states, 1e-2 with drawn ones). A looser target makes each
-        update cheaper (fewer iterations) and every bound above proportionally wider.
+        1e-2 with drawn next states or from 10^5 samples on, 1e-3 for kernel-mean next states
+        below that; :func:`nopg.bellman_solver.auto_error`). A looser target makes each update
+        cheaper (fewer iterations) and every bound above proportionally wider.
     solver_max_iter
         Iteration cap of every solve.
     dense_max_n : int or None

@@ -101,9 +101,9 @@ class ModelConfig(TorchPlacement):
         needs, with a proven error bound (:func:`nopg.solvers.solve_bellman_auto`).
     solver_error : float or None
         The error target of ``solver_tol="auto"``, in (0, 1): the proven bound on the relative
-        errors of ``q`` and ``mu``. ``None`` (default): :data:`nopg.solvers.AUTO_ERROR` (1e-3)
-        with kernel-mean next states, :data:`nopg.solvers.AUTO_ERROR_DRAWN` (1e-2) with drawn
-        ones.
+        errors of ``q`` and ``mu``. ``None`` (default): 1e-2 with drawn next states or from 10^5
+        samples on, 1e-3 for kernel-mean next states below that
+        (:func:`nopg.bellman_solver.auto_error`).
     solver_max_iter : int
         Iteration cap of every solve.
     dense_max_n : int or None
