@@ -82,17 +82,23 @@ def test_exact_on_linear_dynamics():
                                atol=1e-5, rtol=0)
 
 
-def test_fixed_point_rows_and_initial_value(dataset, bandwidths, initial_states, det_policy):
+def test_fixed_point_rows_and_initial_value(dataset, dataset_no_terminals, bandwidths,
+                                            initial_states, det_policy):
+    without = NonparametricBellman(dataset_no_terminals, bandwidths, GAMMA, top_k=6,
+                                   neighbors="knn", successors="local-linear")
+    with torch.no_grad():
+        T = without.solution(det_policy, initial_states).P.to_dense().numpy()
+    # Without terminals every row keeps gamma times the responsibilities' mass (1).
+    assert T.min() >= 0
+    np.testing.assert_allclose(T.sum(1), GAMMA, rtol=1e-12)
     model = NonparametricBellman(dataset, bandwidths, GAMMA, top_k=6, neighbors="knn",
                                  successors="local-linear")
     with torch.no_grad():
         sol = model.solution(det_policy, initial_states)
         T = sol.P.to_dense().numpy()
-        kernel = NonparametricBellman(dataset, bandwidths, GAMMA, top_k=6, neighbors="knn")
-        eps = kernel.responsibilities(det_policy, dataset.next_states).to_dense().numpy()
-    assert T.min() >= 0
-    # Row sums: sum_j eps_j gamma_j over the kernel model's neighbours (gamma_j = 0 if terminal).
-    np.testing.assert_allclose(T.sum(1), eps @ dataset.discounts(GAMMA), rtol=1e-12)
+    assert T.min() >= 0 and T.sum(1).max() <= GAMMA * (1 + 1e-12)
+    # No column of a terminal next state carries value onwards.
+    assert np.abs(T[:, dataset.terminals]).max() == 0.0
     v = sol.q.numpy()
     # The value the model gives the data's next states solves v = rho + T v.
     np.testing.assert_allclose(model.value(det_policy, dataset.next_states, sol.q), v,
@@ -161,3 +167,32 @@ def test_stochastic_model_needs_a_stochastic_policy(dataset, bandwidths, initial
     model = NonparametricBellman(dataset, bandwidths, GAMMA, stochastic=True, **LL)
     with pytest.raises(ValueError, match="mean_std"):
         model.solution(det_policy, initial_states)
+
+
+def test_the_episode_ends_where_the_moved_successor_lands():
+    """On linear data that end where the first coordinate of the next state passes 1, a query
+    whose true successor lands well past it keeps no mass onwards, one that lands well before
+    it keeps gamma, whatever its neighbours' own records say."""
+    data, F, G, _ = _linear_data(n=400, seed=3)
+    ends = data.next_states[:, 0] > 1.0
+    data = nopg.TransitionDataset(states=data.states, actions=data.actions,
+                                  next_states=data.next_states, rewards=data.rewards,
+                                  terminals=ends)
+    bw = nopg.Bandwidths(state=[0.3, 0.3], action=[0.5])
+    model = NonparametricBellman(data, bw, 0.9, top_k=5, neighbors="knn",
+                                 successors="local-linear")
+    # Actions beyond the data's (uniform in [-1, 1]): the neighbours, with actions near +-1,
+    # mostly went on from the first query and mostly ended from the second, while the queries' own successors
+    # land past the boundary and well before it.
+    states = np.array([[0.4, 0.0], [2.0, 0.0]])
+    actions = np.array([[3.0], [-3.0]])
+    truth = states @ F.T + actions @ G.T
+    assert truth[0, 0] > 1.8 and truth[1, 0] < 0.4
+    for s, a in zip(states, actions):          # what the neighbours' own records say
+        d2 = ((data.states - s) ** 2).sum(1) / 0.09 + ((data.actions - a) ** 2).sum(1) / 0.25
+        near = np.argsort(d2)[:5]
+        assert ends[near].mean() <= 0.2 if s[0] < 1 else ends[near].mean() >= 0.8
+    with torch.no_grad():
+        T, _, _ = model.successor_rows(torch.tensor(states), torch.tensor(actions)[:, None, :])
+    sums = T.to_dense().sum(1).numpy()
+    assert sums[0] < 0.05 * 0.9 and sums[1] > 0.95 * 0.9

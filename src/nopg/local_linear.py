@@ -16,20 +16,26 @@ every neighbour ``j``. The value at a moved successor is interpolated from the v
 ``INTERP_NEIGHBOURS`` nearest data next states (the softmax of the state kernel, ``M(y)``), so
 the unknowns are the values ``v_l = V(s'_l)`` at the data's next states:
 
-    v = rho + T v,   T[x, :] = sum_j gamma_j eps_j(x, pi(x)) M(y_j(x, pi(x))),
+    v = rho + T v,   T[x, l] = gamma sum_j eps_j(x, pi(x)) M_l(y_j(x, pi(x))) c_l,
     rho(x) = sum_j eps_j(x, pi(x)) r_j(x, pi(x)),
-    J_hat = mean_z (rho(z) + T[z, :] . v)   over the initial states z.
+    J_hat = mean_z (rho(z) + T[z, :] . v)   over the initial states z,
+
+where ``c_l = 0`` for a terminal data next state and 1 otherwise: whether the episode ends is
+read at the moved successor, like its value, and not taken from the neighbour's own record (a
+neighbour that fell may be moved to where the data go on, and one that went on to where they
+end).
 
 Row ``l`` of ``T`` is the query at ``s'_l`` (the mean over ``n_mc_next`` states drawn around it
 when those are on); ``eps`` is NOPG's sparsified responsibility (``top_k`` entries), averaged over
 the Monte-Carlo actions of a stochastic policy. Every row of ``T`` is non-negative and sums to
-``sum_j eps_j gamma_j <= gamma``. Each row holds ``top_k x INTERP_NEIGHBOURS`` entries (columns
-may repeat), found by a k-d tree of the next states at every update.
+``gamma sum_j eps_j sum_l M_l(y_j) c_l <= gamma``. Each row holds ``top_k x INTERP_NEIGHBOURS``
+entries (columns may repeat), found by a k-d tree of the next states at every update.
 
-With ``unsupported="penalty"`` every continuing successor pays ``lambda (1 - w(y_j))`` in reward,
-``1 - w`` its thinness against the data's next states (:func:`nopg.kernels.thinness`) and
-``lambda = max(r) - (1 - gamma) absorbing_value`` (MOPO's pessimism, as in the kernel model):
-the successors the policy steers off the data cost what leaving the data may cost.
+With ``unsupported="penalty"`` every successor pays ``lambda (1 - w(y_j))`` in reward, times its
+continuation ``sum_l M_l(y_j) c_l``, ``1 - w`` its thinness against the data's next states
+(:func:`nopg.kernels.thinness`) and ``lambda = max(r) - (1 - gamma) absorbing_value`` (MOPO's
+pessimism, as in the kernel model): the successors the policy steers off the data cost what
+leaving the data may cost.
 ``unsupported="absorb"`` is refused: the one start state of a swing-up is often off the data
 already, and ``J_hat`` then sits at the absorbing value with no gradient towards the data.
 
@@ -168,11 +174,13 @@ class LocalLinearBellman(NonparametricBellman):
         per_entry = actions.repeat_interleave(idx.shape[1] // G, dim=1)
         succ, reward = self._moved(states, per_entry, idx)
         cols, interp, succ_thin = self._interpolation(succ)
-        go_on = gather_rows(self.discounts, idx)                        # gamma_j
+        # The episode ends where the moved successor lands: a terminal data next state carries
+        # no value onwards, so its interpolation weight is dropped.
+        interp = interp * gather_rows(self.continuing, cols)
         if self.penalty_scale:
-            reward = reward - self.penalty_scale * gather_rows(self.continuing, idx) * succ_thin
+            reward = reward - self.penalty_scale * interp.sum(-1) * succ_thin
         rho = (w * reward).sum(1)
-        vals = ((go_on * w)[..., None] * interp).reshape(M, -1)
+        vals = ((self.gamma * w)[..., None] * interp).reshape(M, -1)
         m = M // group
         T = SparseRows(cols.reshape(m, -1), vals.reshape(m, -1) / group, self.n)
         return T, rho.reshape(m, group).mean(1), thin.detach().reshape(m, group).mean(1)
