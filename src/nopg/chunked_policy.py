@@ -44,6 +44,7 @@ def _batch_dependent(module: nn.Module) -> bool:
     """Whether ``module`` in training mode depends on its batch or on random draws."""
     return isinstance(module, _RANDOM) or "BatchNorm" in type(module).__name__
 
+
 Outputs = tuple[torch.Tensor, ...]
 
 
