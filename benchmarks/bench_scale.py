@@ -285,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="BiCGSTAB preconditioner of the sparse path (NOPGConfig.preconditioner)")
     p.add_argument("--error", type=float, default=None,
                    help="solver_error: the error target of solver_tol='auto' (default: the "
-                        "library's, 1e-3 with the kernel mean, 1e-2 with drawn next states)")
+                        "library's rule, nopg.bellman_solver.auto_error)")
     p.add_argument("--tol", type=_tolerance, default="auto",
                    help="solver_tol: 'auto' (the library's default) or a relative residual")
     p.add_argument("--lr", type=float, default=1e-2, help="Adam step (the policy moves each update)")

@@ -83,34 +83,34 @@ def _neumann(sweeps: int) -> Callable[[Any], None]:
     return tweak
 
 
-# name -> (config changes, model tweak or None, error target of "auto" or None)
-VARIANTS: dict[str, tuple[dict[str, Any], Callable[[Any], None] | None, float | None]] = {
-    "tol 1e-12 (reference)": (dict(solver_tol=1e-12), None, None),
-    "tol 1e-10 (old default)": (dict(solver_tol=1e-10), None, None),
-    "tol 1e-8": (dict(solver_tol=1e-8), None, None),
-    "tol 1e-6": (dict(solver_tol=1e-6), None, None),
-    "auto (default)": (dict(solver_tol="auto"), None, None),
-    "auto, float64 iterations": (dict(solver_tol="auto", solver_precision="double"), None, None),
-    "auto, error 1e-2": (dict(solver_tol="auto"), None, 1e-2),
-    "auto, kernel mean": (dict(solver_tol="auto", n_mc_next=None), None, None),
+# name -> (config changes, model tweak or None)
+VARIANTS: dict[str, tuple[dict[str, Any], Callable[[Any], None] | None]] = {
+    "tol 1e-12 (reference)": (dict(solver_tol=1e-12), None),
+    "tol 1e-10 (old default)": (dict(solver_tol=1e-10), None),
+    "tol 1e-8": (dict(solver_tol=1e-8), None),
+    "tol 1e-6": (dict(solver_tol=1e-6), None),
+    "auto (default)": (dict(solver_tol="auto"), None),
+    "auto, float64 iterations": (dict(solver_tol="auto", solver_precision="double"), None),
+    "auto, error 1e-2": (dict(solver_tol="auto", solver_error=1e-2), None),
+    "auto, kernel mean": (dict(solver_tol="auto", n_mc_next=None), None),
     "auto, kernel mean, error 1e-2": (dict(solver_tol="auto", n_mc_next=None, solver_error=1e-2),
-                                      None, None),
-    "auto, error 1e-1": (dict(solver_tol="auto"), None, 1e-1),
-    "auto, error 1e-4": (dict(solver_tol="auto"), None, 1e-4),
-    "auto, ILU old rule (>15 its)": (dict(solver_tol="auto"), _set(refresh="iterations"), None),
-    "auto, ILU built once": (dict(solver_tol="auto"), _set(refresh="once"), None),
-    "auto, ILU every update": (dict(solver_tol="auto"), _set(refresh="always"), None),
+                                      None),
+    "auto, error 1e-1": (dict(solver_tol="auto", solver_error=1e-1), None),
+    "auto, error 1e-4": (dict(solver_tol="auto", solver_error=1e-4), None),
+    "auto, ILU old rule (>15 its)": (dict(solver_tol="auto"), _set(refresh="iterations")),
+    "auto, ILU built once": (dict(solver_tol="auto"), _set(refresh="once")),
+    "auto, ILU every update": (dict(solver_tol="auto"), _set(refresh="always")),
     "auto, ILU drop 1e-4 (old default)": (dict(solver_tol="auto"),
-                                          _set(ilu_options=dict(drop_tol=1e-4)), None),
+                                          _set(ilu_options=dict(drop_tol=1e-4))),
     "auto, ILU drop 1e-2 fill 3": (dict(solver_tol="auto"),
-                                   _set(ilu_options=dict(drop_tol=1e-2, fill_factor=3.0)), None),
+                                   _set(ilu_options=dict(drop_tol=1e-2, fill_factor=3.0))),
     "auto, ILU(0) (no fill)": (dict(solver_tol="auto"),
-                               _set(ilu_options=dict(drop_tol=0.0, fill_factor=1.0)), None),
-    "auto, no preconditioner": (dict(solver_tol="auto", preconditioner="none"), None, None),
-    "tol 1e-6, no preconditioner": (dict(solver_tol=1e-6, preconditioner="none"), None, None),
-    "Neumann 1 sweep/update": (dict(solver_tol=1e-10), _neumann(1), None),
-    "Neumann 10 sweeps/update": (dict(solver_tol=1e-10), _neumann(10), None),
-    "Neumann 100 sweeps/update": (dict(solver_tol=1e-10), _neumann(100), None),
+                               _set(ilu_options=dict(drop_tol=0.0, fill_factor=1.0))),
+    "auto, no preconditioner": (dict(solver_tol="auto", preconditioner="none"), None),
+    "tol 1e-6, no preconditioner": (dict(solver_tol=1e-6, preconditioner="none"), None),
+    "Neumann 1 sweep/update": (dict(solver_tol=1e-10), _neumann(1)),
+    "Neumann 10 sweeps/update": (dict(solver_tol=1e-10), _neumann(10)),
+    "Neumann 100 sweeps/update": (dict(solver_tol=1e-10), _neumann(100)),
 }
 LARGE = ["tol 1e-12 (reference)", "tol 1e-10 (old default)", "tol 1e-6", "auto (default)",
          "auto, float64 iterations",
@@ -141,7 +141,7 @@ def _flat(grads: tuple[torch.Tensor, ...]) -> torch.Tensor:
 
 def run_variant(name: str, data: TransitionDataset, bw: Any, updates: int, checks: set[int],
                 lr: float, seed: int = 0) -> dict[str, Any]:
-    changes, tweak, error = VARIANTS[name]
+    changes, tweak = VARIANTS[name]
     torch.manual_seed(seed)
     policy = DeterministicMLPPolicy(3, 1, action_max=2.0, hidden=(50,))
     config = NOPGConfig(top_k=10, solver="bicgstab", learning_rate=lr, **changes)
@@ -150,8 +150,6 @@ def run_variant(name: str, data: TransitionDataset, bw: Any, updates: int, check
     model = algo.model_
     if tweak is not None:
         tweak(model)
-    if error is not None:
-        model.linear_solver.auto_error = error
     solve_log: list[float] = []
     check_log: list[float] = []
     accuracy: list[dict[str, float]] = []

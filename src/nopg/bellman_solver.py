@@ -43,6 +43,7 @@ from .solvers import (
     SolveInfo,
     aggregation_preconditioner,
     bicgstab,
+    check_solver_error,
     ilu_preconditioner,
     solve_bellman_auto,
     solve_dense,
@@ -54,7 +55,6 @@ REFRESH_RULES = ("iterations", "cost", "once", "always")
 _ILU_REFRESH_ITERS = 15        # "iterations": rebuild the ILU when a solve needs more iterations
 _BUILD_ITERATIONS = {"ilu": 60, "aggregation": 15}   # "cost": a build costs about this many iterations
 DENSE_SKETCH_K = 20            # a dense P's preconditioner is built from its 20 largest entries per row
-
 
 
 def auto_error(error: float | None, n: int, drawn: bool) -> float:
@@ -69,11 +69,12 @@ def auto_error(error: float | None, n: int, drawn: bool) -> float:
     while the gradient stays within ``1 - cos`` of about 1e-6 of the exact one (measured at
     10^5 samples, ``docs/scale.md``). Below it, kernel-mean fits keep the tighter target.
     """
+    if not check_solver_error(error):
+        raise ValueError(f"error must be in (0, 1) or None. Got {error!r} instead.")
     if error is not None:
-        if not 0 < error < 1:
-            raise ValueError(f"error must be in (0, 1) or None. Got {error!r} instead.")
         return float(error)
     return AUTO_ERROR_DRAWN if drawn or n >= defaults.MC_NEXT_MAX_N else AUTO_ERROR
+
 
 class BellmanSolver:
     """Solves the model's linear systems in float64, with the preconditioner kept across updates.

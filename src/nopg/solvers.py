@@ -473,20 +473,22 @@ class LowPrecision:
     dtype: torch.dtype = torch.float32
 
 
+def _real(value: Any) -> bool:
+    """Whether ``value`` is a real number (a Python or NumPy int or float, not a bool)."""
+    return isinstance(value, (int, float, np.integer, np.floating)) and \
+        not isinstance(value, (bool, np.bool_))
+
+
 def check_solver_error(value: Any) -> bool:
     """Whether ``value`` is a valid ``solver_error``: ``None`` or a float in (0, 1)."""
-    if value is None:
-        return True
-    return isinstance(value, (int, float, np.integer, np.floating)) and \
-        not isinstance(value, (bool, np.bool_)) and 0 < float(value) < 1
+    return value is None or (_real(value) and 0 < float(value) < 1)
 
 
 def check_solver_tol(value: Any) -> bool:
     """Whether ``value`` is a valid ``solver_tol``: ``"auto"`` or a positive, finite float."""
     if isinstance(value, str):
         return value == AUTO
-    return isinstance(value, (int, float, np.integer, np.floating)) and \
-        not isinstance(value, (bool, np.bool_)) and 0 < float(value) < float("inf")
+    return _real(value) and 0 < float(value) < float("inf")
 
 
 def _spread(x: torch.Tensor, extra: float | None) -> float:
