@@ -82,6 +82,41 @@ def test_exact_on_linear_dynamics():
                                atol=1e-5, rtol=0)
 
 
+
+def test_the_moved_reward_stays_in_the_datas_range():
+    """A linear reward extrapolates past every reward in the data; the model clips it to their
+    range, so ``J_hat`` stays within ``[min r, max r] / (1 - gamma)`` for any policy."""
+    data, _, _, c = _linear_data()
+    bw = nopg.Bandwidths(state=[0.6, 0.4], action=[0.5])
+    model = NonparametricBellman(data, bw, 0.9, top_k=5, neighbors="knn",
+                                 successors="local-linear")
+    lo, hi = data.rewards.min(), data.rewards.max()
+    x = torch.tensor(data.states[:6])
+    far = torch.full((6, 1, 1), 40.0, dtype=torch.float64)     # 0.8 * 40 past every reward
+    idx = torch.arange(6)[:, None]
+    _, reward = model._moved(x, far, idx)
+    assert torch.all(reward == hi)
+    _, reward = model._moved(x, -far, idx)
+    assert torch.all(reward == lo)
+    # Inside the range the reward is the fit's, as in test_exact_on_linear_dynamics.
+    u = torch.tensor(data.actions[:6])[:, None, :]
+    _, reward = model._moved(x, u, idx)
+    torch.testing.assert_close(reward[:, 0], x @ torch.tensor(c) + 0.8 * u[:, 0, 0], atol=1e-5,
+                               rtol=0)
+
+    class Push(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.tensor(40.0, dtype=torch.float64))
+
+        def forward(self, s: torch.Tensor) -> torch.Tensor:
+            return self.w * torch.ones_like(s[..., :1])
+
+    with torch.no_grad():
+        J = model.solution(Push(), data.states[:10]).J
+    assert lo / (1 - 0.9) - 1e-9 <= J <= hi / (1 - 0.9) + 1e-9
+
+
 def test_fixed_point_rows_and_initial_value(dataset, dataset_no_terminals, bandwidths,
                                             initial_states, det_policy):
     without = NonparametricBellman(dataset_no_terminals, bandwidths, GAMMA, top_k=6,

@@ -7,10 +7,12 @@ where the data already went from there. This model moves every neighbour's succe
 with the query's offsets, by a local-linear fit of the dynamics around the neighbour:
 
     y_j(s, a) = s'_j + (I + A_j)(s - s_j) + B_j (a - a_j),
-    r_j(s, a) = r_j + c_j . (s - s_j) + b_j . (a - a_j),
+    r_j(s, a) = clip(r_j + c_j . (s - s_j) + b_j . (a - a_j), min r, max r),
 
 with ``A_j, B_j, c_j, b_j`` the least-squares slopes of ``(s' - s, r)`` on ``(s - s_l, a - a_l)``
-over the ``FIT_NEIGHBOURS`` data states ``s_l`` nearest to ``s_j`` (:func:`local_linear_slopes`).
+over the ``FIT_NEIGHBOURS`` data states ``s_l`` nearest to ``s_j`` (:func:`local_linear_slopes`),
+the moved reward clipped to the data's reward range (unclipped, a linear reward extrapolates past
+every reward in the data, and ``J_hat`` past ``max(r) / (1 - gamma)``).
 On data from linear dynamics the successor is exact: ``y_j(s, a)`` is the true next state for
 every neighbour ``j``. The value at a moved successor is interpolated from the values at its
 ``INTERP_NEIGHBOURS`` nearest data next states (the softmax of the state kernel, ``M(y)``), so
@@ -134,6 +136,7 @@ class LocalLinearBellman(NonparametricBellman):
             np.asarray(self.bandwidths.action, float)))
         self.actions = self._tensor(d.actions)
         self.data_rewards = self._tensor(d.rewards)
+        self.reward_range = (float(np.min(d.rewards)), float(np.max(d.rewards)))
         self.continuing = self._tensor(1.0 - np.asarray(d.terminals, float))
         self.next_tree = cKDTree(np.asarray(d.next_states, float) / h_s)
         self.n_interp = min(INTERP_NEIGHBOURS, self.n)
@@ -156,7 +159,9 @@ class LocalLinearBellman(NonparametricBellman):
         slopes = gather_rows(self.slopes, idx)                          # (m, c, d, d_s + 1)
         pred = (torch.cat([dx, du], -1)[..., None] * slopes).sum(-2)    # (m, c, d_s + 1)
         succ = gather_rows(self.next_states, idx) + dx + pred[..., :ds]
-        return succ, gather_rows(self.data_rewards, idx) + pred[..., ds]
+        # A linear reward extrapolates without bound; the data's range bounds it (and J_hat).
+        reward = (gather_rows(self.data_rewards, idx) + pred[..., ds]).clamp(*self.reward_range)
+        return succ, reward
 
     def successor_rows(self, states: torch.Tensor, actions: torch.Tensor, group: int = 1
                        ) -> tuple[SparseRows, torch.Tensor, torch.Tensor]:
