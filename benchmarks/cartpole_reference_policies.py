@@ -11,9 +11,15 @@ of it with gains removed or flipped, and reports for each
   action bandwidth at several multiples of the action spread (``--action-factors``; 1 is the
   ``auto`` rule without its action guard, about 0.5 what the guard chooses on this task).
 
+With ``--chain`` it also reports, for the LQR and its flipped-``x`` variant under the task's
+default model (``auto`` with its guard), the spread of ``(x, theta, x_dot, theta_dot)`` along
+the model's own Markov chain against real episodes (as
+``benchmarks/invertedpendulum_reference_policies.py --chain``).
+
 Every policy outputs ``5 tanh(-K s / 5)`` volts, the range of the task's policies. No fitting.
 
     python benchmarks/cartpole_reference_policies.py --seeds 0 1 --action-factors 1 0.5 0.25 0.1
+    python benchmarks/cartpole_reference_policies.py --seeds 1 --chain
 """
 
 from __future__ import annotations
@@ -25,10 +31,12 @@ import logging
 import numpy as np
 import scipy.linalg
 import torch
+from invertedpendulum_reference_policies import STEPS, chain_spread
 from torch import nn
 
 from nopg import NOPG
 from nopg.bandwidth import knn_bandwidths
+from nopg.bandwidth_report import bandwidth_report
 from nopg.envs.cartpole import INIT_THETA_MAX, cartpole_step, sample_initial_states, simulate_cartpole
 from nopg.experiments import get_task
 
@@ -72,16 +80,65 @@ def variants(k: np.ndarray) -> dict[str, np.ndarray]:
             "zero": 0 * k}
 
 
+def _angles(obs: np.ndarray) -> np.ndarray:
+    """``(x, theta, x_dot, theta_dot)`` from observations ``[x, sin, cos, x_dot, theta_dot]``."""
+    return np.stack([obs[:, 0], np.arctan2(obs[:, 1], obs[:, 2]), obs[:, 3], obs[:, 4]], 1)
+
+
+def real_spread(policy: nn.Module, starts: np.ndarray) -> dict[int, np.ndarray]:
+    """Standard deviation of the state over episodes from ``starts`` at ``STEPS`` (no limits)."""
+    s, seen = np.array(starts, float), {}
+    for t in range(1, max(STEPS) + 1):
+        obs = np.stack([s[:, 0], np.sin(s[:, 1]), np.cos(s[:, 1]), s[:, 2], s[:, 3]], 1)
+        with torch.no_grad():
+            u = policy(torch.as_tensor(obs)).numpy()[:, 0]
+        s = np.stack([cartpole_step(si, ui, wrap=False) for si, ui in zip(s, u)])
+        if t in STEPS:
+            seen[t] = s.std(0)
+    return seen
+
+
+def chain_report(task, config, seed: int, k: np.ndarray) -> None:
+    """The spread of the model's chain against real episodes (the ``--chain`` table)."""
+    data = task.make_dataset(config, seed)
+    bw = bandwidth_report(data, method=config.bandwidth_method,
+                          state_factor=np.asarray(config.state_factor, float),
+                          action_factor=np.asarray(config.action_factor, float), seed=seed,
+                          max_action_effect=config.max_action_effect).bandwidths
+    s0 = task.initial_states(data, config, seed)
+    nxt = _angles(np.asarray(data.next_states, float))
+    print(f"seed {seed}: the data's next states' sd {np.round(nxt.std(0), 4).tolist()}")
+    rng = np.random.default_rng(seed)
+    starts = sample_initial_states(np.random.default_rng([seed, 2]), 20, INIT_THETA_MAX)
+    for name in ("LQR", "x gain flipped"):
+        policy = LinearPolicy(variants(k)[name])
+        algo = NOPG(policy, dataclasses.replace(config.nopg, seed=seed))
+        algo.setup(data, bw, s0)
+        with torch.no_grad():
+            sol = algo.model_.solution(policy, s0)
+        model = chain_spread(sol.P.to_dense().numpy(), sol.eps0.detach().numpy(), nxt, 400, rng)
+        truth = real_spread(policy, starts)
+        print(f"| {seed} | {name} | J_hat {sol.J:.2f} |")
+        for t in STEPS:
+            print(f"|   | step {t} | model sd {np.round(model[t], 4).tolist()} | "
+                  f"real sd {np.round(truth[t], 4).tolist()} |", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     parser.add_argument("--action-factors", type=float, nargs="+", default=[1.0, 0.5, 0.25, 0.1])
+    parser.add_argument("--chain", action="store_true", help="sample the model's chain instead")
     args = parser.parse_args()
     logging.disable(logging.INFO)
     torch.set_num_threads(1)
     task = get_task("cartpole-random")
     config = task.default_config()
     k = lqr_gain()
+    if args.chain:
+        for seed in args.seeds:
+            chain_report(task, config, seed, k)
+        return
     print(f"LQR gain K (u = -K s, s = (x, theta, x_dot, theta_dot)): {np.round(k, 3).tolist()}")
     header = " | ".join(f"J_hat (gap), action x{f:g}" for f in args.action_factors)
     print(f"| seed | policy | real return | final abs x (m) | {header} |")
