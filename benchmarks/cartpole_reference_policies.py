@@ -31,12 +31,11 @@ import logging
 import numpy as np
 import scipy.linalg
 import torch
-from invertedpendulum_reference_policies import STEPS, chain_spread
+from invertedpendulum_reference_policies import STEPS, chain_spread, task_inputs
 from torch import nn
 
 from nopg import NOPG
 from nopg.bandwidth import knn_bandwidths
-from nopg.bandwidth_report import bandwidth_report
 from nopg.envs.cartpole import INIT_THETA_MAX, cartpole_step, sample_initial_states, simulate_cartpole
 from nopg.experiments import get_task
 
@@ -100,12 +99,7 @@ def real_spread(policy: nn.Module, starts: np.ndarray) -> dict[int, np.ndarray]:
 
 def chain_report(task, config, seed: int, k: np.ndarray) -> None:
     """The spread of the model's chain against real episodes (the ``--chain`` table)."""
-    data = task.make_dataset(config, seed)
-    bw = bandwidth_report(data, method=config.bandwidth_method,
-                          state_factor=np.asarray(config.state_factor, float),
-                          action_factor=np.asarray(config.action_factor, float), seed=seed,
-                          max_action_effect=config.max_action_effect).bandwidths
-    s0 = task.initial_states(data, config, seed)
+    data, bw, s0 = task_inputs(task, config, seed)
     nxt = _angles(np.asarray(data.next_states, float))
     print(f"seed {seed}: the data's next states' sd {np.round(nxt.std(0), 4).tolist()}")
     rng = np.random.default_rng(seed)

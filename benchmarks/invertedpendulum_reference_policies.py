@@ -105,13 +105,18 @@ def real_spread(env_fn, policy: nn.Module, episodes: int, seed: int) -> dict[int
     return {t: np.std(v, 0) if v else np.full(4, np.nan) for t, v in seen.items()}
 
 
-def report_seed(task, config, seed: int, changes: dict, chain: bool, paths: int) -> None:
+def task_inputs(task, config, seed: int) -> tuple[TransitionDataset, object, np.ndarray]:
+    """A seed's data set, its bandwidths (the task's rule) and the objective's initial states."""
     data = task.make_dataset(config, seed)
     bw = bandwidth_report(data, method=config.bandwidth_method,
                           state_factor=np.asarray(config.state_factor, float),
                           action_factor=np.asarray(config.action_factor, float), seed=seed,
                           max_action_effect=config.max_action_effect).bandwidths
-    s0 = task.initial_states(data, config, seed)
+    return data, bw, task.initial_states(data, config, seed)
+
+
+def report_seed(task, config, seed: int, changes: dict, chain: bool, paths: int) -> None:
+    data, bw, s0 = task_inputs(task, config, seed)
     k = lqr_from_data(data)
     print(f"seed {seed}: LQR gain K {np.round(k, 3).tolist()}", flush=True)
     rng = np.random.default_rng(seed)
