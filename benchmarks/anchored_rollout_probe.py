@@ -39,6 +39,7 @@ class AnchoredLocalLinear(local_linear.LocalLinearBellman):
     """:class:`nopg.local_linear.LocalLinearBellman` with anchors on the model's mean rollout."""
 
     clip_to_box = False
+    differentiable = False      # the anchors in the policy's graph (the rollout differentiated)
 
     def _build_successors(self) -> None:
         super()._build_successors()
@@ -48,8 +49,13 @@ class AnchoredLocalLinear(local_linear.LocalLinearBellman):
         nxt = self.next_states
         self.box = (nxt.min(0).values, nxt.max(0).values)
 
-    @torch.no_grad()
     def _rollout(self, policy: torch.nn.Module, initial: torch.Tensor) -> torch.Tensor:
+        if not self.differentiable:
+            with torch.no_grad():
+                return self._rollout_steps(policy, initial)
+        return self._rollout_steps(policy, initial)
+
+    def _rollout_steps(self, policy: torch.nn.Module, initial: torch.Tensor) -> torch.Tensor:
         s, out = initial, []
         for _ in range(HORIZON):
             a = policy(s)[:, None, :]
@@ -62,11 +68,11 @@ class AnchoredLocalLinear(local_linear.LocalLinearBellman):
         return torch.cat(out)
 
     def _set_anchors(self, extra: torch.Tensor) -> None:
-        cols, interp, _ = super()._interpolation(extra)
+        cols, interp, _ = super()._interpolation(extra.detach())
         cont = (interp * gather_rows(self.continuing, cols)).sum(-1)
         self.anchors = torch.cat([self.next_states, extra])
         self.anchor_cont = torch.cat([self.continuing, cont])
-        self.anchor_tree = cKDTree((self.anchors / self.h_s).cpu().numpy())
+        self.anchor_tree = cKDTree((self.anchors.detach() / self.h_s).cpu().numpy())
 
     def _interpolation(self, succ: torch.Tensor):
         _, _, thin = super()._interpolation(succ)           # thinness against the data
@@ -113,5 +119,8 @@ class AnchoredLocalLinear(local_linear.LocalLinearBellman):
 
 if __name__ == "__main__":
     local_linear.LocalLinearBellman = AnchoredLocalLinear     # what NonparametricBellman builds
+    if "--differentiable" in sys.argv:
+        AnchoredLocalLinear.differentiable = True
+        sys.argv.remove("--differentiable")
     sys.argv = ["bandwidth_study.py", *sys.argv[1:]]
     runpy.run_path(str(Path(__file__).with_name("bandwidth_study.py")), run_name="__main__")
