@@ -9,9 +9,10 @@ no gradient; ``clip_to_box`` clips it to the box of the data's next states, off 
 appended to the interpolation's points and to the query states. Each anchor goes on with the
 continuation interpolated at it from the data's next states; the thinness stays measured against
 the data's next states. The gradient is the model's exact gradient with the anchors held fixed
-(they are drawn afresh at every update, like the next-state draws).
+(they are drawn afresh at every update, like the next-state draws); with ``--differentiable``
+it also follows the anchors through the rollout (back-propagation through its steps).
 
-    python benchmarks/anchored_rollout_probe.py invertedpendulum-random --seeds 0 1 \\
+    python benchmarks/anchored_rollout_probe.py [--differentiable] invertedpendulum-random --seeds 0 1 \\
         --set 'nopg.successors="local-linear"' --label "anchored rollout" --out OUT.csv
 
 (the arguments are ``benchmarks/bandwidth_study.py``'s; the probe replaces the library's
