@@ -31,7 +31,6 @@ from scipy.spatial import cKDTree
 
 import nopg.local_linear as local_linear
 from nopg.kernels import gather_rows, softmax_log_mass, squared_norm
-from nopg.row_matrices import SparseRows
 
 HORIZON = 150
 
@@ -85,21 +84,12 @@ class AnchoredLocalLinear(local_linear.LocalLinearBellman):
         shape = succ.shape[:-1]
         return near.reshape(*shape, -1), weights.reshape(*shape, -1), thin
 
-    def successor_rows(self, states, actions, group=1):
-        M, G, _ = actions.shape
-        rows, thin = self.kernel_rows.rows(self._prepare(states), actions / self.h_a, 1)
-        idx, w = rows.index, rows.values
-        per_entry = actions.repeat_interleave(idx.shape[1] // G, dim=1)
-        succ, reward = self._moved(states, per_entry, idx)
-        cols, interp, succ_thin = self._interpolation(succ)
-        interp = interp * gather_rows(self.anchor_cont, cols)
-        if self.penalty_scale:
-            reward = reward - self.penalty_scale * interp.sum(-1) * succ_thin
-        rho = (w * reward).sum(1)
-        vals = ((self.gamma * w)[..., None] * interp).reshape(M, -1)
-        m = M // group
-        T = SparseRows(cols.reshape(m, -1), vals.reshape(m, -1) / group, len(self.anchors))
-        return T, rho.reshape(m, group).mean(1), thin.detach().reshape(m, group).mean(1)
+    @property
+    def n_columns(self) -> int:
+        return len(self.anchors)
+
+    def _continuation(self, cols: torch.Tensor) -> torch.Tensor:
+        return gather_rows(self.anchor_cont, cols)
 
     def _next_queries_rows(self, policy, generator):
         # Draws around the data's next states as in the library; the anchors are queried

@@ -181,14 +181,23 @@ class LocalLinearBellman(NonparametricBellman):
         cols, interp, succ_thin = self._interpolation(succ)
         # The episode ends where the moved successor lands: a terminal data next state carries
         # no value onwards, so its interpolation weight is dropped.
-        interp = interp * gather_rows(self.continuing, cols)
+        interp = interp * self._continuation(cols)
         if self.penalty_scale:
             reward = reward - self.penalty_scale * interp.sum(-1) * succ_thin
         rho = (w * reward).sum(1)
         vals = ((self.gamma * w)[..., None] * interp).reshape(M, -1)
         m = M // group
-        T = SparseRows(cols.reshape(m, -1), vals.reshape(m, -1) / group, self.n)
+        T = SparseRows(cols.reshape(m, -1), vals.reshape(m, -1) / group, self.n_columns)
         return T, rho.reshape(m, group).mean(1), thin.detach().reshape(m, group).mean(1)
+
+    @property
+    def n_columns(self) -> int:
+        """Columns of ``T``: the points the value is interpolated from (the data's next states)."""
+        return self.n
+
+    def _continuation(self, cols: torch.Tensor) -> torch.Tensor:
+        """1 where the interpolation's point ``cols`` goes on, 0 where its episode ended."""
+        return gather_rows(self.continuing, cols)
 
     def _interpolation(self, succ: torch.Tensor
                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
