@@ -17,6 +17,13 @@ it also follows the anchors through the rollout (back-propagation through its st
 
 (the arguments are ``benchmarks/bandwidth_study.py``'s; the probe replaces the library's
 local-linear model for that run).
+
+    python benchmarks/anchored_rollout_probe.py rank STUDY_DIR invertedpendulum-random
+
+scores the final policy of every ``seed_<k>/checkpoint`` of a ``bandwidth_study.py`` folder (any
+model) by its ``J_hat`` under the anchored model (``successors="local-linear"``, rollout without
+gradient) and prints it beside the fit's own ``J_hat``, the return, and both Spearman rank
+correlations with the return.
 """
 
 from __future__ import annotations
@@ -108,8 +115,47 @@ class AnchoredLocalLinear(local_linear.LocalLinearBellman):
         return super().solution(policy, initial_states, generator, None)
 
 
+def rank(study: Path, task_name: str) -> None:
+    """The ``rank`` table (module docstring)."""
+    import dataclasses
+    import json
+    import logging
+    import warnings
+
+    from invertedpendulum_reference_policies import task_inputs
+    from scipy.stats import spearmanr
+
+    from nopg import NOPG
+    from nopg.checkpoint import load_checkpoint
+    from nopg.experiments import get_task
+
+    logging.disable(logging.INFO)
+    warnings.simplefilter("ignore")
+    torch.set_num_threads(1)
+    task = get_task(task_name)
+    config = task.default_config()
+    rows = []
+    for seed_dir in sorted(study.glob("seed_*"), key=lambda p: int(p.name[5:])):
+        seed = int(seed_dir.name[5:])
+        policy = load_checkpoint(NOPG, seed_dir / "checkpoint").policy
+        data, bw, s0 = task_inputs(task, config, seed)
+        algo = NOPG(policy, dataclasses.replace(config.nopg, seed=seed, successors="local-linear",
+                                                solver="auto"))
+        algo.setup(data, bw, s0)
+        result = json.loads((seed_dir / "evaluation.json").read_text())
+        fit_j = float((seed_dir / "log.csv").read_text().strip().splitlines()[-1].split(",")[1])
+        rows.append((seed, result["return_mean"], fit_j, algo.J_hat()))
+        print(f"| {seed} | {rows[-1][1]:.1f} | {fit_j:.2f} | {rows[-1][3]:.2f} |", flush=True)
+    ret, fit_j, anchored = (np.array(c) for c in list(zip(*rows))[1:])
+    print(f"Spearman with the return: the fit's J_hat {spearmanr(fit_j, ret).statistic:.2f}, "
+          f"anchored J_hat {spearmanr(anchored, ret).statistic:.2f}")
+
+
 if __name__ == "__main__":
     local_linear.LocalLinearBellman = AnchoredLocalLinear     # what NonparametricBellman builds
+    if sys.argv[1:2] == ["rank"]:
+        rank(Path(sys.argv[2]), sys.argv[3])
+        sys.exit(0)
     if "--differentiable" in sys.argv:
         AnchoredLocalLinear.differentiable = True
         sys.argv.remove("--differentiable")
