@@ -19,6 +19,12 @@ it also follows the anchors through the rollout (back-propagation through its st
 local-linear model for that run).
 
     python benchmarks/anchored_rollout_probe.py rank STUDY_DIR invertedpendulum-random
+    python benchmarks/anchored_rollout_probe.py ascend SEED UPDATES
+
+``ascend`` fits the inverted pendulum's policy under the anchored model (rollout differentiated)
+by monotone ascent: ``J_hat`` is computed with fixed next-state draws, and a step that lowers it
+by more than 1% is undone and the learning rate halved (down to 1e-4); it grows by 1.2 after each
+kept step, up to the default 1e-2.
 
 scores the final policy of every ``seed_<k>/checkpoint`` of a ``bandwidth_study.py`` folder (any
 model) by its ``J_hat`` under the anchored model (``successors="local-linear"``, rollout without
@@ -151,10 +157,71 @@ def rank(study: Path, task_name: str) -> None:
           f"anchored J_hat {spearmanr(anchored, ret).statistic:.2f}")
 
 
+def ascend(seed: int, updates: int) -> None:
+    """The ``ascend`` fit (module docstring); prints evaluations every 50 updates."""
+    import copy
+    import dataclasses
+    import logging
+    import warnings
+
+    from invertedpendulum_reference_policies import task_inputs
+
+    from nopg import NOPG
+    from nopg.evaluation import evaluate_episodes
+    from nopg.experiments import get_task
+    from nopg.experiments.runner import make_policy
+
+    logging.disable(logging.INFO)
+    warnings.simplefilter("ignore")
+    torch.set_num_threads(1)
+    AnchoredLocalLinear.differentiable = True
+    task = get_task("invertedpendulum-random")
+    config = task.default_config()
+    data, bw, s0 = task_inputs(task, config, seed)
+    torch.manual_seed(seed)
+    policy = make_policy(task, config, data).double()
+    algo = NOPG(policy, dataclasses.replace(config.nopg, seed=seed, successors="local-linear",
+                                            solver="auto"))
+    algo.setup(data, bw, s0)
+    lr = config.nopg.learning_rate
+    opt = torch.optim.Adam(policy.parameters(), lr=lr)
+    best, kept = None, True
+
+    def evaluate(episodes: int) -> float:
+        return float(np.mean(evaluate_episodes(task.env_fn(config)(), policy, episodes,
+                                               seed=1_000_000 + 1000 * seed)["returns"]))
+
+    for update in range(1, updates + 1):
+        sol = algo.model_.solution(policy, s0, torch.Generator().manual_seed(1234))
+        group = opt.param_groups[0]
+        if best is not None and sol.J < best[0] - 0.01 * max(1.0, abs(best[0])) \
+                and group["lr"] > 1e-4:
+            policy.load_state_dict(best[1])
+            opt.load_state_dict(best[2])
+            opt.param_groups[0]["lr"] = group["lr"] * 0.5
+            kept = False
+            continue
+        if best is not None and kept:
+            group["lr"] = min(lr, group["lr"] * 1.2)
+        kept = True
+        best = (sol.J, copy.deepcopy(policy.state_dict()), copy.deepcopy(opt.state_dict()))
+        opt.zero_grad()
+        (-sol.surrogate()).backward()
+        opt.step()
+        if update % 50 == 0:
+            print(f"seed {seed} update {update}: J_hat {best[0]:.2f}, eval {evaluate(4):.1f}",
+                  flush=True)
+    policy.load_state_dict(best[1])
+    print(f"seed {seed} final: J_hat {best[0]:.2f}, return {evaluate(10):.1f}", flush=True)
+
+
 if __name__ == "__main__":
     local_linear.LocalLinearBellman = AnchoredLocalLinear     # what NonparametricBellman builds
     if sys.argv[1:2] == ["rank"]:
         rank(Path(sys.argv[2]), sys.argv[3])
+        sys.exit(0)
+    if sys.argv[1:2] == ["ascend"]:
+        ascend(int(sys.argv[2]), int(sys.argv[3]))
         sys.exit(0)
     if "--differentiable" in sys.argv:
         AnchoredLocalLinear.differentiable = True
