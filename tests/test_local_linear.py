@@ -82,7 +82,6 @@ def test_exact_on_linear_dynamics():
                                atol=1e-5, rtol=0)
 
 
-
 def test_the_moved_reward_stays_in_the_datas_range():
     """A linear reward extrapolates past every reward in the data; the model clips it to their
     range, so ``J_hat`` stays within ``[min r, max r] / (1 - gamma)`` for any policy."""
