@@ -26,7 +26,15 @@ by monotone ascent: ``J_hat`` is computed with fixed next-state draws, and a ste
 by more than 1% is undone and the learning rate halved (down to 1e-4); it grows by 1.2 after each
 kept step, up to the default 1e-2.
 
-scores the final policy of every ``seed_<k>/checkpoint`` of a ``bandwidth_study.py`` folder (any
+    python benchmarks/anchored_rollout_probe.py search SEED [HORIZON]
+
+``search`` fits a linear controller ``3 tanh(-K s / 3)`` (the four gains ``K``, from 0) to the
+inverted pendulum's anchored model (rollout of ``HORIZON`` steps, 400 by default, no gradient)
+by Powell's derivative-free method (``scipy.optimize.minimize``, at most 400 evaluations of
+``J_hat``, fixed next-state draws), and prints the real return (5 episodes), ``J_hat``, the
+gains, the evaluations and the seconds.
+
+``rank`` scores the final policy of every ``seed_<k>/checkpoint`` of a ``bandwidth_study.py`` folder (any
 model) by its ``J_hat`` under the anchored model (``successors="local-linear"``, rollout without
 gradient) and prints it beside the fit's own ``J_hat``, the return, and both Spearman rank
 correlations with the return.
@@ -81,7 +89,8 @@ class AnchoredLocalLinear(local_linear.LocalLinearBellman):
         return torch.cat(out)
 
     def _set_anchors(self, extra: torch.Tensor) -> None:
-        cols, interp, _ = super()._interpolation(extra.detach())
+        # With the rollout differentiated, where the episode ends along it follows the anchors.
+        cols, interp, _ = super()._interpolation(extra if self.differentiable else extra.detach())
         cont = (interp * gather_rows(self.continuing, cols)).sum(-1)
         self.anchors = torch.cat([self.next_states, extra])
         self.anchor_cont = torch.cat([self.continuing, cont])
@@ -215,8 +224,52 @@ def ascend(seed: int, updates: int) -> None:
     print(f"seed {seed} final: J_hat {best[0]:.2f}, return {evaluate(10):.1f}", flush=True)
 
 
+def search(seed: int, horizon: int) -> None:
+    """The ``search`` fit (module docstring): Powell over a linear controller's four gains."""
+    import dataclasses
+    import logging
+    import time
+    import warnings
+
+    import scipy.optimize
+    from invertedpendulum_reference_policies import LinearForce, task_inputs
+
+    from nopg import NOPG
+    from nopg.evaluation import evaluate_episodes
+    from nopg.experiments import get_task
+
+    global HORIZON
+    HORIZON = horizon
+    logging.disable(logging.INFO)
+    warnings.simplefilter("ignore")
+    torch.set_num_threads(1)
+    task = get_task("invertedpendulum-random")
+    config = task.default_config()
+    data, bw, s0 = task_inputs(task, config, seed)
+    policy = LinearForce(np.zeros(4))
+    algo = NOPG(policy, dataclasses.replace(config.nopg, seed=seed, successors="local-linear",
+                                            solver="auto"))
+    algo.setup(data, bw, s0)
+
+    def minus_j(gain: np.ndarray) -> float:
+        policy.gain.copy_(torch.as_tensor(gain))
+        with torch.no_grad():
+            return -float(algo.model_.solution(policy, s0, torch.Generator().manual_seed(1234)).J)
+
+    start = time.perf_counter()
+    found = scipy.optimize.minimize(minus_j, np.zeros(4), method="Powell", options={"maxfev": 400})
+    seconds = time.perf_counter() - start
+    policy.gain.copy_(torch.as_tensor(found.x))
+    real = evaluate_episodes(task.env_fn(config)(), policy, 5, seed=1_000_000 + 1000 * seed)
+    print(f"| {seed} | {np.mean(real['returns']):.1f} | {-found.fun:.2f} | "
+          f"{np.round(found.x, 3).tolist()} | {found.nfev} | {seconds:.0f} |", flush=True)
+
+
 if __name__ == "__main__":
     local_linear.LocalLinearBellman = AnchoredLocalLinear     # what NonparametricBellman builds
+    if sys.argv[1:2] == ["search"]:
+        search(int(sys.argv[2]), int(sys.argv[3]) if len(sys.argv) > 3 else 400)
+        sys.exit(0)
     if sys.argv[1:2] == ["rank"]:
         rank(Path(sys.argv[2]), sys.argv[3])
         sys.exit(0)
