@@ -26,13 +26,14 @@ by monotone ascent: ``J_hat`` is computed with fixed next-state draws, and a ste
 by more than 1% is undone and the learning rate halved (down to 1e-4); it grows by 1.2 after each
 kept step, up to the default 1e-2.
 
-    python benchmarks/anchored_rollout_probe.py search SEED [HORIZON]
+    python benchmarks/anchored_rollout_probe.py search SEED [HORIZON] [--penalty]
 
 ``search`` fits a linear controller ``3 tanh(-K s / 3)`` (the four gains ``K``, from 0) to the
 inverted pendulum's anchored model (rollout of ``HORIZON`` steps, 400 by default, no gradient)
 by Powell's derivative-free method (``scipy.optimize.minimize``, at most 400 evaluations of
 ``J_hat``, fixed next-state draws), and prints the real return (5 episodes), ``J_hat``, the
-gains, the evaluations and the seconds.
+gains, the evaluations and the seconds. ``--penalty`` adds ``unsupported="penalty"`` (a
+successor pays for its thinness against the data's next states).
 
 ``rank`` scores the final policy of every ``seed_<k>/checkpoint`` of a ``bandwidth_study.py`` folder (any
 model) by its ``J_hat`` under the anchored model (``successors="local-linear"``, rollout without
@@ -224,7 +225,7 @@ def ascend(seed: int, updates: int) -> None:
     print(f"seed {seed} final: J_hat {best[0]:.2f}, return {evaluate(10):.1f}", flush=True)
 
 
-def search(seed: int, horizon: int) -> None:
+def search(seed: int, horizon: int, penalty: bool = False) -> None:
     """The ``search`` fit (module docstring): Powell over a linear controller's four gains."""
     import dataclasses
     import logging
@@ -247,8 +248,9 @@ def search(seed: int, horizon: int) -> None:
     config = task.default_config()
     data, bw, s0 = task_inputs(task, config, seed)
     policy = LinearForce(np.zeros(4))
+    extra = {"unsupported": "penalty"} if penalty else {}
     algo = NOPG(policy, dataclasses.replace(config.nopg, seed=seed, successors="local-linear",
-                                            solver="auto"))
+                                            solver="auto", **extra))
     algo.setup(data, bw, s0)
 
     def minus_j(gain: np.ndarray) -> float:
@@ -268,7 +270,9 @@ def search(seed: int, horizon: int) -> None:
 if __name__ == "__main__":
     local_linear.LocalLinearBellman = AnchoredLocalLinear     # what NonparametricBellman builds
     if sys.argv[1:2] == ["search"]:
-        search(int(sys.argv[2]), int(sys.argv[3]) if len(sys.argv) > 3 else 400)
+        numbers = [a for a in sys.argv[2:] if a != "--penalty"]
+        search(int(numbers[0]), int(numbers[1]) if len(numbers) > 1 else 400,
+               "--penalty" in sys.argv)
         sys.exit(0)
     if sys.argv[1:2] == ["rank"]:
         rank(Path(sys.argv[2]), sys.argv[3])
