@@ -35,10 +35,10 @@ by Powell's derivative-free method (``scipy.optimize.minimize``, at most 400 eva
 gains, the evaluations and the seconds. ``--penalty`` adds ``unsupported="penalty"`` (a
 successor pays for its thinness against the data's next states).
 
-``rank`` scores the final policy of every ``seed_<k>/checkpoint`` of a ``bandwidth_study.py`` folder (any
-model) by its ``J_hat`` under the anchored model (``successors="local-linear"``, rollout without
-gradient) and prints it beside the fit's own ``J_hat``, the return, and both Spearman rank
-correlations with the return.
+``rank`` scores the final policy of every ``seed_<k>/checkpoint`` of a ``bandwidth_study.py``
+folder (any model) by its ``J_hat`` under the anchored model (``successors="local-linear"``,
+rollout without gradient) and prints it beside the fit's own ``J_hat``, the return, and both
+Spearman rank correlations with the return.
 """
 
 from __future__ import annotations
