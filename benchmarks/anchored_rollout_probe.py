@@ -4,7 +4,7 @@ The local-linear model (:mod:`nopg.local_linear`) interpolates the value at ever
 successor from the data's next states, so each step of its chain lands on a data next state: a
 random jump of about a bandwidth (``docs/bandwidths.md``, "The model's chain spreads over the
 data"). This probe adds anchors where the policy goes: before every update, the model's mean
-rollout from the initial states (``s_{t+1} = sum_j eps_j y_j(s_t, pi(s_t))``, ``HORIZON`` steps,
+rollout from the initial states (``s_{t+1} = sum_j eps_j y_j(s_t, pi(s_t))``, ``horizon`` steps,
 no gradient; ``clip_to_box`` clips it to the box of the data's next states, off by default) is
 appended to the interpolation's points and to the query states. Each anchor goes on with the
 continuation interpolated at it from the data's next states; the thinness stays measured against
@@ -54,13 +54,12 @@ from scipy.spatial import cKDTree
 import nopg.local_linear as local_linear
 from nopg.kernels import gather_rows, softmax_log_mass, squared_norm
 
-HORIZON = 150
-
 
 class AnchoredLocalLinear(local_linear.LocalLinearBellman):
     """:class:`nopg.local_linear.LocalLinearBellman` with anchors on the model's mean rollout."""
 
     clip_to_box = False
+    horizon = 150               # steps of the rollout
     differentiable = False      # the anchors in the policy's graph (the rollout differentiated)
 
     def _build_successors(self) -> None:
@@ -79,7 +78,7 @@ class AnchoredLocalLinear(local_linear.LocalLinearBellman):
 
     def _rollout_steps(self, policy: torch.nn.Module, initial: torch.Tensor) -> torch.Tensor:
         s, out = initial, []
-        for _ in range(HORIZON):
+        for _ in range(self.horizon):
             a = policy(s)[:, None, :]
             rows, _ = self.kernel_rows.rows(self._prepare(s), a / self.h_a, 1)
             succ, _ = self._moved(s, a.expand(-1, rows.index.shape[1], -1), rows.index)
@@ -131,12 +130,40 @@ class AnchoredLocalLinear(local_linear.LocalLinearBellman):
         return super().solution(policy, initial_states, generator, None)
 
 
-def rank(study: Path, task_name: str) -> None:
-    """The ``rank`` table (module docstring)."""
-    import dataclasses
-    import json
+def quiet() -> None:
+    """One torch thread, no info logs, no warnings (the modes' output is their table)."""
     import logging
     import warnings
+
+    logging.disable(logging.INFO)
+    warnings.simplefilter("ignore")
+    torch.set_num_threads(1)
+
+
+def anchored_algorithm(policy: torch.nn.Module, config, seed: int, inputs, **changes):
+    """``NOPG`` on the anchored model (``successors="local-linear"``, ``solver="auto"``), set up
+    on ``inputs`` (``task_inputs``'s data, bandwidths and initial states)."""
+    import dataclasses
+
+    from nopg import NOPG
+
+    algo = NOPG(policy, dataclasses.replace(config.nopg, seed=seed, successors="local-linear",
+                                            solver="auto", **changes))
+    algo.setup(*inputs)
+    return algo
+
+
+def real_return(task, config, policy: torch.nn.Module, seed: int, episodes: int) -> float:
+    """Mean return of ``episodes`` real episodes (the seeds the reference scripts use)."""
+    from nopg.evaluation import evaluate_episodes
+
+    return float(np.mean(evaluate_episodes(task.env_fn(config)(), policy, episodes,
+                                           seed=1_000_000 + 1000 * seed)["returns"]))
+
+
+def rank(study: Path, task_name: str) -> None:
+    """The ``rank`` table (module docstring)."""
+    import json
 
     from invertedpendulum_reference_policies import task_inputs
     from scipy.stats import spearmanr
@@ -145,19 +172,14 @@ def rank(study: Path, task_name: str) -> None:
     from nopg.checkpoint import load_checkpoint
     from nopg.experiments import get_task
 
-    logging.disable(logging.INFO)
-    warnings.simplefilter("ignore")
-    torch.set_num_threads(1)
+    quiet()
     task = get_task(task_name)
     config = task.default_config()
     rows = []
     for seed_dir in sorted(study.glob("seed_*"), key=lambda p: int(p.name[5:])):
         seed = int(seed_dir.name[5:])
         policy = load_checkpoint(NOPG, seed_dir / "checkpoint").policy
-        data, bw, s0 = task_inputs(task, config, seed)
-        algo = NOPG(policy, dataclasses.replace(config.nopg, seed=seed, successors="local-linear",
-                                                solver="auto"))
-        algo.setup(data, bw, s0)
+        algo = anchored_algorithm(policy, config, seed, task_inputs(task, config, seed))
         result = json.loads((seed_dir / "evaluation.json").read_text())
         fit_j = float((seed_dir / "log.csv").read_text().strip().splitlines()[-1].split(",")[1])
         rows.append((seed, result["return_mean"], fit_j, algo.J_hat()))
@@ -170,36 +192,24 @@ def rank(study: Path, task_name: str) -> None:
 def ascend(seed: int, updates: int) -> None:
     """The ``ascend`` fit (module docstring); prints evaluations every 50 updates."""
     import copy
-    import dataclasses
-    import logging
-    import warnings
 
     from invertedpendulum_reference_policies import task_inputs
 
-    from nopg import NOPG
-    from nopg.evaluation import evaluate_episodes
     from nopg.experiments import get_task
     from nopg.experiments.runner import make_policy
 
-    logging.disable(logging.INFO)
-    warnings.simplefilter("ignore")
-    torch.set_num_threads(1)
+    quiet()
     AnchoredLocalLinear.differentiable = True
     task = get_task("invertedpendulum-random")
     config = task.default_config()
-    data, bw, s0 = task_inputs(task, config, seed)
+    inputs = task_inputs(task, config, seed)
+    s0 = inputs[2]
     torch.manual_seed(seed)
-    policy = make_policy(task, config, data).double()
-    algo = NOPG(policy, dataclasses.replace(config.nopg, seed=seed, successors="local-linear",
-                                            solver="auto"))
-    algo.setup(data, bw, s0)
+    policy = make_policy(task, config, inputs[0]).double()
+    algo = anchored_algorithm(policy, config, seed, inputs)
     lr = config.nopg.learning_rate
     opt = torch.optim.Adam(policy.parameters(), lr=lr)
     best, kept = None, True
-
-    def evaluate(episodes: int) -> float:
-        return float(np.mean(evaluate_episodes(task.env_fn(config)(), policy, episodes,
-                                               seed=1_000_000 + 1000 * seed)["returns"]))
 
     for update in range(1, updates + 1):
         sol = algo.model_.solution(policy, s0, torch.Generator().manual_seed(1234))
@@ -219,39 +229,31 @@ def ascend(seed: int, updates: int) -> None:
         (-sol.surrogate()).backward()
         opt.step()
         if update % 50 == 0:
-            print(f"seed {seed} update {update}: J_hat {best[0]:.2f}, eval {evaluate(4):.1f}",
-                  flush=True)
+            score = real_return(task, config, policy, seed, 4)
+            print(f"seed {seed} update {update}: J_hat {best[0]:.2f}, eval {score:.1f}", flush=True)
     policy.load_state_dict(best[1])
-    print(f"seed {seed} final: J_hat {best[0]:.2f}, return {evaluate(10):.1f}", flush=True)
+    score = real_return(task, config, policy, seed, 10)
+    print(f"seed {seed} final: J_hat {best[0]:.2f}, return {score:.1f}", flush=True)
 
 
 def search(seed: int, horizon: int, penalty: bool = False) -> None:
     """The ``search`` fit (module docstring): Powell over a linear controller's four gains."""
-    import dataclasses
-    import logging
     import time
-    import warnings
 
     import scipy.optimize
     from invertedpendulum_reference_policies import LinearForce, task_inputs
 
-    from nopg import NOPG
-    from nopg.evaluation import evaluate_episodes
     from nopg.experiments import get_task
 
-    global HORIZON
-    HORIZON = horizon
-    logging.disable(logging.INFO)
-    warnings.simplefilter("ignore")
-    torch.set_num_threads(1)
+    quiet()
+    AnchoredLocalLinear.horizon = horizon
     task = get_task("invertedpendulum-random")
     config = task.default_config()
-    data, bw, s0 = task_inputs(task, config, seed)
+    inputs = task_inputs(task, config, seed)
+    s0 = inputs[2]
     policy = LinearForce(np.zeros(4))
     extra = {"unsupported": "penalty"} if penalty else {}
-    algo = NOPG(policy, dataclasses.replace(config.nopg, seed=seed, successors="local-linear",
-                                            solver="auto", **extra))
-    algo.setup(data, bw, s0)
+    algo = anchored_algorithm(policy, config, seed, inputs, **extra)
 
     def minus_j(gain: np.ndarray) -> float:
         policy.gain.copy_(torch.as_tensor(gain))
@@ -262,8 +264,7 @@ def search(seed: int, horizon: int, penalty: bool = False) -> None:
     found = scipy.optimize.minimize(minus_j, np.zeros(4), method="Powell", options={"maxfev": 400})
     seconds = time.perf_counter() - start
     policy.gain.copy_(torch.as_tensor(found.x))
-    real = evaluate_episodes(task.env_fn(config)(), policy, 5, seed=1_000_000 + 1000 * seed)
-    print(f"| {seed} | {np.mean(real['returns']):.1f} | {-found.fun:.2f} | "
+    print(f"| {seed} | {real_return(task, config, policy, seed, 5):.1f} | {-found.fun:.2f} | "
           f"{np.round(found.x, 3).tolist()} | {found.nfev} | {seconds:.0f} |", flush=True)
 
 
