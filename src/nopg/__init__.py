@@ -12,6 +12,7 @@ The public API::
 __version__ = "0.1.0"
 
 from .algorithm import NOPG, CheckpointCallback, EvalCallback, SupportWarning
+from .anchored import AnchoredBellman
 from .bandwidth import (
     Bandwidths,
     DuplicatedDataWarning,
@@ -39,7 +40,7 @@ __all__ = [
     "NOPG", "NOPGConfig", "ModelConfig", "CheckpointCallback", "EvalCallback", "SupportWarning",
     "TransitionDataset", "Bandwidths", "DuplicatedDataWarning", "select_bandwidths",
     "silverman_bandwidth", "scott_bandwidth", "cross_validated_bandwidth",
-    "NonparametricBellman", "LocalLinearBellman", "BellmanSolution", "policy_gradient",
+    "NonparametricBellman", "LocalLinearBellman", "AnchoredBellman", "BellmanSolution", "policy_gradient",
     "PolicyGradientResult",
     "DeterministicMLPPolicy", "DiagonalLinearPolicy", "GaussianMLPPolicy", "LinearPolicy",
     "gaussian_log_prob",

@@ -47,6 +47,7 @@ from .loggers import (
     show_progress,
 )
 from .policies import is_stochastic
+from .search import EvolutionSearch
 from .validation import renamed_attribute, renamed_keyword
 
 logger = logging.getLogger(__name__)
@@ -103,7 +104,11 @@ class CheckpointCallback:
             algo.save(self.path)
 
 
-def _make_optimizer(config: NOPGConfig, params: Iterable[torch.Tensor]) -> torch.optim.Optimizer:
+def _make_optimizer(config: NOPGConfig, params: Iterable[torch.Tensor]
+                    ) -> torch.optim.Optimizer | EvolutionSearch:
+    if config.optimizer == "cma-es":
+        return EvolutionSearch(list(params), config.search_sigma, config.seed,
+                               config.search_population)
     cls = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "sgd": torch.optim.SGD,
            "rmsprop": torch.optim.RMSprop}[config.optimizer]
     return cls(params, lr=config.learning_rate)
@@ -152,6 +157,9 @@ class NOPG:
         self._solution: BellmanSolution | None = None
         self._behaviour: BehaviourTargets | None = None
         self._behaviour_data: TransitionDataset | None = None
+        # optimizer="cma-es": the best policy's solution and behaviour error so far
+        self._incumbent: tuple[BellmanSolution, float] | None = None
+        self._search_scale: float | None = None
         self.behaviour_weight_ = 0.0
         self.action_predictability_: float | None = None
 
@@ -189,6 +197,9 @@ class NOPG:
             self.model_.load_solver_state(previous)
         self.initial_states_ = as_states(initial_states, data.state_dim, "initial_states")
         self._solution = None
+        if isinstance(self.optimizer, EvolutionSearch):   # the objective changed: score it anew
+            self.optimizer.rescore()
+            self._incumbent = None
         return self
 
     def _behaviour_weights(self, q: torch.Tensor) -> tuple[torch.Tensor, float]:
@@ -229,18 +240,15 @@ class NOPG:
         """One policy update: build ``eps0`` and ``P``, solve, ascend the full gradient."""
         if self.model_ is None or self.initial_states_ is None:
             raise RuntimeError("call fit() or setup() before step()")
+        if isinstance(self.optimizer, EvolutionSearch):
+            return self._search_step()
         start = time.perf_counter()
         sigma_scale = self._apply_sigma_scale()
         sol = self.model_.solution(self.policy, self.initial_states_, self.generator, self._warm)
         params = [p for p in self.policy.parameters() if p.requires_grad]
         objective, behaviour, kept, ess = sol.surrogate(), float("nan"), float("nan"), float("nan")
         if self._behaviour is not None:
-            weights = None
-            if self.config.behaviour_filter != "none":
-                weights, kept = self._behaviour_weights(sol.q)
-                ess = float(weights.sum() ** 2 / (weights * weights).sum().clamp_min(1e-300)
-                            / weights.numel())
-            bc = self._behaviour.loss(self.policy, weights=weights)
+            bc, kept, ess = self._behaviour_term(sol)
             behaviour = float(bc.detach())
             objective = objective / max(abs(sol.J), 1e-12) - self.behaviour_weight_ * bc
         grads = surrogate_gradient(objective, params)
@@ -251,6 +259,64 @@ class NOPG:
         self._warm = (sol.q, sol.mu)
         self._solution = None  # the policy changed
         self.update_ += 1
+        return self._metrics(sol, start, sigma_scale, grad_norm, behaviour, kept, ess)
+
+    def _behaviour_term(self, sol: BellmanSolution) -> tuple[torch.Tensor, float, float]:
+        """The behaviour-cloning error (in the policy's graph), the share of samples kept and
+        the weights' effective sample size (``nan`` without a filter)."""
+        assert self._behaviour is not None
+        weights, kept, ess = None, float("nan"), float("nan")
+        if self.config.behaviour_filter != "none":
+            weights, kept = self._behaviour_weights(sol.q)
+            ess = float(weights.sum() ** 2 / (weights * weights).sum().clamp_min(1e-300)
+                        / weights.numel())
+        return self._behaviour.loss(self.policy, weights=weights), kept, ess
+
+    def _search_step(self) -> dict[str, Any]:
+        """One CMA-ES generation (``optimizer="cma-es"``, :mod:`nopg.search`): every candidate is
+        scored by ``J_hat`` with the same draws (the ``config.seed`` generator, as
+        :meth:`solution`), less the behaviour term when it is on; the incumbent stays loaded."""
+        assert self.model_ is not None and isinstance(self.optimizer, EvolutionSearch)
+        start = time.perf_counter()
+        sigma_scale = self._apply_sigma_scale()
+        search = self.optimizer
+        scored: list[tuple[float, BellmanSolution, float]] = []
+
+        def fitness() -> float:
+            gen = torch.Generator().manual_seed(self.config.seed)
+            warm = None if self._incumbent is None else (self._incumbent[0].q,
+                                                         self._incumbent[0].mu)
+            with torch.no_grad():
+                sol = self.model_.solution(self.policy, self.initial_states_, gen, warm)
+                value, behaviour = sol.J, float("nan")
+                if self._behaviour is not None:
+                    behaviour = float(self._behaviour_term(sol)[0])
+                    if self._search_scale is None:
+                        self._search_scale = max(abs(sol.J), 1e-12)
+                    value = sol.J / self._search_scale - self.behaviour_weight_ * behaviour
+            scored.append((value, sol, behaviour))
+            return value
+
+        report = search.step(fitness)
+        value, sol, behaviour = max(scored, key=lambda item: item[0])
+        if value >= search.best_fitness:       # the incumbent is this step's
+            self._incumbent = (sol, behaviour)
+        assert self._incumbent is not None
+        sol, behaviour = self._incumbent
+        self._warm = (sol.q, sol.mu)
+        self._solution = None
+        self.update_ += 1
+        metrics = self._metrics(sol, start, sigma_scale, float("nan"), behaviour, float("nan"),
+                                float("nan"))
+        metrics.update(report)
+        stop = search.stopped()
+        if stop:
+            logger.info("update %d: CMA-ES met %s", self.update_, ", ".join(stop))
+        return metrics
+
+    def _metrics(self, sol: BellmanSolution, start: float, sigma_scale: float, grad_norm: float,
+                 behaviour: float, kept: float, ess: float) -> dict[str, Any]:
+        """One update's metrics (:data:`~nopg.loggers.LOG_COLUMNS`) from its solution."""
         metrics = {
             "update": self.update_, "J_hat": sol.J, "support_gap": sol.support_gap,
             "initial_gap": sol.initial_gap, "grad_norm": grad_norm,

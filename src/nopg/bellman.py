@@ -249,12 +249,17 @@ class NonparametricBellman:
 
     def __new__(cls, *args: Any, **kwargs: Any) -> NonparametricBellman:
         """``successors="local-linear"`` (in ``config`` or the keywords) builds the two-hop
-        :class:`nopg.local_linear.LocalLinearBellman`."""
+        :class:`nopg.local_linear.LocalLinearBellman`, ``"anchored"`` its anchored form
+        :class:`nopg.anchored.AnchoredBellman`."""
         config = kwargs.get("config", args[3] if len(args) > 3 else None)
         default = config.successors if isinstance(config, ModelConfig) else "kernel"
-        if cls is NonparametricBellman and kwargs.get("successors", default) == "local-linear":
+        successors = kwargs.get("successors", default)
+        if cls is NonparametricBellman and successors == "local-linear":
             from .local_linear import LocalLinearBellman  # it subclasses this class
             return super().__new__(LocalLinearBellman)
+        if cls is NonparametricBellman and successors == "anchored":
+            from .anchored import AnchoredBellman
+            return super().__new__(AnchoredBellman)
         return super().__new__(cls)
 
     @renamed_keyword("dataset", "data")
@@ -318,13 +323,13 @@ class NonparametricBellman:
         self.linear_solver = BellmanSolver(
             self.n, self.solver, self.solver_tol, self.solver_max_iter, self.dense_max_n,
             self.preconditioner, self.gamma, self.absorbing_value if absorb else None,
-            aggregates=self._aggregates, drawn=self.n_mc_next is not None,
+            aggregates=self.aggregates, drawn=self.n_mc_next is not None,
             precision=self.solver_precision, error=self.solver_error)
         self._next_queries: QueryStates | None = None      # cached preparation of P's rows
         self._init_cache: tuple[np.ndarray, QueryStates] | None = None
 
     # ------------------------------------------------------------------ helpers
-    def _aggregates(self) -> np.ndarray:
+    def aggregates(self) -> np.ndarray:
         """Groups of ``AGGREGATE_SIZE`` nearby scaled data pairs (Z-order) for the aggregation
         preconditioner."""
         pairs = torch.cat([self.states_scaled, self.actions_scaled], dim=1)

@@ -264,6 +264,12 @@ class BellmanSolver:
                 return self.ilu
         return None, None
 
+    def reset(self) -> None:
+        """Forget the preconditioner and the aggregates (the systems change size next)."""
+        self.ilu, self.ilu_source, self.ilu_base = None, None, None
+        self.ilu_excess = 0
+        self._aggregates, self._order = None, None
+
     def _count(self, iterations_q: int, iterations_mu: int) -> None:
         self.last_iterations = max(iterations_q, iterations_mu)
         if self.ilu is not None:

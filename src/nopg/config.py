@@ -36,7 +36,7 @@ from .validation import (
 __all__ = ["NOPGConfig", "OPTIMIZERS", "SOLVERS", "NEIGHBORS", "NEIGHBOR_BACKENDS",
            "PRECONDITIONERS", "DTYPES"]
 
-OPTIMIZERS = ("adam", "adamw", "sgd", "rmsprop")
+OPTIMIZERS = ("adam", "adamw", "sgd", "rmsprop", "cma-es")
 BEHAVIOUR_FILTERS = ("none", "advantage", "weighted")
 """Values of :attr:`NOPGConfig.behaviour_filter`."""
 NEIGHBORS = NEIGHBOR_MODES
@@ -57,8 +57,16 @@ class NOPGConfig(TorchPlacement):
         Discount factor in [0, 1).
     learning_rate : float
         Step size of the optimiser.
-    optimizer : {"adam", "adamw", "sgd", "rmsprop"}
-        Gradient-ascent method (pass a torch optimiser to :class:`NOPG` for anything else).
+    optimizer : {"adam", "adamw", "sgd", "rmsprop", "cma-es"}
+        Gradient-ascent method (pass a torch optimiser to :class:`NOPG` for anything else), or
+        ``"cma-es"``: derivative-free search on ``J_hat`` (:mod:`nopg.search`), one CMA-ES
+        generation of ``search_population`` evaluations per update, for policies with few
+        parameters; ``learning_rate`` is then unused.
+    search_sigma : float
+        ``optimizer="cma-es"``: initial step size in the policy's parameter units.
+    search_population : int or None
+        ``optimizer="cma-es"``: candidates per update (``None``: ``4 + floor(3 ln d)`` for ``d``
+        parameters).
     top_k : int, "auto" or None
         Entries kept per row of ``P`` (renormalised); ``None`` keeps the dense matrix (refused
         above 20 000 samples; the paper's model). ``10`` is the paper's setting for large data
@@ -137,13 +145,20 @@ class NOPGConfig(TorchPlacement):
     support_radius : float
         Kernel distance (in bandwidths) at which one data pair supports a query by ``1 - 1/e``;
         sets the ``support_gap`` diagnostic and the ``absorb`` and ``penalty`` models.
-    successors : {"kernel", "local-linear"}
+    successors : {"kernel", "local-linear", "anchored"}
         ``kernel`` (default): a query moves to its neighbours' recorded next states (the paper's
         model). ``local-linear``: each neighbour's successor and reward move with the query's
         state and action offsets by a local-linear fit of the data, the value there interpolated
         from the data's next states (:mod:`nopg.local_linear`), so the model can value states
         the data only pass near; with ``unsupported="penalty"`` the successors off the data pay
-        the penalty. Slower per update (``top_k x 8`` entries per row).
+        the penalty. Slower per update (``top_k x 8`` entries per row). ``anchored``:
+        ``local-linear`` with the value also interpolated from anchors on the model's own rollout
+        of the policy from the initial states (:mod:`nopg.anchored`), so the model follows a
+        policy that stays where the data only passed; ``J_hat`` is then best ascended by
+        ``optimizer="cma-es"``.
+    anchor_horizon : int or "auto"
+        Steps of the anchors' rollout (``successors="anchored"``); ``"auto"`` (default):
+        ``ceil(4 / (1 - gamma))``, 400 for ``gamma = 0.99``.
     support_warning : float
         ``fit`` warns when the final ``support_gap`` (share of the policy's discounted
         visitation where the data are thin) exceeds this.
@@ -207,6 +222,8 @@ class NOPGConfig(TorchPlacement):
     gamma: float = 0.99
     learning_rate: float = 1e-2
     optimizer: str = "adam"
+    search_sigma: float = 0.5
+    search_population: int | None = None
     top_k: int | str | None = MODEL_DEFAULTS["top_k"]
     sparse_min_n: int = MODEL_DEFAULTS["sparse_min_n"]
     neighbors: str = MODEL_DEFAULTS["neighbors"]
@@ -226,6 +243,7 @@ class NOPGConfig(TorchPlacement):
     absorbing_value: float | None = MODEL_DEFAULTS["absorbing_value"]
     support_radius: float = MODEL_DEFAULTS["support_radius"]
     successors: str = MODEL_DEFAULTS["successors"]
+    anchor_horizon: int | str = MODEL_DEFAULTS["anchor_horizon"]
     support_warning: float = 0.25
     continuation: float | None = None
     continuation_updates: int | None = None
@@ -247,6 +265,10 @@ class NOPGConfig(TorchPlacement):
         check_positive_float("learning_rate", self.learning_rate, _OWNER)
         if self.optimizer not in OPTIMIZERS:
             fail("optimizer", f"one of {OPTIMIZERS}", self.optimizer, _OWNER)
+        check_positive_float("search_sigma", self.search_sigma, _OWNER)
+        if self.search_population is not None and (not is_int(self.search_population)
+                                                   or self.search_population < 2):
+            fail("search_population", "an int >= 2 or None", self.search_population, _OWNER)
         check_model_settings({name: getattr(self, name) for name in MODEL_FIELDS}, _OWNER)
         self._check_schedules()
         if not is_int(self.seed):

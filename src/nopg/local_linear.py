@@ -117,10 +117,10 @@ class LocalLinearBellman(NonparametricBellman):
                  config: ModelConfig | None = None, **settings: Any) -> None:
         super().__init__(data, bandwidths, gamma, config, **settings)
         if self.top_k is None:
-            raise ValueError("successors='local-linear' needs top_k (the neighbours whose "
+            raise ValueError(f"successors={self.config.successors!r} needs top_k (the neighbours whose "
                              "successors move); top_k=None keeps all n of them per row")
         if self.unsupported == "absorb":
-            raise ValueError("successors='local-linear' supports unsupported='extrapolate' or "
+            raise ValueError(f"successors={self.config.successors!r} supports unsupported='extrapolate' or "
                              "'penalty', not 'absorb' (see nopg.local_linear)")
         self._build_successors()
 
@@ -178,7 +178,7 @@ class LocalLinearBellman(NonparametricBellman):
         idx, w = rows.index, rows.values                                 # (M, G k), includes 1 / G
         per_entry = actions.repeat_interleave(idx.shape[1] // G, dim=1)
         succ, reward = self._moved(states, per_entry, idx)
-        cols, interp, succ_thin = self._interpolation(succ)
+        cols, interp, succ_thin = self.interpolation(succ)
         # The episode ends where the moved successor lands: a terminal data next state carries
         # no value onwards, so its interpolation weight is dropped.
         interp = interp * self._continuation(cols)
@@ -199,9 +199,15 @@ class LocalLinearBellman(NonparametricBellman):
         """1 where the interpolation's point ``cols`` goes on, 0 where its episode ended."""
         return gather_rows(self.continuing, cols)
 
-    def _interpolation(self, succ: torch.Tensor
-                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def interpolation(self, succ: torch.Tensor
+                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Columns (..., L), weights (..., L) and thinness (...) of the value interpolation at
+        successors (..., d_s): :meth:`data_interpolation` here."""
+        return self.data_interpolation(succ)
+
+    def data_interpolation(self, succ: torch.Tensor
+                           ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Columns (..., L), weights (..., L) and thinness (...) of the interpolation at
         successors (..., d_s) from the nearest data next states."""
         flat = succ.reshape(-1, succ.shape[-1])
         scaled = (flat.detach() / self.h_s).cpu().numpy()
@@ -303,7 +309,7 @@ class LocalLinearBellman(NonparametricBellman):
         """Discounted visitation ``mu`` interpolated at the states from the data's next states
         (the weights ``M(s)`` of the value interpolation; the policy does not enter)."""
         s = self._tensor(as_states(states, self.data.state_dim, "states"))
-        cols, interp, _ = self._interpolation(s)
+        cols, interp, _ = self.interpolation(s)
         vec = mu.to(device=self.device, dtype=torch.float64)
         return (interp.to(torch.float64) * vec[cols]).sum(1).cpu().numpy()
 

@@ -40,7 +40,7 @@ NEIGHBOR_MODES = ("auto", "dense", "candidates", "knn")
 SOLVERS = ("auto", "dense", "bicgstab")
 PRECONDITIONERS = ("auto", "ilu", "aggregation", "none")
 UNSUPPORTED = ("extrapolate", "absorb", "penalty")
-SUCCESSORS = ("kernel", "local-linear")
+SUCCESSORS = ("kernel", "local-linear", "anchored")
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
 
 
@@ -128,12 +128,16 @@ class ModelConfig(TorchPlacement):
         data have terminals); it also sets the ``penalty`` model's scale.
     support_radius : float
         Distance, in bandwidths, at which one data pair leaves the thinness at ``1/e``.
-    successors : {"kernel", "local-linear"}
+    successors : {"kernel", "local-linear", "anchored"}
         ``kernel``: a query moves to its neighbours' recorded next states (the paper's model);
         ``local-linear``: each neighbour's successor and reward move with the query's state and
         action offsets by a local-linear fit of the data, and the value there is interpolated
         from the data's next states (:mod:`nopg.local_linear`; needs ``top_k``; with
         ``unsupported="penalty"`` the successors off the data pay the penalty).
+        ``anchored``: ``local-linear`` with the value also interpolated from anchors on the
+        model's own rollout of the policy from the initial states (:mod:`nopg.anchored`).
+    anchor_horizon : int or "auto"
+        Steps of that rollout (``successors="anchored"``); ``"auto"``: ``ceil(4 / (1 - gamma))``.
     dtype : {"float64", "float32"}
         Dtype of the kernel computations (a ``torch.dtype`` is accepted); solves are float64
         (``solver_precision``).
@@ -162,6 +166,7 @@ class ModelConfig(TorchPlacement):
     absorbing_value: float | None = None
     support_radius: float = 2.0
     successors: str = "kernel"
+    anchor_horizon: int | str = "auto"
     dtype: str = "float64"
     device: str = "cpu"
 
@@ -243,9 +248,12 @@ def check_model_settings(values: Mapping[str, Any], owner: str | None = None) ->
     check_finite_float("absorbing_value", v["absorbing_value"], owner, allow_none=True)
     check_positive_float("support_radius", v["support_radius"], owner)
     check_choice("successors", v["successors"], SUCCESSORS, owner)
-    if v["successors"] == "local-linear" and v["unsupported"] == "absorb":
-        fail("unsupported", "'extrapolate' or 'penalty' with successors='local-linear'",
+    if v["successors"] != "kernel" and v["unsupported"] == "absorb":
+        fail("unsupported", f"'extrapolate' or 'penalty' with successors={v['successors']!r}",
              v["unsupported"], owner)
+    if v["anchor_horizon"] != "auto" and (not is_int(v["anchor_horizon"])
+                                          or v["anchor_horizon"] < 1):
+        fail("anchor_horizon", "a positive int or 'auto'", v["anchor_horizon"], owner)
     check_choice("dtype", v["dtype"], tuple(DTYPES), owner)
     device = v["device"]
     if not isinstance(device, str) or not (device in ("cpu", "cuda", "auto")

@@ -1,0 +1,218 @@
+"""Anchored local-linear successors: the value interpolated along the policy's own rollout
+(``successors="anchored"``).
+
+The local-linear model (:mod:`nopg.local_linear`) moves every neighbour's successor with the
+query's offsets, but interpolates the value there from the data's next states only. Where the
+policy keeps the system in a small region the data crossed once (a balanced pole, a goal the data
+reach rarely), the nearest data next states lie a bandwidth or more away, so every step of the
+model's chain jumps by about a bandwidth: the model's trajectories spread over the data while the
+real ones stay put, and ``J_hat`` rates a controller by where random data went, not by where it
+goes.
+
+This model adds *anchors* where the policy goes. Before each solve, the model's mean rollout
+
+    x_0 = z,   x_{t+1} = sum_j eps_j(x_t, pi(x_t)) y_j(x_t, pi(x_t))   (t < H)
+
+from every initial state ``z`` (``y_j`` the moved successors of :mod:`nopg.local_linear`; a
+stochastic policy's Monte-Carlo actions averaged) gives ``H x m`` points, appended to the data's
+next states as points the value is interpolated from and as query states of their own. The
+unknowns are the values at the ``n + H m`` points:
+
+    v = rho + T v,   rows n..n+Hm-1 of T and rho: the queries at the anchors themselves,
+
+and whether the episode goes on at an anchor is interpolated from the data's next states (the
+same weights as the value's, :meth:`AnchoredBellman.anchor_continuation`). The thinness, the
+support gap and the penalty (``unsupported="penalty"``) stay measured against the data's next
+states: an anchor is a point of the model's rollout, not a datum.
+
+The anchors are drawn afresh at every :meth:`~AnchoredBellman.solution`, without gradient: the
+gradient is the model's exact gradient with the anchors held fixed (like the neighbour sets,
+they are piecewise constant inputs of ``T``). Where a fit follows ``J_hat`` by derivative-free
+search (``NOPGConfig(optimizer="cma-es")``) only ``J_hat`` matters.
+
+On data from linear dynamics the moved successors are exact, so the rollout is the true
+trajectory of a deterministic linear controller, and its values are interpolated from points on
+that trajectory: ``J_hat`` tends to the controller's true discounted return as ``H`` grows
+(``tests/test_anchored.py``), where the local-linear model without anchors stays a bandwidth's
+jump away from it.
+
+``anchor_horizon="auto"`` is ``ceil(4 / (1 - gamma))`` steps, after which the discount has
+fallen below ``e^-4`` (2%): 400 steps for ``gamma = 0.99``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import torch
+from scipy.spatial import cKDTree
+from torch import nn
+
+from .bandwidth import Bandwidths
+from .bellman import BellmanSolution, as_states
+from .data import TransitionDataset
+from .defaults import AGGREGATE_SIZE
+from .kernels import gather_rows, softmax_log_mass, squared_norm
+from .local_linear import LocalLinearBellman
+from .model_config import ModelConfig
+from .row_matrices import SparseRows
+from .validation import is_int
+
+__all__ = ["AnchoredBellman", "resolve_anchor_horizon", "AUTO_HORIZON_DISCOUNT_E_FOLDS"]
+
+AUTO_HORIZON_DISCOUNT_E_FOLDS = 4.0
+"""``anchor_horizon="auto"``: the rollout runs until ``gamma^H <= e^-4``."""
+
+
+def resolve_anchor_horizon(anchor_horizon: int | str, gamma: float) -> int:
+    """The rollout length: ``anchor_horizon``, or for ``"auto"`` ``ceil(4 / (1 - gamma))``."""
+    if anchor_horizon == "auto":
+        return int(math.ceil(AUTO_HORIZON_DISCOUNT_E_FOLDS / (1.0 - float(gamma)) - 1e-9))
+    if not is_int(anchor_horizon) or int(anchor_horizon) < 1:
+        raise ValueError(f"anchor_horizon must be a positive int or 'auto'. "
+                         f"Got {anchor_horizon!r} instead.")
+    return int(anchor_horizon)
+
+
+class AnchoredBellman(LocalLinearBellman):
+    """The anchored model of the module docstring, with :class:`NonparametricBellman`'s interface.
+
+    Built by ``NonparametricBellman(..., successors="anchored")`` (or a
+    :class:`~nopg.model_config.ModelConfig` with that setting). The solution's ``q`` and ``mu``
+    have ``n + H m`` entries: the data's next states, then the anchors (step by step, the ``m``
+    initial states within a step). ``value``, ``q_value``, ``visitation`` and
+    ``logged_q_value`` interpolate from the anchors of the latest :meth:`solution`.
+
+    Attributes
+    ----------
+    horizon : int
+        ``H``, the rollout's steps (``anchor_horizon`` resolved).
+    anchors : tensor of shape (H m, d_s)
+        The anchors of the latest solution (empty before the first).
+    """
+
+    def __init__(self, data: TransitionDataset, bandwidths: Bandwidths, gamma: float,
+                 config: ModelConfig | None = None, **settings: Any) -> None:
+        super().__init__(data, bandwidths, gamma, config, **settings)
+        self.horizon = resolve_anchor_horizon(self.config.anchor_horizon, self.gamma)
+        self.anchors = self.next_states[:0]
+        self._points = self.next_states              # where the value is interpolated from
+        self._points_continuing = self.continuing
+        self._points_tree = self.next_tree
+        self._anchor_groups: np.ndarray | None = None
+
+    # ------------------------------------------------------------------ the anchors
+    @torch.no_grad()
+    def rollout(self, policy: nn.Module, initial_states: np.ndarray | torch.Tensor,
+                generator: torch.Generator | None = None) -> torch.Tensor:
+        """The model's mean rollout of ``horizon`` steps from the initial states (m, d_s).
+
+        Returns
+        -------
+        tensor of shape (horizon, m, d_s)
+            ``x_1, ..., x_H`` (module docstring), detached.
+        """
+        s = self._tensor(as_states(initial_states, self.data.state_dim, "initial_states"))
+        out = []
+        for _ in range(self.horizon):
+            actions = self.policy_actions(policy, s, generator)              # (m, G, d_a)
+            rows, _ = self.kernel_rows.rows(self._prepare(s), actions / self.h_a, 1)
+            assert isinstance(rows, SparseRows)
+            per_entry = actions.repeat_interleave(rows.index.shape[1] // actions.shape[1], dim=1)
+            succ, _ = self._moved(s, per_entry, rows.index)
+            s = (rows.values[..., None] * succ).sum(1)
+            out.append(s)
+        return torch.stack(out)
+
+    def anchor_continuation(self, states: torch.Tensor) -> torch.Tensor:
+        """Whether the episode goes on at ``states`` (k, d_s), interpolated from the data's next
+        states (in [0, 1])."""
+        cols, interp, _ = self.data_interpolation(states)
+        return (interp * gather_rows(self.continuing, cols)).sum(-1)
+
+    def set_anchors(self, anchors: torch.Tensor) -> None:
+        """Use ``anchors`` (k, d_s) as the anchors of the next solve and of the queries."""
+        anchors = anchors.detach().to(device=self.device, dtype=self.dtype).reshape(
+            -1, self.data.state_dim)
+        if not torch.isfinite(anchors).all():
+            raise FloatingPointError("the model's rollout left the finite numbers; the policy "
+                                     "or the local-linear fits diverge")
+        if anchors.shape[0] != self.anchors.shape[0]:     # the systems change size
+            self._anchor_groups = None
+            self.linear_solver.reset()
+        self.anchors = anchors
+        self._points = torch.cat([self.next_states, anchors])
+        self._points_continuing = torch.cat([self.continuing, self.anchor_continuation(anchors)])
+        self._points_tree = cKDTree((self._points / self.h_s).cpu().numpy())
+        self._logged = None
+
+    # ------------------------------------------------------------------ the interpolation
+    @property
+    def n_columns(self) -> int:
+        """Columns of ``T``: the data's next states and the anchors."""
+        return self.n + self.anchors.shape[0]
+
+    def _continuation(self, cols: torch.Tensor) -> torch.Tensor:
+        return gather_rows(self._points_continuing, cols)
+
+    def interpolation(self, succ: torch.Tensor
+                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """As :meth:`LocalLinearBellman.interpolation`, from the data's next states and the
+        anchors; the thinness stays measured against the data's next states (only the penalty
+        reads it: without one it is returned as zeros, which saves a neighbour search)."""
+        if self.penalty_scale:
+            thin = self.data_interpolation(succ)[2]
+        else:
+            thin = succ.new_zeros(succ.shape[:-1])
+        flat = succ.reshape(-1, succ.shape[-1])
+        k = min(self.n_interp, self.n_columns)
+        _, near = self._points_tree.query((flat.detach() / self.h_s).cpu().numpy(), k)
+        near = torch.as_tensor(near.reshape(len(flat), k), device=self.device)
+        diff = (flat[:, None, :] - gather_rows(self._points, near)) / self.h_s
+        weights, _ = softmax_log_mass(-0.5 * squared_norm(diff))
+        shape = succ.shape[:-1]
+        return near.reshape(*shape, -1), weights.reshape(*shape, -1), thin
+
+    def _next_queries_rows(self, policy: nn.Module, generator: torch.Generator | None
+                           ) -> tuple[SparseRows, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Rows at the data's next states (drawn around them when ``n_mc_next`` is on), then
+        at the anchors themselves (a draw around an anchor would add back the jump it removes)."""
+        k = self.n_mc_next or 1
+        ds = self.data.state_dim
+        drawn = self.next_states[:, None, :].expand(-1, k, -1)
+        if self.n_mc_next is not None:
+            drawn = drawn + self.h_next * self._noise((self.n, k, ds), generator)
+        fixed = self.anchors[:, None, :].expand(-1, k, -1)
+        states = torch.cat([drawn, fixed]).reshape(-1, ds)
+        return self._policy_successors(policy, states, k, generator)
+
+    def aggregates(self) -> np.ndarray:
+        """The data's aggregates, then each initial state's anchors in runs of consecutive steps."""
+        data_groups = super().aggregates()
+        if self._anchor_groups is None:
+            m = self.anchors.shape[0] // self.horizon
+            step, start = np.divmod(np.arange(self.anchors.shape[0]), max(m, 1))
+            runs = -(-self.horizon // AGGREGATE_SIZE)
+            self._anchor_groups = data_groups.max() + 1 + start * runs + step // AGGREGATE_SIZE
+        return np.concatenate([data_groups, self._anchor_groups])
+
+    # ------------------------------------------------------------------ the solve
+    def solution(self, policy: nn.Module, initial_states: np.ndarray | torch.Tensor,
+                 generator: torch.Generator | None = None,
+                 warm_start: tuple[torch.Tensor, torch.Tensor] | None = None,
+                 anchors: torch.Tensor | None = None) -> BellmanSolution:
+        """Roll the policy out in the model, anchor there, and solve (module docstring).
+
+        ``anchors`` (k, d_s), when given, are used instead of the rollout (e.g. to hold them
+        fixed while the policy changes). The rollout draws no random numbers for a deterministic
+        policy; a warm start of another size (another number of anchors) is ignored.
+        """
+        self.check_policy(policy)
+        if anchors is None:
+            anchors = self.rollout(policy, initial_states, generator)
+        self.set_anchors(anchors)
+        if warm_start is not None and warm_start[0].shape[0] != self.n_columns:
+            warm_start = None
+        return super().solution(policy, initial_states, generator, warm_start)

@@ -1,0 +1,164 @@
+"""Derivative-free policy search: CMA-ES over a policy's parameters (``optimizer="cma-es"``).
+
+Gradient ascent needs ``J_hat`` to be smooth at the scale of its steps. Under the anchored model
+(:mod:`nopg.anchored`) it is not: the neighbour sets of the rollout change discretely with the
+policy, so the local slope says little about the slope over a whole gain, and Adam stalls far
+below the optimum (``docs/bandwidths.md``). An evolution strategy compares whole policies
+instead. One update of a fit is one generation of the covariance matrix adaptation evolution
+strategy (CMA-ES; Hansen's ``cma`` package, ask and tell):
+
+1. ``popsize`` parameter vectors are drawn around the search's mean;
+2. each is loaded into the policy and scored by ``fitness()`` (``J_hat`` with the same
+   Monte-Carlo draws for every candidate, so the scores compare policies, not draws);
+3. the strategy moves its mean, step size and covariance towards the better candidates.
+
+The policy holds the best candidate scored so far (the incumbent) after every update, so the
+fit's ``J_hat`` never decreases and a stopped fit keeps its best policy.
+
+The search suits policies with few parameters (a linear controller, a small network: pycma's
+full covariance costs ``O(d^2)`` per candidate, and it needs about ``4 + 3 ln d`` candidates per
+generation). Its state in a checkpoint is tensors only (no pickle): the mean, the step size and
+the incumbent. A resumed search restarts CMA-ES from that mean and step size with an isotropic
+covariance.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch.nn.utils import parameters_to_vector, vector_to_parameters
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["EvolutionSearch"]
+
+
+class EvolutionSearch:
+    """CMA-ES over the flattened ``params``, one generation per :meth:`step` (module docstring).
+
+    Parameters
+    ----------
+    params : sequence of tensors
+        The parameters searched over (the policy's); they start the search's mean.
+    sigma : float
+        Initial step size, in the parameters' units (> 0).
+    seed : int
+        Seed of the strategy's sampling.
+    popsize : int or None
+        Candidates per generation (``None``: pycma's ``4 + floor(3 ln d)``).
+
+    Attributes
+    ----------
+    best_fitness : float
+        The incumbent's fitness (``-inf`` before the first step).
+    evaluations : int
+        Fitness evaluations so far.
+    """
+
+    def __init__(self, params: Sequence[torch.Tensor], sigma: float, seed: int,
+                 popsize: int | None = None) -> None:
+        self.params = [p for p in params if p.requires_grad]
+        if not self.params:
+            raise ValueError("the policy has no parameters to search over")
+        if not (isinstance(sigma, (int, float)) and math.isfinite(sigma) and sigma > 0):
+            raise ValueError(f"sigma must be a finite float > 0. Got {sigma!r} instead.")
+        self.sigma0, self.seed, self.popsize = float(sigma), int(seed), popsize
+        self.best = self._vector()
+        self.best_fitness = -math.inf
+        self.evaluations = 0
+        self.param_groups: list[dict[str, Any]] = []       # what code that scans optimisers reads
+        self._es = self._strategy(self.best, self.sigma0)
+
+    def _vector(self) -> np.ndarray:
+        return parameters_to_vector(self.params).detach().cpu().double().numpy()
+
+    def _load(self, x: np.ndarray) -> None:
+        ref = self.params[0]
+        with torch.no_grad():
+            vector_to_parameters(torch.as_tensor(x, dtype=ref.dtype, device=ref.device),
+                                 self.params)
+
+    def _strategy(self, mean: np.ndarray, sigma: float) -> Any:
+        import cma
+
+        options: dict[str, Any] = {"seed": self.seed + 1, "verbose": -9}
+        if self.popsize is not None:
+            options["popsize"] = int(self.popsize)
+        return cma.CMAEvolutionStrategy(mean, sigma, options)
+
+    @property
+    def sigma(self) -> float:
+        """The current overall step size."""
+        return float(self._es.sigma)
+
+    @property
+    def population(self) -> int:
+        """Candidates per generation."""
+        return int(self._es.popsize)
+
+    def step(self, fitness: Callable[[], float]) -> dict[str, float]:
+        """One generation: score ``popsize`` candidates by ``fitness()`` (higher is better,
+        called with each candidate loaded into the parameters) and leave the incumbent loaded.
+        The first step (and the first after :meth:`rescore`) scores the loaded parameters first.
+
+        Returns
+        -------
+        dict
+            ``generation_best`` (the best fitness of this generation), ``evaluations`` (so far)
+            and ``search_sigma`` (the step size after the generation).
+        """
+        if self.best_fitness == -math.inf:       # the loaded parameters are the first incumbent
+            self.best, self.best_fitness = self._vector(), float(fitness())
+            self.evaluations += 1
+        candidates = self._es.ask()
+        scores = []
+        for x in candidates:
+            self._load(x)
+            value = float(fitness())
+            scores.append(value if math.isfinite(value) else -math.inf)
+        self.evaluations += len(candidates)
+        # pycma minimises; an infinite score becomes a finite worst one
+        worst = min((s for s in scores if math.isfinite(s)), default=0.0)
+        self._es.tell(candidates, [-(s if math.isfinite(s) else worst - 1.0) for s in scores])
+        i = int(np.argmax(scores))
+        if scores[i] > self.best_fitness:
+            self.best, self.best_fitness = np.asarray(candidates[i], float), scores[i]
+        self._load(self.best)
+        return {"generation_best": scores[i], "evaluations": float(self.evaluations),
+                "search_sigma": self.sigma}
+
+    def rescore(self) -> None:
+        """Score the incumbent again at the next step (the objective changed, e.g. the model's
+        bandwidths); the incumbent must be loaded in the parameters."""
+        self.best_fitness = -math.inf
+
+    def stopped(self) -> dict[str, Any]:
+        """pycma's termination conditions that hold (empty while the search goes on)."""
+        return dict(self._es.stop())
+
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """Tensors only: the mean, the step size, the incumbent and the counters."""
+        return {"mean": torch.from_numpy(np.asarray(self._es.mean, float).copy()),
+                "sigma": torch.tensor(self.sigma, dtype=torch.float64),
+                "best": torch.from_numpy(self.best.copy()),
+                "best_fitness": torch.tensor(self.best_fitness, dtype=torch.float64),
+                "evaluations": torch.tensor(self.evaluations)}
+
+    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        """Restart the strategy at a saved mean and step size (isotropic covariance)."""
+        mean = state["mean"].double().cpu().numpy()
+        if mean.shape != self.best.shape:
+            raise ValueError(f"the saved search has {mean.size} parameters, the policy "
+                             f"{self.best.size}")
+        self.best = state["best"].double().cpu().numpy()
+        self.best_fitness = float(state["best_fitness"])
+        self.evaluations = int(state["evaluations"])
+        self._es = self._strategy(mean, float(state["sigma"]))
+        logger.info("CMA-ES restarted from the checkpoint's mean, step size %.3g (the "
+                    "covariance is not saved)", float(state["sigma"]))

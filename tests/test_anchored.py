@@ -1,0 +1,203 @@
+"""Anchored local-linear successors (``successors="anchored"``, :mod:`nopg.anchored`).
+
+- on data from linear dynamics with a linear reward the anchored ``J_hat`` of a linear
+  controller is its true discounted return (to 1e-4), where the local-linear model without
+  anchors is off by more than 0.5%, and a short rollout leaves a larger error;
+- the rollout is the true trajectory there, and the anchors are appended to the columns;
+- the exact gradient with the anchors held fixed against finite differences (NOPG-D, NOPG-S,
+  drawn next states, the penalty);
+- the Bellman fixed point at the anchors; the thinness stays measured against the data;
+- the ``auto`` horizon, the sizes, and clear errors for bad settings.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from test_gradient import EPS, GAMMA, REL_TOL, flat
+
+import nopg
+from nopg.anchored import AnchoredBellman, resolve_anchor_horizon
+from nopg.bellman import NonparametricBellman
+
+A_TRUE = np.array([[1.0, 0.1], [0.0, 1.0]])
+B_TRUE = np.array([[0.0], [0.1]])
+GAIN = np.array([-1.0, -1.5])
+START = np.array([[0.6, 0.0], [-0.5, 0.3]])
+
+
+def _linear_data(n: int = 400, seed: int = 0) -> nopg.TransitionDataset:
+    """A double integrator's uniform random transitions; the reward ``1 + 0.5 x + 0.2 a``."""
+    rng = np.random.default_rng(seed)
+    s = rng.uniform(-1, 1, size=(n, 2))
+    a = rng.uniform(-1, 1, size=(n, 1))
+    return nopg.TransitionDataset(states=s, actions=a, next_states=s @ A_TRUE.T + a @ B_TRUE.T,
+                                  rewards=1 + 0.5 * s[:, 0] + 0.2 * a[:, 0],
+                                  terminals=np.zeros(n, bool))
+
+
+def _controller() -> nopg.LinearPolicy:
+    policy = nopg.LinearPolicy(2, 1).double()
+    with torch.no_grad():
+        policy.linear.weight.copy_(torch.tensor([GAIN]))
+        policy.linear.bias.zero_()
+    return policy
+
+
+def _true_return(gamma: float, steps: int = 600) -> float:
+    total = 0.0
+    for s0 in START:
+        s, ret = s0.copy(), 0.0
+        for t in range(steps):
+            a = GAIN @ s
+            ret += gamma ** t * (1 + 0.5 * s[0] + 0.2 * a)
+            s = A_TRUE @ s + B_TRUE[:, 0] * a
+        total += ret
+    return total / len(START)
+
+
+def _model(successors: str = "anchored", **kw) -> NonparametricBellman:
+    bw = nopg.Bandwidths(state=[0.15, 0.15], action=[0.3])
+    settings = {"top_k": 8, "neighbors": "knn", **kw}
+    return NonparametricBellman(_linear_data(), bw, 0.9, successors=successors, **settings)
+
+
+def test_j_hat_is_the_true_return_on_linear_dynamics():
+    truth = _true_return(0.9)
+    with torch.no_grad():
+        anchored = _model().solution(_controller(), START).J
+        plain = _model("local-linear").solution(_controller(), START).J
+        short = _model(anchor_horizon=5).solution(_controller(), START).J
+    assert abs(anchored - truth) <= 1e-4 * abs(truth)
+    assert abs(plain - truth) >= 5e-3 * abs(truth)         # the jump the anchors remove
+    assert abs(short - truth) >= 10 * abs(anchored - truth)
+
+
+def test_the_rollout_is_the_true_trajectory_and_the_anchors_are_columns():
+    model = _model()
+    assert isinstance(model, AnchoredBellman)
+    assert model.horizon == 40                              # ceil(4 / (1 - 0.9))
+    path = model.rollout(_controller(), START)
+    assert path.shape == (40, 2, 2)
+    s = START.copy()
+    for t in range(40):
+        s = s @ (A_TRUE + B_TRUE @ GAIN[None, :]).T
+        np.testing.assert_allclose(path[t].numpy(), s, atol=1e-5)   # the fits' ridge
+    with torch.no_grad():
+        sol = model.solution(_controller(), START)
+    assert model.n_columns == model.n + 80
+    assert sol.q.shape == (model.n + 80,) and sol.mu.shape == (model.n + 80,)
+    np.testing.assert_allclose(model.anchors.numpy(), path.reshape(-1, 2).numpy())
+
+
+def test_fixed_point_at_the_anchors():
+    """``v`` solves ``v = rho + T v`` at the data's next states and at the anchors, ``value``
+    there is ``v``, and ``J_hat`` is the mean value at the initial states."""
+    model, policy = _model(), _controller()
+    with torch.no_grad():
+        sol = model.solution(policy, START)
+    v = sol.q.numpy()
+    at_anchors = model.value(policy, model.anchors.numpy(), sol.q)
+    np.testing.assert_allclose(at_anchors, v[model.n:], rtol=0, atol=1e-8 * np.abs(v).max())
+    at_next = model.value(policy, model.next_states.numpy(), sol.q)
+    np.testing.assert_allclose(at_next, v[:model.n], rtol=0, atol=1e-8 * np.abs(v).max())
+    assert sol.J == pytest.approx(model.value(policy, START, sol.q).mean(), rel=1e-10)
+
+
+def test_thinness_is_measured_against_the_data():
+    """An anchor far from the data is a column of the interpolation, but a successor there is
+    still thin: the penalty does not count the rollout as data."""
+    model = _model(unsupported="penalty")
+    far = torch.tensor([[5.0, 5.0]], dtype=torch.float64)
+    model.set_anchors(far)
+    cols, weights, thin = model.interpolation(far)
+    assert int(cols[0, int(weights[0].argmax())]) == model.n      # the anchor itself
+    assert float(thin[0]) > 0.99
+
+
+def _fd_fixed_anchors(model, policy, start, anchors, seed, eps=EPS) -> np.ndarray:
+    def J() -> float:
+        with torch.no_grad():
+            return model.solution(policy, start, torch.Generator().manual_seed(seed),
+                                  anchors=anchors).J
+    out = []
+    for p in policy.parameters():
+        flat_p = p.data.view(-1)
+        for i in range(flat_p.numel()):
+            old = flat_p[i].item()
+            flat_p[i] = old + eps
+            plus = J()
+            flat_p[i] = old - eps
+            minus = J()
+            flat_p[i] = old
+            out.append((plus - minus) / (2 * eps))
+    return np.array(out)
+
+
+@pytest.mark.parametrize("case", ["deterministic", "penalty-drawn", "stochastic"])
+def test_gradient_with_fixed_anchors_matches_finite_differences(
+        dataset, bandwidths, initial_states, det_policy, gauss_policy, case):
+    kw = dict(successors="anchored", top_k=6, neighbors="knn", anchor_horizon=6)
+    policy, seed = det_policy, 3
+    if case == "penalty-drawn":
+        kw.update(unsupported="penalty", n_mc_next=3)
+        bandwidths = bandwidths.scaled(0.5, 0.5)
+    if case == "stochastic":
+        kw.update(stochastic=True, n_mc_policy=3, unsupported="penalty")
+        policy, seed = gauss_policy, 4
+    model = NonparametricBellman(dataset, bandwidths, GAMMA, **kw)
+    anchors = model.rollout(policy, initial_states, torch.Generator().manual_seed(9))
+    sol = model.solution(policy, initial_states, torch.Generator().manual_seed(seed),
+                         anchors=anchors)
+    grads = torch.autograd.grad(sol.surrogate(), list(policy.parameters()))
+    ad = flat(grads)
+    fd = _fd_fixed_anchors(model, policy, initial_states, anchors, seed)
+    assert np.linalg.norm(ad) > 1e-3
+    rel = np.linalg.norm(fd - ad) / np.linalg.norm(ad)
+    assert rel <= REL_TOL, f"relative error {rel:.2e}"
+    np.testing.assert_allclose(ad, fd, rtol=0, atol=REL_TOL * np.abs(ad).max())
+
+
+def test_the_anchors_follow_the_policy(dataset, bandwidths, initial_states, det_policy):
+    model = NonparametricBellman(dataset, bandwidths, GAMMA, successors="anchored", top_k=6,
+                                 neighbors="knn", anchor_horizon=4)
+    with torch.no_grad():
+        first = model.solution(det_policy, initial_states).J
+        before = model.anchors.clone()
+        for p in det_policy.parameters():
+            p.add_(0.3)
+        model.solution(det_policy, initial_states)
+    assert not torch.allclose(before, model.anchors)
+    assert np.isfinite(first)
+
+
+def test_auto_horizon_and_settings():
+    assert resolve_anchor_horizon("auto", 0.99) == 400
+    assert resolve_anchor_horizon("auto", 0.9) == 40
+    assert resolve_anchor_horizon(7, 0.99) == 7
+    with pytest.raises(ValueError, match="anchor_horizon"):
+        nopg.NOPGConfig(anchor_horizon=0)
+    with pytest.raises(ValueError, match="anchor_horizon"):
+        nopg.ModelConfig(anchor_horizon="long")
+    with pytest.raises(ValueError, match="absorb"):
+        nopg.NOPGConfig(successors="anchored", unsupported="absorb")
+    with pytest.raises(ValueError, match="top_k"):
+        _model(top_k=None, neighbors="auto")
+
+
+def test_a_diverging_rollout_is_reported(dataset, bandwidths, initial_states, det_policy):
+    model = NonparametricBellman(dataset, bandwidths, GAMMA, successors="anchored", top_k=6,
+                                 neighbors="knn", anchor_horizon=4)
+    with pytest.raises(FloatingPointError, match="rollout"):
+        model.set_anchors(torch.tensor([[np.nan, 0.0]], dtype=torch.float64))
+
+
+def test_nopg_fit_on_the_anchored_model_with_adam(dataset, bandwidths, initial_states, det_policy):
+    config = nopg.NOPGConfig(gamma=GAMMA, successors="anchored", anchor_horizon=5, top_k=6,
+                             neighbors="knn", n_mc_next=None, behaviour_weight=0.0)
+    algo = nopg.NOPG(det_policy, config).fit(dataset, bandwidths, initial_states, 3,
+                                               progress=False)
+    assert len(algo.history_) == 3
+    assert np.isfinite(algo.J_hat())
+    assert algo.solution().q.shape == (dataset.n + 5 * len(initial_states),)
