@@ -324,7 +324,7 @@ class NOPG:
             "residual_q": sol.info_q.residual, "residual_mu": sol.info_mu.residual,
             "refined_rows": sol.refined_rows, "update_time_s": time.perf_counter() - start,
             "sigma_scale": sigma_scale, "behaviour_loss": behaviour, "behaviour_kept": kept,
-            "behaviour_ess": ess,
+            "behaviour_ess": ess, "evaluations": float("nan"), "search_sigma": float("nan"),
         }
         if not math.isfinite(sol.J):
             raise FloatingPointError(f"J_hat became {sol.J} at update {self.update_}")
@@ -456,9 +456,11 @@ class NOPG:
         if gap > limit:
             msgs.append(f"{100 * gap:.0f}% of the policy's discounted visitation lies where the "
                         f"data are thin (support gap {gap:.3f} > {limit}): J_hat = {sol.J:.4g} "
-                        "rests on the kernel model's extrapolation and is likely over-optimistic. "
-                        "Consider NOPGConfig(unsupported='absorb'), more data near the policy's "
-                        "states, or wider bandwidths.")
+                        "rests on the model's extrapolation and is likely over-optimistic. "
+                        "Consider " + ("NOPGConfig(unsupported='absorb'), "
+                                      if self.config.successors == "kernel" else
+                                      "NOPGConfig(unsupported='penalty'), ") +
+                        "more data near the policy's states, or wider bandwidths.")
         if start > limit:
             msgs.append(f"the initial states lie where the data are thin (initial gap {start:.3f} "
                         f"> {limit}): every model trajectory starts by jumping to the nearest data, "
