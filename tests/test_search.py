@@ -75,6 +75,27 @@ def test_non_finite_scores_are_the_worst():
     assert float(parameters_to_vector(params)[0]) <= 0
 
 
+def test_a_stalled_search_restarts_with_twice_the_population():
+    policy = _policy()
+    params = list(policy.parameters())
+    start = parameters_to_vector(params).detach().clone()
+
+    def fitness() -> float:         # flat away from the start: nothing improves on it
+        return 1.0 if torch.equal(parameters_to_vector(params).detach(), start) else 0.0
+
+    search = EvolutionSearch(params, sigma=0.5, seed=0, patience=3)
+    first = search.population
+    reports = [search.step(fitness) for _ in range(7)]
+    assert [r["search_restarts"] for r in reports] == [0, 0, 1, 1, 1, 2, 2]
+    assert search.population == 4 * first
+    assert search.best_fitness == 1.0
+    torch.testing.assert_close(parameters_to_vector(params).detach(), start)
+    state = search.state_dict()
+    again = EvolutionSearch(params, sigma=0.5, seed=0, patience=3)
+    again.load_state_dict(state)
+    assert (again.restarts, again.population) == (2, 4 * first)
+
+
 def _fit(dataset, bandwidths, initial_states, updates: int, **changes) -> nopg.NOPG:
     settings = {"gamma": 0.9, "optimizer": "cma-es", "search_sigma": 0.3, "top_k": 6,
                 "neighbors": "knn", "n_mc_next": None, "behaviour_weight": 0.0, "seed": 2,
@@ -125,6 +146,7 @@ def test_a_checkpoint_resumes_the_search(tmp_path, dataset, bandwidths, initial_
     ({"search_sigma": 0.0}, "search_sigma"),
     ({"search_sigma": float("nan")}, "search_sigma"),
     ({"search_population": 1}, "search_population"),
+    ({"search_patience": 0}, "search_patience"),
     ({"optimizer": "nelder-mead"}, "optimizer"),
 ])
 def test_bad_search_settings(changes, match):

@@ -108,7 +108,7 @@ def _make_optimizer(config: NOPGConfig, params: Iterable[torch.Tensor]
                     ) -> torch.optim.Optimizer | EvolutionSearch:
     if config.optimizer == "cma-es":
         return EvolutionSearch(list(params), config.search_sigma, config.seed,
-                               config.search_population)
+                               config.search_population, config.search_patience)
     cls = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "sgd": torch.optim.SGD,
            "rmsprop": torch.optim.RMSprop}[config.optimizer]
     return cls(params, lr=config.learning_rate)
@@ -325,6 +325,7 @@ class NOPG:
             "refined_rows": sol.refined_rows, "update_time_s": time.perf_counter() - start,
             "sigma_scale": sigma_scale, "behaviour_loss": behaviour, "behaviour_kept": kept,
             "behaviour_ess": ess, "evaluations": float("nan"), "search_sigma": float("nan"),
+            "search_restarts": float("nan"),
         }
         if not math.isfinite(sol.J):
             raise FloatingPointError(f"J_hat became {sol.J} at update {self.update_}")

@@ -69,6 +69,9 @@ class NOPGConfig(TorchPlacement):
     search_population : int or None
         ``optimizer="cma-es"``: candidates per update (``None``: ``4 + floor(3 ln d)`` for ``d``
         parameters).
+    search_patience : int or None
+        ``optimizer="cma-es"``: updates without a better ``J_hat`` after which the search
+        restarts from its start with twice the population (IPOP-CMA-ES); ``None``: never.
     top_k : int, "auto" or None
         Entries kept per row of ``P`` (renormalised); ``None`` keeps the dense matrix (refused
         above 20 000 samples; the paper's model). ``10`` is the paper's setting for large data
@@ -226,6 +229,7 @@ class NOPGConfig(TorchPlacement):
     optimizer: str = "adam"
     search_sigma: float = 2.0
     search_population: int | None = None
+    search_patience: int | None = None
     top_k: int | str | None = MODEL_DEFAULTS["top_k"]
     sparse_min_n: int = MODEL_DEFAULTS["sparse_min_n"]
     neighbors: str = MODEL_DEFAULTS["neighbors"]
@@ -271,6 +275,7 @@ class NOPGConfig(TorchPlacement):
         if self.search_population is not None and (not is_int(self.search_population)
                                                    or self.search_population < 2):
             fail("search_population", "an int >= 2 or None", self.search_population, _OWNER)
+        check_positive_int("search_patience", self.search_patience, _OWNER, allow_none=True)
         check_model_settings({name: getattr(self, name) for name in MODEL_FIELDS}, _OWNER)
         self._check_schedules()
         if not is_int(self.seed):

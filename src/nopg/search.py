@@ -15,6 +15,10 @@ strategy (CMA-ES; Hansen's ``cma`` package, ask and tell):
 The policy holds the best candidate scored so far (the incumbent) after every update, so the
 fit's ``J_hat`` never decreases and a stopped fit keeps its best policy.
 
+With ``patience``, a search whose incumbent has not improved for that many generations
+restarts from its starting mean and step size with twice the population (IPOP-CMA-ES, Auger and
+Hansen 2005), which trades local refinement for a wider look; the incumbent is kept.
+
 The search suits policies with few parameters (a linear controller, a small network: pycma's
 full covariance costs ``O(d^2)`` per candidate, and it needs about ``4 + 3 ln d`` candidates per
 generation). Its state in a checkpoint is tensors only (no pickle): the mean, the step size and
@@ -51,6 +55,9 @@ class EvolutionSearch:
         Seed of the strategy's sampling.
     popsize : int or None
         Candidates per generation (``None``: pycma's ``4 + floor(3 ln d)``).
+    patience : int or None
+        Generations without a better incumbent after which the search restarts with twice the
+        population (``None``: never).
 
     Attributes
     ----------
@@ -58,20 +65,25 @@ class EvolutionSearch:
         The incumbent's fitness (``-inf`` before the first step).
     evaluations : int
         Fitness evaluations so far.
+    restarts : int
+        Restarts so far.
     """
 
     def __init__(self, params: Sequence[torch.Tensor], sigma: float, seed: int,
-                 popsize: int | None = None) -> None:
+                 popsize: int | None = None, patience: int | None = None) -> None:
         self.params = [p for p in params if p.requires_grad]
         if not self.params:
             raise ValueError("the policy has no parameters to search over")
         if not (isinstance(sigma, (int, float)) and math.isfinite(sigma) and sigma > 0):
             raise ValueError(f"sigma must be a finite float > 0. Got {sigma!r} instead.")
         self.sigma0, self.seed, self.popsize = float(sigma), int(seed), popsize
+        self.patience = patience
         self.best = self._vector()
+        self.start = self.best.copy()
         self.best_fitness = -math.inf
         self.evaluations = 0
-        self.param_groups: list[dict[str, Any]] = []       # what code that scans optimisers reads
+        self.restarts = 0
+        self._stalled = 0
         self._es = self._strategy(self.best, self.sigma0)
 
     def _vector(self) -> np.ndarray:
@@ -86,7 +98,7 @@ class EvolutionSearch:
     def _strategy(self, mean: np.ndarray, sigma: float) -> Any:
         import cma
 
-        options: dict[str, Any] = {"seed": self.seed + 1, "verbose": -9}
+        options: dict[str, Any] = {"seed": self.seed + 1 + 1000 * self.restarts, "verbose": -9}
         if self.popsize is not None:
             options["popsize"] = int(self.popsize)
         return cma.CMAEvolutionStrategy(mean, sigma, options)
@@ -109,8 +121,8 @@ class EvolutionSearch:
         Returns
         -------
         dict
-            ``generation_best`` (the best fitness of this generation), ``evaluations`` (so far)
-            and ``search_sigma`` (the step size after the generation).
+            ``generation_best`` (the best fitness of this generation), ``evaluations`` (so far),
+            ``search_sigma`` (the step size after the generation) and ``search_restarts``.
         """
         if self.best_fitness == -math.inf:       # the loaded parameters are the first incumbent
             self.best, self.best_fitness = self._vector(), float(fitness())
@@ -126,11 +138,25 @@ class EvolutionSearch:
         worst = min((s for s in scores if math.isfinite(s)), default=0.0)
         self._es.tell(candidates, [-(s if math.isfinite(s) else worst - 1.0) for s in scores])
         i = int(np.argmax(scores))
+        self._stalled += 1
         if scores[i] > self.best_fitness:
             self.best, self.best_fitness = np.asarray(candidates[i], float), scores[i]
+            self._stalled = 0
         self._load(self.best)
+        if self.patience is not None and self._stalled >= self.patience:
+            self._restart()
         return {"generation_best": scores[i], "evaluations": float(self.evaluations),
-                "search_sigma": self.sigma}
+                "search_sigma": self.sigma, "search_restarts": float(self.restarts)}
+
+    def _restart(self) -> None:
+        """IPOP: the starting mean and step size again, twice the population."""
+        self.popsize = 2 * self.population
+        self.restarts += 1
+        self._stalled = 0
+        self._es = self._strategy(self.start, self.sigma0)
+        logger.info("CMA-ES restart %d after %d generations without improvement: population %d "
+                    "(incumbent %.6g)", self.restarts, self.patience, self.popsize,
+                    self.best_fitness)
 
     def rescore(self) -> None:
         """Score the incumbent again at the next step (the objective changed, e.g. the model's
@@ -148,7 +174,10 @@ class EvolutionSearch:
                 "sigma": torch.tensor(self.sigma, dtype=torch.float64),
                 "best": torch.from_numpy(self.best.copy()),
                 "best_fitness": torch.tensor(self.best_fitness, dtype=torch.float64),
-                "evaluations": torch.tensor(self.evaluations)}
+                "evaluations": torch.tensor(self.evaluations),
+                "restarts": torch.tensor(self.restarts),
+                "population": torch.tensor(self.population),
+                "start": torch.from_numpy(self.start.copy())}
 
     def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
         """Restart the strategy at a saved mean and step size (isotropic covariance)."""
@@ -159,6 +188,9 @@ class EvolutionSearch:
         self.best = state["best"].double().cpu().numpy()
         self.best_fitness = float(state["best_fitness"])
         self.evaluations = int(state["evaluations"])
+        if "restarts" in state:
+            self.restarts, self.popsize = int(state["restarts"]), int(state["population"])
+            self.start = state["start"].double().cpu().numpy()
         self._es = self._strategy(mean, float(state["sigma"]))
         logger.info("CMA-ES restarted from the checkpoint's mean, step size %.3g (the "
                     "covariance is not saved)", float(state["sigma"]))
