@@ -161,6 +161,25 @@ def test_reproduce_pendulum_controller_via_cli(tmp_path):
     assert "behaviour controller from the bottom" in (tmp_path / "run" / "run.log").read_text()
 
 
+def test_reproduce_with_the_anchored_model_and_cma_es_via_cli(tmp_path):
+    """The inverted pendulum's option of the README: a linear policy, the anchored model and
+    CMA-ES, through ``nopg reproduce`` (a small data set; two generations)."""
+    argv = ["reproduce", "invertedpendulum-random", "--seeds", "0", "--n-updates", "2",
+            "--set", "hidden=[]", "--set", "normalize_states=true",
+            "--set", 'nopg.successors="anchored"', "--set", 'nopg.optimizer="cma-es"',
+            "--set", "nopg.anchor_horizon=20", "--set", "task.n_samples=300",
+            "--set", "task.eval_steps=50", "--set", "final_eval_episodes=1",
+            "--out", str(tmp_path), "--name", "run", "--no-progress"]
+    assert main(argv) == 0
+    rows = (tmp_path / "run" / "seed_0" / "log.csv").read_text().strip().splitlines()
+    header, last = rows[0].split(","), dict(zip(rows[0].split(","), rows[-1].split(",")))
+    assert "evaluations" in header and len(rows) == 3
+    assert float(last["evaluations"]) == 1 + 2 * 8          # the start, then 2 x 8 candidates
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert np.isfinite(summary["seeds"][0]["J_hat"])
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["nopg"]["optimizer"] == "cma-es"
+
+
 def test_make_user_data_script(tmp_path, capsys):
     import importlib.util
     from pathlib import Path
