@@ -280,7 +280,7 @@ class NOPG:
         start = time.perf_counter()
         sigma_scale = self._apply_sigma_scale()
         search = self.optimizer
-        scored: list[tuple[float, BellmanSolution, float]] = []
+        best: list[tuple[float, BellmanSolution, float]] = []   # this step's best candidate
 
         def fitness() -> float:
             gen = torch.Generator().manual_seed(self.config.seed)
@@ -294,11 +294,13 @@ class NOPG:
                     if self._search_scale is None:
                         self._search_scale = max(abs(sol.J), 1e-12)
                     value = sol.J / self._search_scale - self.behaviour_weight_ * behaviour
-            scored.append((value, sol, behaviour))
+            rank = value if math.isfinite(value) else -math.inf     # as the search ranks it
+            if not best or rank > best[0][0]:
+                best[:] = [(rank, sol, behaviour)]
             return value
 
         report = search.step(fitness)
-        value, sol, behaviour = max(scored, key=lambda item: item[0])
+        value, sol, behaviour = best[0]
         if value >= search.best_fitness:       # the incumbent is this step's
             self._incumbent = (sol, behaviour)
         assert self._incumbent is not None
