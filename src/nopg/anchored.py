@@ -54,11 +54,10 @@ from .bandwidth import Bandwidths
 from .bellman import BellmanSolution, as_states
 from .data import TransitionDataset
 from .defaults import AGGREGATE_SIZE
-from .kernels import gather_rows, softmax_log_mass, squared_norm
+from .kernels import gather_rows
 from .local_linear import LocalLinearBellman
 from .model_config import ModelConfig
 from .row_matrices import SparseRows
-from .validation import is_int
 
 __all__ = ["AnchoredBellman", "resolve_anchor_horizon", "AUTO_HORIZON_DISCOUNT_E_FOLDS"]
 
@@ -67,12 +66,10 @@ AUTO_HORIZON_DISCOUNT_E_FOLDS = 4.0
 
 
 def resolve_anchor_horizon(anchor_horizon: int | str, gamma: float) -> int:
-    """The rollout length: ``anchor_horizon``, or for ``"auto"`` ``ceil(4 / (1 - gamma))``."""
+    """The rollout length: ``anchor_horizon`` (as :class:`~nopg.model_config.ModelConfig`
+    validates it), or for ``"auto"`` ``ceil(4 / (1 - gamma))``."""
     if anchor_horizon == "auto":
         return int(math.ceil(AUTO_HORIZON_DISCOUNT_E_FOLDS / (1.0 - float(gamma)) - 1e-9))
-    if not is_int(anchor_horizon) or int(anchor_horizon) < 1:
-        raise ValueError(f"anchor_horizon must be a positive int or 'auto'. "
-                         f"Got {anchor_horizon!r} instead.")
     return int(anchor_horizon)
 
 
@@ -117,11 +114,8 @@ class AnchoredBellman(LocalLinearBellman):
         s = self._tensor(as_states(initial_states, self.data.state_dim, "initial_states"))
         out = []
         for _ in range(self.horizon):
-            actions = self.policy_actions(policy, s, generator)              # (m, G, d_a)
-            rows, _ = self.kernel_rows.rows(self._prepare(s), actions / self.h_a, 1)
-            assert isinstance(rows, SparseRows)
-            per_entry = actions.repeat_interleave(rows.index.shape[1] // actions.shape[1], dim=1)
-            succ, _ = self._moved(s, per_entry, rows.index)
+            rows, _, succ, _ = self._neighbour_successors(
+                s, self.policy_actions(policy, s, generator))
             s = (rows.values[..., None] * succ).sum(1)
             out.append(s)
         return torch.stack(out)
@@ -166,14 +160,8 @@ class AnchoredBellman(LocalLinearBellman):
             thin = self.data_interpolation(succ)[2]
         else:
             thin = succ.new_zeros(succ.shape[:-1])
-        flat = succ.reshape(-1, succ.shape[-1])
-        k = min(self.n_interp, self.n_columns)
-        _, near = self._points_tree.query((flat.detach() / self.h_s).cpu().numpy(), k)
-        near = torch.as_tensor(near.reshape(len(flat), k), device=self.device)
-        diff = (flat[:, None, :] - gather_rows(self._points, near)) / self.h_s
-        weights, _ = softmax_log_mass(-0.5 * squared_norm(diff))
-        shape = succ.shape[:-1]
-        return near.reshape(*shape, -1), weights.reshape(*shape, -1), thin
+        cols, weights, _ = self._interpolate_from(self._points, self._points_tree, succ)
+        return cols, weights, thin
 
     def _next_queries_rows(self, policy: nn.Module, generator: torch.Generator | None
                            ) -> tuple[SparseRows, torch.Tensor, torch.Tensor, torch.Tensor]:

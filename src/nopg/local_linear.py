@@ -163,6 +163,15 @@ class LocalLinearBellman(NonparametricBellman):
         reward = (gather_rows(self.data_rewards, idx) + pred[..., ds]).clamp(*self.reward_range)
         return succ, reward
 
+    def _neighbour_successors(self, states: torch.Tensor, actions: torch.Tensor
+                              ) -> tuple[SparseRows, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The rows of ``eps`` at query states (M, d_s) and actions (M, G, d_a), the thinness at
+        the queries, and every entry's moved successor (M, G k, d_s) and reward (M, G k)."""
+        rows, thin = self.kernel_rows.rows(self._prepare(states), actions / self.h_a, 1)
+        assert isinstance(rows, SparseRows)
+        per_entry = actions.repeat_interleave(rows.index.shape[1] // actions.shape[1], dim=1)
+        return (rows, thin, *self._moved(states, per_entry, rows.index))
+
     def successor_rows(self, states: torch.Tensor, actions: torch.Tensor, group: int = 1
                        ) -> tuple[SparseRows, torch.Tensor, torch.Tensor]:
         """Rows of ``T`` and ``rho`` at query states (M, d_s) and actions (M, G, d_a).
@@ -172,12 +181,9 @@ class LocalLinearBellman(NonparametricBellman):
         ``G top_k INTERP_NEIGHBOURS group`` entries per row, ``rho`` (M / group,) and the thinness
         of the data at the queries (M / group,), a detached diagnostic.
         """
-        M, G, _ = actions.shape
-        rows, thin = self.kernel_rows.rows(self._prepare(states), actions / self.h_a, 1)
-        assert isinstance(rows, SparseRows)
-        idx, w = rows.index, rows.values                                 # (M, G k), includes 1 / G
-        per_entry = actions.repeat_interleave(idx.shape[1] // G, dim=1)
-        succ, reward = self._moved(states, per_entry, idx)
+        M = actions.shape[0]
+        rows, thin, succ, reward = self._neighbour_successors(states, actions)
+        w = rows.values                                                  # (M, G k), includes 1 / G
         cols, interp, succ_thin = self.interpolation(succ)
         # The episode ends where the moved successor lands: a terminal data next state carries
         # no value onwards, so its interpolation weight is dropped.
@@ -209,15 +215,22 @@ class LocalLinearBellman(NonparametricBellman):
                            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Columns (..., L), weights (..., L) and thinness (...) of the interpolation at
         successors (..., d_s) from the nearest data next states."""
+        cols, weights, log_mass = self._interpolate_from(self.next_states, self.next_tree, succ)
+        return cols, weights, thinness(log_mass, self.support_radius)
+
+    def _interpolate_from(self, points: torch.Tensor, tree: cKDTree, succ: torch.Tensor
+                          ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Columns (..., L), softmax weights (..., L) and log-mass (...) of the state kernel at
+        successors (..., d_s) over their ``L = INTERP_NEIGHBOURS`` nearest ``points`` (``tree``:
+        the points in state bandwidths)."""
         flat = succ.reshape(-1, succ.shape[-1])
         scaled = (flat.detach() / self.h_s).cpu().numpy()
-        _, near = self.next_tree.query(scaled, self.n_interp)
+        _, near = tree.query(scaled, self.n_interp)
         near = torch.as_tensor(near.reshape(len(flat), self.n_interp), device=self.device)
-        diff = (flat[:, None, :] - gather_rows(self.next_states, near)) / self.h_s
+        diff = (flat[:, None, :] - gather_rows(points, near)) / self.h_s
         weights, log_mass = softmax_log_mass(-0.5 * squared_norm(diff))
         shape = succ.shape[:-1]
-        return (near.reshape(*shape, -1), weights.reshape(*shape, -1),
-                thinness(log_mass, self.support_radius).reshape(shape))
+        return near.reshape(*shape, -1), weights.reshape(*shape, -1), log_mass.reshape(shape)
 
     # ------------------------------------------------------------------ T, t0 and the solve
     def _policy_successors(self, policy: nn.Module, states: torch.Tensor, group: int,
