@@ -201,3 +201,16 @@ def test_nopg_fit_on_the_anchored_model_with_adam(dataset, bandwidths, initial_s
     assert len(algo.history_) == 3
     assert np.isfinite(algo.J_hat())
     assert algo.solution().q.shape == (dataset.n + 5 * len(initial_states),)
+
+
+def test_the_solver_is_chosen_by_the_systems_size_with_its_anchors():
+    # 400 samples and 2 x 40 anchors: solver="auto" solves by the dense LU up to dense_max_n
+    # states of the whole system, by BiCGSTAB above, to the same J_hat.
+    dense = _model(dense_max_n=480, solver_tol=1e-12)
+    iterative = _model(dense_max_n=479, solver_tol=1e-12)
+    with torch.no_grad():
+        j_dense = dense.solution(_controller(), START).J
+        j_iterative = iterative.solution(_controller(), START).J
+    assert dense.linear_solver.n == iterative.linear_solver.n == dense.n_columns == 480
+    assert dense.linear_solver.dense and not iterative.linear_solver.dense
+    assert j_iterative == pytest.approx(j_dense, rel=1e-9)

@@ -244,3 +244,21 @@ def test_fit_uses_the_resolved_settings(dataset, bandwidths, initial_states, det
     sparse.setup(dataset, bandwidths, initial_states)
     assert dense.model_.top_k is None
     assert sparse.model_.top_k == min(AUTO_TOP_K, n)
+
+
+@pytest.mark.parametrize("successors", ["local-linear", "anchored"])
+@pytest.mark.parametrize("n", SMALL)
+def test_moved_successors_keep_top_k_on_small_data(successors, n):
+    # Moved successors are built from each row's neighbours: top_k="auto" must not resolve to
+    # the dense None (which their models refuse) below sparse_min_n.
+    r = nopg.NOPGConfig(successors=successors).resolved(n)
+    assert r.top_k == min(AUTO_TOP_K, n)
+    assert nopg.NOPGConfig(successors=successors, top_k=None).resolved(n).top_k is None
+
+
+def test_anchored_solver_is_decided_by_the_system_size():
+    # The anchored model's systems hold n samples plus its anchors: "auto" is not fixed to the
+    # dense LU from n alone (a 7000-state dense LU per solve was the cost on 1000 samples).
+    r = nopg.NOPGConfig(successors="anchored", dense_max_n=2000).resolved(1000)
+    assert r.solver == "auto"
+    assert nopg.NOPGConfig(successors="anchored", solver="dense").resolved(1000).solver == "dense"

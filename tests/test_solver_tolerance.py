@@ -239,30 +239,66 @@ def test_auto_solver_state_round_trip(data300, bandwidths, initial_states):
     assert restored.ilu_excess == 7 and restored.ilu_base == saved.ilu_base
 
 
+def _halving_preconditioner(n: int) -> tuple:
+    """A singular 'incomplete factorisation' that drops every other entry."""
+    keep = (torch.arange(n) % 2 == 0).to(torch.float64)
+    return (lambda v: keep * v, lambda v: keep * v)
+
+
 @pytest.mark.parametrize("solver_tol", ["auto", 1e-10])
-def test_a_failing_preconditioner_is_dropped_and_the_solve_retried(data300, bandwidths,
-                                                                   initial_states, solver_tol,
-                                                                   caplog):
-    """An unstable incomplete factorisation (here: a singular one that drops half the entries)
-    must not leave the solves unconverged: the solver retries without it, reaches the same
-    solution as with a good one, and builds a fresh one at the next solve."""
+def test_a_failing_stale_preconditioner_is_rebuilt_from_this_P(data300, bandwidths,
+                                                               initial_states, solver_tol,
+                                                               caplog):
+    """A preconditioner built from an earlier P that fails on this one (a far-away candidate
+    of a search) is rebuilt from this P, and the solve reaches the solution."""
     model = NonparametricBellman(data300, bandwidths, GAMMA, top_k=8, solver="bicgstab",
                                  solver_tol=solver_tol, solver_max_iter=200)
     policy = _policy()
     good = model.solution(policy, initial_states)
     solver = model.linear_solver
-    keep = (torch.arange(data300.n) % 2 == 0).to(torch.float64)
-    solver.ilu = (lambda v: keep * v, lambda v: keep * v)
+    bad = solver.ilu = _halving_preconditioner(data300.n)
     solver.ilu_excess, solver.last_iterations = 0, 0                   # not stale: it is used
-    with warnings.catch_warnings(), caplog.at_level(logging.WARNING, logger="nopg.bellman_solver"):
+    builds = solver.builds
+    with warnings.catch_warnings(), caplog.at_level(logging.INFO, logger="nopg.bellman_solver"):
         warnings.simplefilter("ignore")                                # the failed attempt's
         sol = model.solution(policy, initial_states)
+    assert "rebuilding the preconditioner from this P" in caplog.text
+    assert "retrying without the preconditioner" not in caplog.text
+    assert solver.builds == builds + 1 and solver.ilu is not None and solver.ilu is not bad
+    assert sol.info_q.converged and sol.info_mu.converged
+    rtol = 1e-3 if solver_tol == "auto" else 1e-6      # "auto" stops at its error bound
+    torch.testing.assert_close(sol.q, good.q, rtol=rtol, atol=rtol)
+    torch.testing.assert_close(sol.mu, good.mu, rtol=rtol, atol=rtol)
+
+
+@pytest.mark.parametrize("solver_tol", ["auto", 1e-10])
+def test_a_failing_preconditioner_is_dropped_and_the_solve_retried(data300, bandwidths,
+                                                                   initial_states, solver_tol,
+                                                                   caplog, monkeypatch):
+    """An unstable incomplete factorisation (here: a singular one that drops half the entries,
+    also when rebuilt from this P) must not leave the solves unconverged: the solver retries
+    without it, reaches the same solution as with a good one, and builds a fresh one at the next
+    solve."""
+    model = NonparametricBellman(data300, bandwidths, GAMMA, top_k=8, solver="bicgstab",
+                                 solver_tol=solver_tol, solver_max_iter=200)
+    policy = _policy()
+    good = model.solution(policy, initial_states)
+    solver = model.linear_solver
+    monkeypatch.setattr("nopg.bellman_solver.ilu_preconditioner",
+                        lambda P, **kw: _halving_preconditioner(P.shape[0]))
+    solver.ilu = _halving_preconditioner(data300.n)
+    solver.ilu_excess, solver.last_iterations = 0, 0                   # not stale: it is used
+    with warnings.catch_warnings(), caplog.at_level(logging.INFO, logger="nopg.bellman_solver"):
+        warnings.simplefilter("ignore")                                # the failed attempts'
+        sol = model.solution(policy, initial_states)
+    assert "rebuilding the preconditioner from this P" in caplog.text
     assert "retrying without the preconditioner" in caplog.text
     assert sol.info_q.converged and sol.info_mu.converged
     rtol = 1e-3 if solver_tol == "auto" else 1e-6      # "auto" stops at its error bound
     torch.testing.assert_close(sol.q, good.q, rtol=rtol, atol=rtol)
     torch.testing.assert_close(sol.mu, good.mu, rtol=rtol, atol=rtol)
     assert solver.ilu is None                                          # the bad one was dropped
+    monkeypatch.undo()                                                 # factorisations work again
     builds = solver.builds
     model.solution(policy, initial_states)
     assert solver.builds == builds + 1 and solver.ilu is not None      # and rebuilt

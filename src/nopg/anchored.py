@@ -133,10 +133,11 @@ class AnchoredBellman(LocalLinearBellman):
         if not torch.isfinite(anchors).all():
             raise FloatingPointError("the model's rollout left the finite numbers; the policy "
                                      "or the local-linear fits diverge")
-        if anchors.shape[0] != self.anchors.shape[0]:     # the systems change size
-            self._anchor_groups = None
-            self.linear_solver.reset()
+        resized = anchors.shape[0] != self.anchors.shape[0]
         self.anchors = anchors
+        if resized:                                        # the systems change size
+            self._anchor_groups = None
+            self.linear_solver.reset(self.n_columns)
         self._points = torch.cat([self.next_states, anchors])
         self._points_continuing = torch.cat([self.continuing, self.anchor_continuation(anchors)])
         self._points_tree = cKDTree((self._points / self.h_s).cpu().numpy())

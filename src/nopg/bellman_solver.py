@@ -177,19 +177,22 @@ class BellmanSolver:
                 warm_start = (warm_start[0][forward], warm_start[1][forward])
         matvec, rmatvec = P64.operators()
         P_low = P64.to(torch.float32) if self.mixed and P64.device.type == "cpu" else None
+        builds = self.builds
         pre_q, pre_mu = self._preconditioner(P64, ordered=order is not None)
+        fresh = self.builds > builds              # the preconditioner was built from this P
         low = None if P_low is None else LowPrecision(*P_low.operators())
-        why = None                        # why a preconditioned solve failed (None: it did not)
-        try:
-            q, mu, info_q, info_mu = self._krylov(matvec, rmatvec, r64, e64, warm_start, pre_q,
-                                                  pre_mu, low)
-            if pre_q is not None and not (info_q.converged and info_mu.converged):
-                why = (f"residuals q {info_q.residual:.1e}, mu {info_mu.residual:.1e} after "
-                       f"{info_q.iterations}/{info_mu.iterations} iterations")
-        except FloatingPointError as err:
-            if pre_q is None:
-                raise
-            why = str(err)
+        q, mu, info_q, info_mu, why = self._preconditioned(matvec, rmatvec, r64, e64, warm_start,
+                                                           pre_q, pre_mu, low)
+        if why is not None and not fresh and isinstance(P64, SparseRows):
+            # Built from an earlier P (a far-away candidate of a search, a jump of the policy):
+            # rebuild it from this one before giving it up.
+            logger.info("the preconditioned solve failed (%s); rebuilding the preconditioner "
+                        "from this P", why)
+            self.build_ilu(P64, ordered=order is not None)
+            if self.ilu is not None:
+                pre_q, pre_mu = self.ilu
+                q, mu, info_q, info_mu, why = self._preconditioned(matvec, rmatvec, r64, e64,
+                                                                   warm_start, pre_q, pre_mu, low)
         if why is not None:
             # An incomplete factorisation can be unstable for some P: drop it, solve without it,
             # and build a new one at the next update.
@@ -202,6 +205,25 @@ class BellmanSolver:
         if order is not None:
             q, mu = q[order[1]], mu[order[1]]
         return q, mu, info_q, info_mu
+
+    def _preconditioned(self, matvec: Callable, rmatvec: Callable, r64: torch.Tensor,
+                        e64: torch.Tensor, warm_start: tuple[torch.Tensor, torch.Tensor] | None,
+                        pre_q: Callable | None, pre_mu: Callable | None,
+                        low: LowPrecision | None) -> tuple:
+        """:meth:`_krylov`, and why a preconditioned solve failed (``None``: it did not, or it had
+        no preconditioner)."""
+        try:
+            q, mu, info_q, info_mu = self._krylov(matvec, rmatvec, r64, e64, warm_start, pre_q,
+                                                  pre_mu, low)
+        except FloatingPointError as err:
+            if pre_q is None:
+                raise
+            return None, None, None, None, str(err)
+        why = None
+        if pre_q is not None and not (info_q.converged and info_mu.converged):
+            why = (f"residuals q {info_q.residual:.1e}, mu {info_mu.residual:.1e} after "
+                   f"{info_q.iterations}/{info_mu.iterations} iterations")
+        return q, mu, info_q, info_mu, why
 
     def _aggregate_order(self, P: Rows) -> tuple[torch.Tensor, torch.Tensor] | None:
         """``(order, inverse)`` that sort the samples by aggregate, where the systems are solved
@@ -264,8 +286,11 @@ class BellmanSolver:
                 return self.ilu
         return None, None
 
-    def reset(self) -> None:
-        """Forget the preconditioner and the aggregates (the systems change size next)."""
+    def reset(self, n: int | None = None) -> None:
+        """Forget the preconditioner and the aggregates (the systems change size next); ``n``:
+        the new size, which ``solver="auto"`` compares with ``dense_max_n``."""
+        if n is not None:
+            self.n = int(n)
         self.ilu, self.ilu_source, self.ilu_base = None, None, None
         self.ilu_excess = 0
         self._aggregates, self._order = None, None

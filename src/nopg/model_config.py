@@ -68,7 +68,8 @@ class ModelConfig(TorchPlacement):
     top_k : int, "auto" or None
         Entries kept per row of ``P`` (renormalised); ``None`` keeps the dense matrix (refused
         above 20 000 samples; the paper's model). ``"auto"``: ``None`` below ``sparse_min_n``
-        samples and ``10`` from there on.
+        samples and ``10`` from there on, at every ``n`` when the successors move
+        (``successors`` other than ``"kernel"``).
     sparse_min_n : int
         Number of samples from which ``top_k="auto"`` keeps 10 entries per row.
     neighbors : {"auto", "dense", "candidates", "knn"}
@@ -181,12 +182,19 @@ class ModelConfig(TorchPlacement):
     def resolved(self, n: int) -> ModelConfig:
         """This configuration with ``top_k``, ``solver``, ``dense_max_n`` and ``n_mc_next`` made
         concrete for a data set of ``n`` samples (the rules of :mod:`nopg.defaults`; explicit
-        settings kept)."""
+        settings kept). With ``successors="anchored"`` a ``solver="auto"`` is kept: the systems
+        are ``n`` plus the anchors, decided at each solve."""
         if not is_int(n) or n < 1:
             raise ValueError(f"n must be a positive int. Got {n!r} instead.")
-        s = resolve_settings(int(n), self.top_k, self.solver, self.dense_max_n, self.sparse_min_n,
+        # Moved successors are built from each row's top-k neighbours, so ``auto`` keeps top-k
+        # rows at every n when the successors move (on small data sets too).
+        sparse_min_n = 1 if self.successors != "kernel" else self.sparse_min_n
+        s = resolve_settings(int(n), self.top_k, self.solver, self.dense_max_n, sparse_min_n,
                              self.neighbors)
-        return replace(self, top_k=s.top_k, solver=s.solver, dense_max_n=s.dense_max_n,
+        # The anchored model's systems grow by its anchors, so its solver="auto" stays and is
+        # decided at each solve by the system's size (BellmanSolver.dense).
+        solver = self.solver if self.successors == "anchored" else s.solver
+        return replace(self, top_k=s.top_k, solver=solver, dense_max_n=s.dense_max_n,
                        n_mc_next=resolve_n_mc_next(self.n_mc_next, int(n)))
 
 
