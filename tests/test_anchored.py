@@ -214,3 +214,20 @@ def test_the_solver_is_chosen_by_the_systems_size_with_its_anchors():
     assert dense.linear_solver.n == iterative.linear_solver.n == dense.n_columns == 480
     assert dense.linear_solver.dense and not iterative.linear_solver.dense
     assert j_iterative == pytest.approx(j_dense, rel=1e-9)
+
+
+def test_each_anchor_row_is_built_once_as_k_identical_queries():
+    # With n_mc_next = 3 draws per data next state, an anchor's row is the row of 3 identical
+    # queries at the anchor (group 3), built once: the same matrix, a third of the successors.
+    model = _model(n_mc_next=3)
+    policy = _controller()
+    with torch.no_grad():
+        model.set_anchors(model.rollout(policy, START))
+        T, rho, _, actions = model._next_queries_rows(policy, torch.Generator().manual_seed(0))
+        k, m = 3, model.anchors.shape[0]
+        copies = model.anchors[:, None, :].expand(-1, k, -1).reshape(-1, 2)
+        Tk, rho_k, _ = model.successor_rows(copies, model.policy_actions(policy, copies), k)
+    assert T.shape == (model.n + m, model.n_columns) and actions.shape[0] == k * model.n + m
+    torch.testing.assert_close(T.to_dense()[model.n:], Tk.to_dense(), rtol=1e-12, atol=1e-14)
+    torch.testing.assert_close(rho[model.n:], rho_k, rtol=1e-12, atol=1e-14)
+

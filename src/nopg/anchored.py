@@ -167,15 +167,25 @@ class AnchoredBellman(LocalLinearBellman):
     def _next_queries_rows(self, policy: nn.Module, generator: torch.Generator | None
                            ) -> tuple[SparseRows, torch.Tensor, torch.Tensor, torch.Tensor]:
         """Rows at the data's next states (drawn around them when ``n_mc_next`` is on), then
-        at the anchors themselves (a draw around an anchor would add back the jump it removes)."""
+        at the anchors themselves (a draw around an anchor would add back the jump it removes;
+        each anchor is queried once, with the policy's ``n_mc_policy`` actions for NOPG-S).
+        ``next_actions`` holds the ``n n_mc_next`` drawn states' actions, then the anchors'."""
         k = self.n_mc_next or 1
         ds = self.data.state_dim
         drawn = self.next_states[:, None, :].expand(-1, k, -1)
         if self.n_mc_next is not None:
             drawn = drawn + self.h_next * self._noise((self.n, k, ds), generator)
-        fixed = self.anchors[:, None, :].expand(-1, k, -1)
-        states = torch.cat([drawn, fixed]).reshape(-1, ds)
-        return self._policy_successors(policy, states, k, generator)
+        T, rho, thin, actions = self._policy_successors(policy, drawn.reshape(-1, ds), k,
+                                                        generator)
+        if self.anchors.shape[0] == 0:
+            return T, rho, thin, actions
+        # Each anchor's row is built once and stored as k copies of weight 1/k, the width of
+        # the drawn rows (a row's repeated columns add up): the same row as k identical queries.
+        Ta, rho_a, thin_a, actions_a = self._policy_successors(policy, self.anchors, 1, generator)
+        T = SparseRows(torch.cat([T.index, Ta.index.repeat(1, k)]),
+                       torch.cat([T.values, Ta.values.repeat(1, k) / k]), self.n_columns)
+        return (T, torch.cat([rho, rho_a]), torch.cat([thin, thin_a]),
+                torch.cat([actions, actions_a]))
 
     def aggregates(self) -> np.ndarray:
         """The data's aggregates, then each initial state's anchors in runs of consecutive steps."""

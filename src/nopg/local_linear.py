@@ -118,7 +118,9 @@ class LocalLinearBellman(NonparametricBellman):
         super().__init__(data, bandwidths, gamma, config, **settings)
         if self.top_k is None:
             raise ValueError(f"successors={self.config.successors!r} needs top_k (the neighbours whose "
-                             "successors move); top_k=None keeps all n of them per row")
+                             "successors move); top_k=None keeps all n of them per row. Set top_k "
+                             "(10, or 'auto') (the paper's experiments set None: --set "
+                             "nopg.top_k=10)")
         if self.unsupported == "absorb":
             raise ValueError(f"successors={self.config.successors!r} supports unsupported='extrapolate' or "
                              "'penalty', not 'absorb' (see nopg.local_linear)")
