@@ -271,6 +271,33 @@ def test_a_failing_stale_preconditioner_is_rebuilt_from_this_P(data300, bandwidt
     torch.testing.assert_close(sol.mu, good.mu, rtol=rtol, atol=rtol)
 
 
+def test_a_stale_preconditioner_that_needs_every_iteration_is_rebuilt(data300, bandwidths,
+                                                                      initial_states, caplog):
+    """A preconditioner from another policy's P that makes the solve run to solver_max_iter is
+    rebuilt from this P, and the solve is retried: no warning of the discarded attempt, and
+    the same solution as a model that builds it for this policy in the first place."""
+    kw = dict(top_k=8, solver="bicgstab", solver_tol="auto", solver_max_iter=15)
+    model = NonparametricBellman(data300, bandwidths, GAMMA, **kw)
+    other = _policy(1)
+    with torch.no_grad():
+        for p in other.parameters():
+            p.mul_(8.0)                                    # a policy far from the first one
+        model.solution(_policy(0), initial_states)
+        model.linear_solver.ilu_excess = 0                 # not stale by the cost rule
+        builds = model.linear_solver.builds
+        with warnings.catch_warnings(record=True) as caught, \
+                caplog.at_level(logging.INFO, logger="nopg.bellman_solver"):
+            warnings.simplefilter("always")
+            sol = model.solution(other, initial_states)
+        fresh = NonparametricBellman(data300, bandwidths, GAMMA, **kw).solution(other,
+                                                                               initial_states)
+    assert "reached solver_max_iter" in caplog.text
+    assert model.linear_solver.builds == builds + 1
+    assert not caught
+    torch.testing.assert_close(sol.q, fresh.q, rtol=1e-2, atol=1e-2)
+    torch.testing.assert_close(sol.mu, fresh.mu, rtol=1e-2, atol=1e-2)
+
+
 @pytest.mark.parametrize("solver_tol", ["auto", 1e-10])
 def test_a_failing_preconditioner_is_dropped_and_the_solve_retried(data300, bandwidths,
                                                                    initial_states, solver_tol,

@@ -27,6 +27,7 @@ checkpoints, so a resumed fit solves exactly as an uninterrupted one.
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import Callable
 
 import numpy as np
@@ -181,18 +182,22 @@ class BellmanSolver:
         pre_q, pre_mu = self._preconditioner(P64, ordered=order is not None)
         fresh = self.builds > builds              # the preconditioner was built from this P
         low = None if P_low is None else LowPrecision(*P_low.operators())
-        q, mu, info_q, info_mu, why = self._preconditioned(matvec, rmatvec, r64, e64, warm_start,
-                                                           pre_q, pre_mu, low)
-        if why is not None and not fresh and isinstance(P64, SparseRows):
-            # Built from an earlier P (a far-away candidate of a search, a jump of the policy):
-            # rebuild it from this one before giving it up.
-            logger.info("the preconditioned solve failed (%s); rebuilding the preconditioner "
-                        "from this P", why)
+        q, mu, info_q, info_mu, why, caught = self._preconditioned(
+            matvec, rmatvec, r64, e64, warm_start, pre_q, pre_mu, low)
+        capped = why is None and pre_q is not None and \
+            max(info_q.iterations, info_mu.iterations) >= self.max_iter
+        if (why is not None or capped) and not fresh and isinstance(P64, SparseRows):
+            # Built from an earlier P (a far-away candidate of a search, a jump of the policy),
+            # it failed or needed every iteration allowed: rebuild it from this P and retry.
+            logger.info("the preconditioned solve %s; rebuilding the preconditioner from this P",
+                        f"failed ({why})" if why is not None else
+                        f"reached solver_max_iter ({info_q.iterations}/{info_mu.iterations} "
+                        "iterations)")
             self.build_ilu(P64, ordered=order is not None)
             if self.ilu is not None:
                 pre_q, pre_mu = self.ilu
-                q, mu, info_q, info_mu, why = self._preconditioned(matvec, rmatvec, r64, e64,
-                                                                   warm_start, pre_q, pre_mu, low)
+                q, mu, info_q, info_mu, why, caught = self._preconditioned(
+                    matvec, rmatvec, r64, e64, warm_start, pre_q, pre_mu, low)
         if why is not None:
             # An incomplete factorisation can be unstable for some P: drop it, solve without it,
             # and build a new one at the next update.
@@ -201,6 +206,9 @@ class BellmanSolver:
             self.ilu, self.ilu_source = None, None
             q, mu, info_q, info_mu = self._krylov(matvec, rmatvec, r64, e64, warm_start, None, None,
                                                   low)
+            caught = []
+        for w in caught:                  # the warnings of the attempt whose result is kept
+            warnings.warn(w.message, stacklevel=2)
         self._count(info_q.iterations, info_mu.iterations)
         if order is not None:
             q, mu = q[order[1]], mu[order[1]]
@@ -210,20 +218,22 @@ class BellmanSolver:
                         e64: torch.Tensor, warm_start: tuple[torch.Tensor, torch.Tensor] | None,
                         pre_q: Callable | None, pre_mu: Callable | None,
                         low: LowPrecision | None) -> tuple:
-        """:meth:`_krylov`, and why a preconditioned solve failed (``None``: it did not, or it had
-        no preconditioner)."""
-        try:
-            q, mu, info_q, info_mu = self._krylov(matvec, rmatvec, r64, e64, warm_start, pre_q,
-                                                  pre_mu, low)
-        except FloatingPointError as err:
-            if pre_q is None:
-                raise
-            return None, None, None, None, str(err)
+        """:meth:`_krylov`, why a preconditioned solve failed (``None``: it did not, or it had no
+        preconditioner), and the warnings it raised (held back: a retry may replace it)."""
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                q, mu, info_q, info_mu = self._krylov(matvec, rmatvec, r64, e64, warm_start,
+                                                      pre_q, pre_mu, low)
+            except FloatingPointError as err:
+                if pre_q is None:
+                    raise
+                return None, None, None, None, str(err), []
         why = None
         if pre_q is not None and not (info_q.converged and info_mu.converged):
             why = (f"residuals q {info_q.residual:.1e}, mu {info_mu.residual:.1e} after "
                    f"{info_q.iterations}/{info_mu.iterations} iterations")
-        return q, mu, info_q, info_mu, why
+        return q, mu, info_q, info_mu, why, list(caught)
 
     def _aggregate_order(self, P: Rows) -> tuple[torch.Tensor, torch.Tensor] | None:
         """``(order, inverse)`` that sort the samples by aggregate, where the systems are solved
