@@ -13,7 +13,12 @@ preconditioned from its ``DENSE_SKETCH_K`` largest entries per row, rescaled to 
 - ``"cost"`` (``solver_tol="auto"``): when the iterations beyond those of the first solve after
   the build add up to 60, about the cost of a build, which keeps the total within twice that of
   the best rebuild schedule in hindsight;
-- ``"once"`` / ``"always"``: never again / before every solve (for benchmarks).
+- ``"once"`` / ``"always"``: never again / before every solve (for benchmarks);
+
+and also at once, with the solve retried, when a preconditioner built from an earlier ``P``
+fails on this one or needs every iteration ``solver_max_iter`` allows (a policy that jumped, a
+far-away candidate of a derivative-free search); a fresh one that fails is dropped and the
+solve retried without it. Only the kept attempt's warnings are shown.
 
 With the aggregation preconditioner and a sparse ``P`` on the CPU the systems are solved with the
 samples sorted by aggregate (``P``'s rows and columns, the right-hand sides and the warm starts
