@@ -198,9 +198,8 @@ class BellmanSolver:
                         f"failed ({why})" if why is not None else
                         f"reached solver_max_iter ({info_q.iterations}/{info_mu.iterations} "
                         "iterations)")
-            self.build_ilu(P64, ordered=order is not None)
-            if self.ilu is not None:
-                pre_q, pre_mu = self.ilu
+            pre_q, pre_mu = self._preconditioner(P64, ordered=order is not None, rebuild=True)
+            if pre_q is not None:
                 q, mu, info_q, info_mu, why, caught = self._preconditioned(
                     matvec, rmatvec, r64, e64, warm_start, pre_q, pre_mu, low)
         if why is not None:
@@ -290,11 +289,11 @@ class BellmanSolver:
                                    tol=tol, max_iter=self.max_iter, precond=pre_mu)
         return q, mu, info_q, info_mu
 
-    def _preconditioner(self, P: Rows, ordered: bool = False) -> tuple:
-        """The preconditioner pair for this solve (rebuilt when stale), or ``(None, None)``;
-        ``ordered``: ``P`` is given in the aggregates' order (:meth:`build_ilu`)."""
+    def _preconditioner(self, P: Rows, ordered: bool = False, rebuild: bool = False) -> tuple:
+        """The preconditioner pair for this solve (rebuilt when stale, or when ``rebuild``), or
+        ``(None, None)``; ``ordered``: ``P`` is given in the aggregates' order (:meth:`build_ilu`)."""
         if self.preconditioner in CPU_PRECONDITIONERS and isinstance(P, (SparseRows, DenseRows)):
-            if self.ilu is None or self.stale():
+            if rebuild or self.ilu is None or self.stale():
                 self.build_ilu(P if isinstance(P, SparseRows) else P.sparsified(DENSE_SKETCH_K),
                                ordered)
             if self.ilu is not None:
