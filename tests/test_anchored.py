@@ -193,6 +193,29 @@ def test_a_diverging_rollout_is_reported(dataset, bandwidths, initial_states, de
         model.set_anchors(torch.tensor([[np.nan, 0.0]], dtype=torch.float64))
 
 
+def test_an_unstable_rollout_stays_in_the_datas_box():
+    """A controller that pushes the double integrator away: the true trajectory grows without
+    bound, the model's rollout stops at the box of the data's states (the moved successors are
+    clipped there), so the anchors stay finite and ``J_hat`` is a finite value."""
+    model = _model()
+    policy = nopg.LinearPolicy(2, 1).double()
+    with torch.no_grad():
+        policy.linear.weight.copy_(torch.tensor([[3.0, 3.0]]))
+        policy.linear.bias.zero_()
+    s, closed = START.copy(), A_TRUE + B_TRUE @ np.array([[3.0, 3.0]])
+    for _ in range(model.horizon):
+        s = s @ closed.T
+    assert np.abs(s).max() > 1e3                             # the truth diverges
+    path = model.rollout(policy, START)
+    data = _linear_data()
+    seen = np.concatenate([data.states, data.next_states])
+    assert np.all(path.numpy() >= seen.min(0) - 1e-12)
+    assert np.all(path.numpy() <= seen.max(0) + 1e-12)
+    with torch.no_grad():
+        J = model.solution(policy, START).J
+    assert np.isfinite(J) and 0.0 <= J <= data.rewards.max() / (1 - 0.9)
+
+
 def test_nopg_fit_on_the_anchored_model_with_adam(dataset, bandwidths, initial_states, det_policy):
     config = nopg.NOPGConfig(gamma=GAMMA, successors="anchored", anchor_horizon=5, top_k=6,
                              neighbors="knn", n_mc_next=None, behaviour_weight=0.0)

@@ -116,6 +116,31 @@ def test_the_moved_reward_stays_in_the_datas_range():
     assert lo / (1 - 0.9) - 1e-9 <= J <= hi / (1 - 0.9) + 1e-9
 
 
+def test_the_moved_successor_stays_in_the_datas_box():
+    """A linear successor extrapolates past every state in the data; the model clips it, per
+    dimension, to the box of the data's states and next states. Inside the box it is the fit's."""
+    data, F, G, _ = _linear_data()
+    bw = nopg.Bandwidths(state=[0.6, 0.4], action=[0.5])
+    model = NonparametricBellman(data, bw, 0.9, top_k=5, neighbors="knn",
+                                 successors="local-linear")
+    seen = np.concatenate([data.states, data.next_states])
+    lo, hi = torch.tensor(seen.min(0)), torch.tensor(seen.max(0))
+    x = torch.tensor(data.states[:6])
+    idx = torch.arange(6)[:, None]
+    far = torch.full((6, 1, 1), 40.0, dtype=torch.float64)     # G * 40 leaves the box
+    truth = x[:, None, :] @ torch.tensor(F.T) + far @ torch.tensor(G.T)
+    assert torch.all(truth[..., 0] > hi[0]) and torch.all(truth[..., 1] < lo[1])
+    succ, _ = model._moved(x, far, idx)
+    torch.testing.assert_close(succ[..., 0], hi[0].expand(6, 1))
+    torch.testing.assert_close(succ[..., 1], lo[1].expand(6, 1))
+    # A dimension that stays inside keeps the fit's value (here a small push).
+    u = torch.full((6, 1, 1), 0.1, dtype=torch.float64)
+    succ, _ = model._moved(x, u, idx)
+    inside = x[:, None, :] @ torch.tensor(F.T) + u @ torch.tensor(G.T)
+    assert torch.all((inside > lo) & (inside < hi))
+    torch.testing.assert_close(succ, inside, atol=1e-5, rtol=0)
+
+
 def test_fixed_point_rows_and_initial_value(dataset, dataset_no_terminals, bandwidths,
                                             initial_states, det_policy):
     without = NonparametricBellman(dataset_no_terminals, bandwidths, GAMMA, top_k=6,

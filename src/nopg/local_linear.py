@@ -12,7 +12,10 @@ with the query's offsets, by a local-linear fit of the dynamics around the neigh
 with ``A_j, B_j, c_j, b_j`` the least-squares slopes of ``(s' - s, r)`` on ``(s - s_l, a - a_l)``
 over the ``FIT_NEIGHBOURS`` data states ``s_l`` nearest to ``s_j`` (:func:`local_linear_slopes`),
 the moved reward clipped to the data's reward range (unclipped, a linear reward extrapolates past
-every reward in the data, and ``J_hat`` past ``max(r) / (1 - gamma)``).
+every reward in the data, and ``J_hat`` past ``max(r) / (1 - gamma)``) and the moved successor
+clipped, per dimension, to the box of the data's states and next states. Unclipped, a linear
+successor extrapolates past every state in the data: the pendulum's speed past its limit of 8,
+and a chain of such steps (the anchored rollout of :mod:`nopg.anchored`) grows geometrically.
 On data from linear dynamics the successor is exact: ``y_j(s, a)`` is the true next state for
 every neighbour ``j``. The value at a moved successor is interpolated from the values at its
 ``INTERP_NEIGHBOURS`` nearest data next states (the softmax of the state kernel, ``M(y)``), so
@@ -139,6 +142,8 @@ class LocalLinearBellman(NonparametricBellman):
         self.actions = self._tensor(d.actions)
         self.data_rewards = self._tensor(d.rewards)
         self.reward_range = (float(np.min(d.rewards)), float(np.max(d.rewards)))
+        seen = np.concatenate([np.asarray(d.states, float), np.asarray(d.next_states, float)])
+        self.state_box = (self._tensor(seen.min(0)), self._tensor(seen.max(0)))
         self.continuing = self._tensor(1.0 - np.asarray(d.terminals, float))
         self.next_tree = cKDTree(np.asarray(d.next_states, float) / h_s)
         self.n_interp = min(INTERP_NEIGHBOURS, self.n)
@@ -160,7 +165,9 @@ class LocalLinearBellman(NonparametricBellman):
         du = actions - gather_rows(self.actions, idx)
         slopes = gather_rows(self.slopes, idx)                          # (m, c, d, d_s + 1)
         pred = (torch.cat([dx, du], -1)[..., None] * slopes).sum(-2)    # (m, c, d_s + 1)
-        succ = gather_rows(self.next_states, idx) + dx + pred[..., :ds]
+        # Likewise a linear successor: the box of the data's states bounds it.
+        succ = torch.clamp(gather_rows(self.next_states, idx) + dx + pred[..., :ds],
+                           *self.state_box)
         # A linear reward extrapolates without bound; the data's range bounds it (and J_hat).
         reward = (gather_rows(self.data_rewards, idx) + pred[..., ds]).clamp(*self.reward_range)
         return succ, reward
