@@ -359,6 +359,9 @@ def test_checkpoint_callback_rejects_non_positive_every(tmp_path):
     (dict(sigma_decay_to=0.0, sigma_decay_updates=3), "sigma_decay_to"),
     (dict(sigma_decay_to=1.5, sigma_decay_updates=3), "sigma_decay_to"),
     (dict(seed=1.0), "seed"),
+    (dict(start_draws=0), "start_draws"),
+    (dict(start_draws=2.5), "start_draws"),
+    (dict(start_draw_scale=0.0), "start_draw_scale"),
 ])
 def test_config_validation(kw, match):
     with pytest.raises(ValueError, match=match):
@@ -392,3 +395,43 @@ def test_former_dataset_keyword_still_works_with_a_deprecation_warning(dataset, 
                  initial_states=initial_states, n_updates=1)
     with pytest.raises(TypeError, match="multiple values for argument 'data'"):
         algo.fit(dataset, bandwidths, initial_states, 1, dataset=dataset)
+
+
+# ---------------------------------------------------------------------------- drawn starts
+def test_drawn_starts_are_the_kernel_density_of_the_initial_states(target_data, target_bw):
+    """``start_draws=k``: k starts per initial state, ``z + scale * h_s * xi``, the same for a
+    seed and different across seeds; ``J_hat`` is the mean over them (the model's ``t0`` is the
+    mean of the starts' rows, so it is the mean of each start's own ``J_hat``)."""
+    config = nopg.NOPGConfig(gamma=0.8, top_k=8, start_draws=400, start_draw_scale=1.5, seed=3)
+    algo = nopg.NOPG(small_det(), config).setup(target_data, target_bw, S0)
+    starts = algo.starts_.reshape(3, 400, 1)
+    np.testing.assert_array_equal(algo.initial_states_, S0)       # what the user gave is kept
+    dev = starts - S0[:, None, :]
+    assert abs(dev.mean()) < 0.1 * 1.5 * 0.3                      # 3 sigma of the mean of 1200
+    np.testing.assert_allclose(dev.std(), 1.5 * 0.3, rtol=0.06)
+    again = nopg.NOPG(small_det(), config).setup(target_data, target_bw, S0)
+    np.testing.assert_array_equal(again.starts_, algo.starts_)
+    other = nopg.NOPG(small_det(), nopg.NOPGConfig(**{**config.to_dict(), "seed": 4}))
+    assert not np.array_equal(other.setup(target_data, target_bw, S0).starts_, algo.starts_)
+
+    few = nopg.NOPG(small_det(), nopg.NOPGConfig(gamma=0.8, top_k=8, start_draws=3, seed=3, n_mc_next=None,
+                                                 solver="dense"))
+    few.setup(target_data, target_bw, S0)
+    assert few.starts_.shape == (9, 1)
+    with torch.no_grad():
+        each = [few.model_.solution(few.policy, z[None]).J for z in few.starts_]
+    assert few.J_hat() == pytest.approx(float(np.mean(each)), rel=1e-10)
+    plain = nopg.NOPG(small_det(), nopg.NOPGConfig(gamma=0.8, top_k=8, solver="dense",
+                                                   n_mc_next=None))
+    assert plain.setup(target_data, target_bw, S0).J_hat() != pytest.approx(few.J_hat(), rel=1e-6)
+
+
+def test_drawn_starts_survive_a_checkpoint(tmp_path, target_data, target_bw):
+    config = nopg.NOPGConfig(gamma=0.8, top_k=8, start_draws=4, seed=2)
+    algo = nopg.NOPG(small_det(), config)
+    algo.fit(target_data, target_bw, S0, n_updates=2, progress=False)
+    algo.save(tmp_path / "c")
+    loaded = nopg.NOPG.load(tmp_path / "c")
+    np.testing.assert_array_equal(loaded.initial_states_, S0)
+    np.testing.assert_array_equal(loaded.starts_, algo.starts_)
+    assert loaded.J_hat() == algo.J_hat()

@@ -51,6 +51,8 @@ from .search import EvolutionSearch
 from .validation import renamed_attribute, renamed_keyword
 
 logger = logging.getLogger(__name__)
+START_DRAW_STREAM = 0x57A27
+"""The random stream (with ``config.seed``) of the drawn starts (``NOPGConfig.start_draws``)."""
 
 
 class SupportWarning(UserWarning):
@@ -152,6 +154,7 @@ class NOPG:
         self.history_: list[dict[str, Any]] = []
         self.model_: NonparametricBellman | None = None
         self.initial_states_: np.ndarray | None = None
+        self.starts_: np.ndarray | None = None
         self._warm: tuple[torch.Tensor, torch.Tensor] | None = None
         self._solver_state: dict[str, torch.Tensor] = {}   # restored from a checkpoint
         self._solution: BellmanSolution | None = None
@@ -196,11 +199,24 @@ class NOPG:
         if previous:
             self.model_.load_solver_state(previous)
         self.initial_states_ = as_states(initial_states, data.state_dim, "initial_states")
+        self.starts_ = self._drawn_starts(self.initial_states_, bandwidths)
         self._solution = None
         if isinstance(self.optimizer, EvolutionSearch):   # the objective changed: score it anew
             self.optimizer.rescore()
             self._incumbent = None
         return self
+
+    def _drawn_starts(self, initial_states: np.ndarray, bandwidths: Bandwidths) -> np.ndarray:
+        """The starts ``J_hat`` averages over: the initial states, or with ``start_draws`` that
+        many draws around each, ``z + start_draw_scale * h_s * xi`` (:class:`NOPGConfig`)."""
+        k = self.config.start_draws
+        if k is None:
+            return initial_states
+        z = np.asarray(initial_states, dtype=np.float64)
+        rng = np.random.default_rng([self.config.seed, START_DRAW_STREAM])
+        xi = rng.standard_normal((len(z), k, z.shape[1]))
+        h = self.config.start_draw_scale * np.asarray(bandwidths.state, dtype=np.float64)
+        return (z[:, None, :] + h * xi).reshape(-1, z.shape[1])
 
     def _behaviour_weights(self, q: torch.Tensor) -> tuple[torch.Tensor, float]:
         """Per-sample weights of the behaviour term from the advantages
@@ -244,7 +260,7 @@ class NOPG:
             return self._search_step()
         start = time.perf_counter()
         sigma_scale = self._apply_sigma_scale()
-        sol = self.model_.solution(self.policy, self.initial_states_, self.generator, self._warm)
+        sol = self.model_.solution(self.policy, self.starts_, self.generator, self._warm)
         params = [p for p in self.policy.parameters() if p.requires_grad]
         objective, behaviour, kept, ess = sol.surrogate(), float("nan"), float("nan"), float("nan")
         if self._behaviour is not None:
@@ -287,7 +303,7 @@ class NOPG:
             warm = None if self._incumbent is None else (self._incumbent[0].q,
                                                          self._incumbent[0].mu)
             with torch.no_grad():
-                sol = self.model_.solution(self.policy, self.initial_states_, gen, warm)
+                sol = self.model_.solution(self.policy, self.starts_, gen, warm)
                 value, behaviour = sol.J, float("nan")
                 if self._behaviour is not None:
                     behaviour = float(self._behaviour_term(sol)[0])
@@ -492,7 +508,7 @@ class NOPG:
             self._apply_sigma_scale()
             gen = torch.Generator().manual_seed(self.config.seed)
             with torch.no_grad():
-                self._solution = model.solution(self.policy, self.initial_states_, gen, self._warm)
+                self._solution = model.solution(self.policy, self.starts_, gen, self._warm)
         return self._solution
 
     def J_hat(self) -> float:

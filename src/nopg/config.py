@@ -164,6 +164,15 @@ class NOPGConfig(TorchPlacement):
     anchor_horizon : int or "auto"
         Steps of the anchors' rollout (``successors="anchored"``); ``"auto"`` (default):
         ``ceil(4 / (1 - gamma))``, 400 for ``gamma = 0.99``.
+    start_draws : int or None
+        If set, ``J_hat`` is the mean return from this many starts drawn around each initial
+        state, ``z + start_draw_scale * h_s * xi`` with ``xi`` standard normal and ``h_s`` the
+        state bandwidths (the initial states' kernel density), drawn once per :meth:`NOPG.setup`
+        from ``seed``. A policy whose success hangs on one exact start (a swing-up caught only at
+        the one speed the model predicts) then scores what it scores from the starts around it.
+        ``None`` (default): the initial states as given.
+    start_draw_scale : float
+        Spread of the drawn starts in state bandwidths (``start_draws``).
     support_warning : float
         ``fit`` warns when the final ``support_gap`` (share of the policy's discounted
         visitation where the data are thin) exceeds this.
@@ -250,6 +259,8 @@ class NOPGConfig(TorchPlacement):
     support_radius: float = MODEL_DEFAULTS["support_radius"]
     successors: str = MODEL_DEFAULTS["successors"]
     anchor_horizon: int | str = MODEL_DEFAULTS["anchor_horizon"]
+    start_draws: int | None = None
+    start_draw_scale: float = 2.0
     support_warning: float = 0.25
     continuation: float | None = None
     continuation_updates: int | None = None
@@ -276,6 +287,8 @@ class NOPGConfig(TorchPlacement):
                                                    or self.search_population < 2):
             fail("search_population", "an int >= 2 or None", self.search_population, _OWNER)
         check_positive_int("search_patience", self.search_patience, _OWNER, allow_none=True)
+        check_positive_int("start_draws", self.start_draws, _OWNER, allow_none=True)
+        check_positive_float("start_draw_scale", self.start_draw_scale, _OWNER)
         check_model_settings({name: getattr(self, name) for name in MODEL_FIELDS}, _OWNER)
         self._check_schedules()
         if not is_int(self.seed):
