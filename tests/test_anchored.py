@@ -20,6 +20,7 @@ from test_gradient import EPS, GAMMA, REL_TOL, flat
 import nopg
 from nopg.anchored import AnchoredBellman, resolve_anchor_horizon
 from nopg.bellman import NonparametricBellman
+from nopg.local_linear import BOX_MARGIN
 
 A_TRUE = np.array([[1.0, 0.1], [0.0, 1.0]])
 B_TRUE = np.array([[0.0], [0.1]])
@@ -195,8 +196,8 @@ def test_a_diverging_rollout_is_reported(dataset, bandwidths, initial_states, de
 
 def test_an_unstable_rollout_stays_in_the_datas_box():
     """A controller that pushes the double integrator away: the true trajectory grows without
-    bound, the model's rollout stops at the box of the data's states (the moved successors are
-    clipped there), so the anchors stay finite and ``J_hat`` is a finite value."""
+    bound, the model's rollout stops at the data's state box widened by ``BOX_MARGIN`` (the moved
+    successors are clipped there), so the anchors stay finite and ``J_hat`` is a finite value."""
     model = _model()
     policy = nopg.LinearPolicy(2, 1).double()
     with torch.no_grad():
@@ -209,8 +210,9 @@ def test_an_unstable_rollout_stays_in_the_datas_box():
     path = model.rollout(policy, START)
     data = _linear_data()
     seen = np.concatenate([data.states, data.next_states])
-    assert np.all(path.numpy() >= seen.min(0) - 1e-12)
-    assert np.all(path.numpy() <= seen.max(0) + 1e-12)
+    width = seen.max(0) - seen.min(0)
+    assert np.all(path.numpy() >= seen.min(0) - BOX_MARGIN * width - 1e-12)
+    assert np.all(path.numpy() <= seen.max(0) + BOX_MARGIN * width + 1e-12)
     with torch.no_grad():
         J = model.solution(policy, START).J
     assert np.isfinite(J) and 0.0 <= J <= data.rewards.max() / (1 - 0.9)

@@ -20,7 +20,7 @@ from test_gradient import GAMMA, check_against_fd
 
 import nopg
 from nopg.bellman import NonparametricBellman
-from nopg.local_linear import LocalLinearBellman, local_linear_slopes
+from nopg.local_linear import BOX_MARGIN, LocalLinearBellman, local_linear_slopes
 
 LL = dict(successors="local-linear", top_k=6)
 
@@ -118,26 +118,30 @@ def test_the_moved_reward_stays_in_the_datas_range():
 
 def test_the_moved_successor_stays_in_the_datas_box():
     """A linear successor extrapolates past every state in the data; the model clips it, per
-    dimension, to the box of the data's states and next states. Inside the box it is the fit's."""
+    dimension, to the box of the data's states and next states widened by ``BOX_MARGIN`` widths.
+    Inside that box it is the fit's, also past the data's own box."""
     data, F, G, _ = _linear_data()
     bw = nopg.Bandwidths(state=[0.6, 0.4], action=[0.5])
     model = NonparametricBellman(data, bw, 0.9, top_k=5, neighbors="knn",
                                  successors="local-linear")
     seen = np.concatenate([data.states, data.next_states])
-    lo, hi = torch.tensor(seen.min(0)), torch.tensor(seen.max(0))
+    width = seen.max(0) - seen.min(0)
+    lo = torch.tensor(seen.min(0) - BOX_MARGIN * width)
+    hi = torch.tensor(seen.max(0) + BOX_MARGIN * width)
     x = torch.tensor(data.states[:6])
     idx = torch.arange(6)[:, None]
-    far = torch.full((6, 1, 1), 40.0, dtype=torch.float64)     # G * 40 leaves the box
+    far = torch.full((6, 1, 1), 80.0, dtype=torch.float64)     # G * 80 leaves the widened box
     truth = x[:, None, :] @ torch.tensor(F.T) + far @ torch.tensor(G.T)
     assert torch.all(truth[..., 0] > hi[0]) and torch.all(truth[..., 1] < lo[1])
     succ, _ = model._moved(x, far, idx)
     torch.testing.assert_close(succ[..., 0], hi[0].expand(6, 1))
     torch.testing.assert_close(succ[..., 1], lo[1].expand(6, 1))
-    # A dimension that stays inside keeps the fit's value (here a small push).
-    u = torch.full((6, 1, 1), 0.1, dtype=torch.float64)
+    # Inside the widened box the successor is the fit's, past the data's own box too.
+    u = torch.full((6, 1, 1), 8.0, dtype=torch.float64)
     succ, _ = model._moved(x, u, idx)
     inside = x[:, None, :] @ torch.tensor(F.T) + u @ torch.tensor(G.T)
     assert torch.all((inside > lo) & (inside < hi))
+    assert torch.all(inside[..., 0] > seen.max(0)[0])
     torch.testing.assert_close(succ, inside, atol=1e-5, rtol=0)
 
 

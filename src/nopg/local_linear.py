@@ -13,9 +13,12 @@ with ``A_j, B_j, c_j, b_j`` the least-squares slopes of ``(s' - s, r)`` on ``(s 
 over the ``FIT_NEIGHBOURS`` data states ``s_l`` nearest to ``s_j`` (:func:`local_linear_slopes`),
 the moved reward clipped to the data's reward range (unclipped, a linear reward extrapolates past
 every reward in the data, and ``J_hat`` past ``max(r) / (1 - gamma)``) and the moved successor
-clipped, per dimension, to the box of the data's states and next states. Unclipped, a linear
-successor extrapolates past every state in the data: the pendulum's speed past its limit of 8,
-and a chain of such steps (the anchored rollout of :mod:`nopg.anchored`) grows geometrically.
+clipped, per dimension, to the box of the data's states and next states widened by
+``BOX_MARGIN`` (1) box widths on each side. Unclipped, a chain of linear steps (the anchored
+rollout of :mod:`nopg.anchored`) can grow geometrically, to 1e18 on pendulum data past the
+speed limit. The box is widened, not tight: a tight box holds a cart that drifts off the data at
+its edge, where the model then balances it, while the widened box leaves room for the pole to
+fall in the extrapolated dynamics as it does on the real rail.
 On data from linear dynamics the successor is exact: ``y_j(s, a)`` is the true next state for
 every neighbour ``j``. The value at a moved successor is interpolated from the values at its
 ``INTERP_NEIGHBOURS`` nearest data next states (the softmax of the state kernel, ``M(y)``), so
@@ -72,6 +75,11 @@ __all__ = ["LocalLinearBellman", "local_linear_slopes", "FIT_NEIGHBOURS", "INTER
 FIT_NEIGHBOURS = 32      # data states in each local-linear fit
 INTERP_NEIGHBOURS = 8    # data next states interpolating the value at a moved successor
 _RIDGE = 1e-6            # ridge of the fits' normal equations (inputs in bandwidth units)
+
+
+BOX_MARGIN = 1.0
+"""The moved successors are clipped to the data's state box widened by this many box widths on
+each side (module docstring)."""
 
 
 def local_linear_slopes(states: np.ndarray, actions: np.ndarray, next_states: np.ndarray,
@@ -143,7 +151,9 @@ class LocalLinearBellman(NonparametricBellman):
         self.data_rewards = self._tensor(d.rewards)
         self.reward_range = (float(np.min(d.rewards)), float(np.max(d.rewards)))
         seen = np.concatenate([np.asarray(d.states, float), np.asarray(d.next_states, float)])
-        self.state_box = (self._tensor(seen.min(0)), self._tensor(seen.max(0)))
+        lo, hi = seen.min(0), seen.max(0)
+        self.state_box = (self._tensor(lo - BOX_MARGIN * (hi - lo)),
+                          self._tensor(hi + BOX_MARGIN * (hi - lo)))
         self.continuing = self._tensor(1.0 - np.asarray(d.terminals, float))
         self.next_tree = cKDTree(np.asarray(d.next_states, float) / h_s)
         self.n_interp = min(INTERP_NEIGHBOURS, self.n)
@@ -165,7 +175,7 @@ class LocalLinearBellman(NonparametricBellman):
         du = actions - gather_rows(self.actions, idx)
         slopes = gather_rows(self.slopes, idx)                          # (m, c, d, d_s + 1)
         pred = (torch.cat([dx, du], -1)[..., None] * slopes).sum(-2)    # (m, c, d_s + 1)
-        # Likewise a linear successor: the box of the data's states bounds it.
+        # Likewise a linear successor: the data's state box, widened, bounds it.
         succ = torch.clamp(gather_rows(self.next_states, idx) + dx + pred[..., :ds],
                            *self.state_box)
         # A linear reward extrapolates without bound; the data's range bounds it (and J_hat).
