@@ -362,6 +362,10 @@ def test_checkpoint_callback_rejects_non_positive_every(tmp_path):
     (dict(start_draws=0), "start_draws"),
     (dict(start_draws=2.5), "start_draws"),
     (dict(start_draw_scale=0.0), "start_draw_scale"),
+    (dict(state_bounds=[[0.0], [1.0, 2.0]]), "state_bounds"),
+    (dict(state_bounds=[[1.0], [0.0]]), "state_bounds"),
+    (dict(state_bounds=[[math.nan], [1.0]]), "state_bounds"),
+    (dict(state_bounds="speed"), "state_bounds"),
 ])
 def test_config_validation(kw, match):
     with pytest.raises(ValueError, match=match):
@@ -369,7 +373,9 @@ def test_config_validation(kw, match):
 
 
 def test_config_dict_round_trip():
-    c = nopg.NOPGConfig(gamma=0.95, top_k=16, sigma_decay_to=0.1, sigma_decay_updates=100)
+    c = nopg.NOPGConfig(gamma=0.95, top_k=16, sigma_decay_to=0.1, sigma_decay_updates=100,
+                        state_bounds=[[-1, -math.inf], [1, 8]])
+    assert c.state_bounds == [[-1.0, None], [1.0, 8.0]]          # infinities stored as None
     d = json.loads(json.dumps(c.to_dict()))
     assert nopg.NOPGConfig.from_dict(d) == c
     with pytest.raises(ValueError, match="unknown NOPGConfig field"):

@@ -145,6 +145,30 @@ def test_the_moved_successor_stays_in_the_datas_box():
     torch.testing.assert_close(succ, inside, atol=1e-5, rtol=0)
 
 
+def test_state_bounds_clip_the_moved_successor_inside_the_box():
+    """``state_bounds`` (a hard limit such as a speed limit) clip the moved successor within the
+    data's widened box; ``None`` leaves a dimension to the box; a wrong length is refused."""
+    data, F, G, _ = _linear_data()
+    bw = nopg.Bandwidths(state=[0.6, 0.4], action=[0.5])
+    model = NonparametricBellman(data, bw, 0.9, top_k=5, neighbors="knn",
+                                 successors="local-linear", state_bounds=[[None, -0.5], [1.0, None]])
+    x = torch.tensor(data.states[:6])
+    idx = torch.arange(6)[:, None]
+    u = torch.full((6, 1, 1), 8.0, dtype=torch.float64)
+    inside = x[:, None, :] @ torch.tensor(F.T) + u @ torch.tensor(G.T)   # dim 0 up, dim 1 down
+    assert torch.all(inside[..., 0] > 1.0) and torch.all(inside[..., 1] < -0.5)
+    succ, _ = model._moved(x, u, idx)
+    torch.testing.assert_close(succ, torch.stack([torch.full((6, 1), 1.0, dtype=torch.float64),
+                                                  torch.full((6, 1), -0.5, dtype=torch.float64)],
+                                                 -1))
+    succ, _ = model._moved(x, -u, idx)               # the other way: no bound, the fit's value
+    torch.testing.assert_close(succ, x[:, None, :] @ torch.tensor(F.T) - u @ torch.tensor(G.T),
+                               atol=1e-5, rtol=0)
+    with pytest.raises(ValueError, match="state_bounds has 3 entries"):
+        NonparametricBellman(data, bw, 0.9, top_k=5, neighbors="knn", successors="local-linear",
+                             state_bounds=[[0, 0, 0], [1, 1, 1]])
+
+
 def test_fixed_point_rows_and_initial_value(dataset, dataset_no_terminals, bandwidths,
                                             initial_states, det_policy):
     without = NonparametricBellman(dataset_no_terminals, bandwidths, GAMMA, top_k=6,

@@ -12,7 +12,7 @@ import torch
 from nopg.cli import main
 from nopg.envs.pendulum import BOTTOM_STATE, angle_normalize, obs_to_angle
 from nopg.experiments import TASKS, get_task
-from nopg.experiments.runner import make_policy
+from nopg.experiments.runner import environment_state_bounds, make_policy
 from nopg.experiments.user_data import (
     USER_DATA_TASKS,
     collect_invertedpendulum_random,
@@ -195,3 +195,20 @@ def test_make_user_data_script(tmp_path, capsys):
     assert capsys.readouterr().out.count("n=50 ") == 2
     saved = TransitionDataset.load(tmp_path / "mountaincar-uniform__seed0.npz")
     assert _same(saved, collect_mountaincar_uniform(50, seed=0))
+
+
+def test_moved_successors_get_the_environments_state_bounds():
+    """The experiments give the local-linear and anchored models the bounds of the environment's
+    observation space (the pendulum's speed limit); the kernel model, an unbounded space, an
+    explicit setting and ``env_state_bounds=False`` get none from it."""
+    pendulum = get_task("pendulum-uniform")
+    config = pendulum.default_config()
+    anchored = config.replace(**{"nopg.successors": "anchored"})
+    assert environment_state_bounds(pendulum, anchored, 3) == [[-1.0, -1.0, -8.0], [1.0, 1.0, 8.0]]
+    assert environment_state_bounds(pendulum, config, 3) is None
+    assert environment_state_bounds(pendulum, anchored.replace(env_state_bounds=False), 3) is None
+    own = anchored.replace(**{"nopg.state_bounds": [[-1, -1, -6], [1, 1, 6]]})
+    assert environment_state_bounds(pendulum, own, 3) is None       # the explicit one is kept
+    inverted = get_task("invertedpendulum-random")
+    assert environment_state_bounds(
+        inverted, inverted.default_config().replace(**{"nopg.successors": "anchored"}), 4) is None

@@ -20,6 +20,7 @@ from .model_config import (
     ModelConfig,
     TorchPlacement,
     check_model_settings,
+    plain_bounds,
     plain_numbers,
 )
 from .neighbors import BACKENDS
@@ -164,6 +165,11 @@ class NOPGConfig(TorchPlacement):
     anchor_horizon : int or "auto"
         Steps of the anchors' rollout (``successors="anchored"``); ``"auto"`` (default):
         ``ceil(4 / (1 - gamma))``, 400 for ``gamma = 0.99``.
+    state_bounds : [low, high] or None
+        Hard limits of the state (``None`` where a dimension has none), e.g. a gymnasium
+        observation space's; the moved successors (``local-linear``, ``anchored``) are clipped to
+        them (:class:`~nopg.model_config.ModelConfig`). The experiments fill them from their
+        environment's observation space.
     start_draws : int or None
         If set, ``J_hat`` is the mean return from this many starts drawn around each initial
         state, ``z + start_draw_scale * h_s * xi`` with ``xi`` standard normal and ``h_s`` the
@@ -259,6 +265,7 @@ class NOPGConfig(TorchPlacement):
     support_radius: float = MODEL_DEFAULTS["support_radius"]
     successors: str = MODEL_DEFAULTS["successors"]
     anchor_horizon: int | str = MODEL_DEFAULTS["anchor_horizon"]
+    state_bounds: list[list[float | None]] | None = MODEL_DEFAULTS["state_bounds"]
     start_draws: int | None = None
     start_draw_scale: float = 2.0
     support_warning: float = 0.25
@@ -290,6 +297,7 @@ class NOPGConfig(TorchPlacement):
         check_positive_int("start_draws", self.start_draws, _OWNER, allow_none=True)
         check_positive_float("start_draw_scale", self.start_draw_scale, _OWNER)
         check_model_settings({name: getattr(self, name) for name in MODEL_FIELDS}, _OWNER)
+        object.__setattr__(self, "state_bounds", plain_bounds(self.state_bounds))
         self._check_schedules()
         if not is_int(self.seed):
             fail("seed", "an int", self.seed, _OWNER)

@@ -14,11 +14,14 @@ over the ``FIT_NEIGHBOURS`` data states ``s_l`` nearest to ``s_j`` (:func:`local
 the moved reward clipped to the data's reward range (unclipped, a linear reward extrapolates past
 every reward in the data, and ``J_hat`` past ``max(r) / (1 - gamma)``) and the moved successor
 clipped, per dimension, to the box of the data's states and next states widened by
-``BOX_MARGIN`` (1) box widths on each side. Unclipped, a chain of linear steps (the anchored
-rollout of :mod:`nopg.anchored`) can grow geometrically, to 1e18 on pendulum data past the
-speed limit. The box is widened, not tight: a tight box holds a cart that drifts off the data at
-its edge, where the model then balances it, while the widened box leaves room for the pole to
-fall in the extrapolated dynamics as it does on the real rail.
+``BOX_MARGIN`` (1) box widths on each side, and to the hard limits ``state_bounds`` where the
+configuration gives them (a gymnasium observation space's bounds: the pendulum's speed limit).
+Unclipped, a chain of linear steps (the anchored rollout of :mod:`nopg.anchored`) can grow
+geometrically, to 1e18 on pendulum data past the speed limit. The data's box is widened, not
+tight: a tight box holds a cart that drifts off the data at its edge, where the model then
+balances it, while the widened box leaves room for the pole to fall in the extrapolated
+dynamics as it does on the real rail. Which limits are physical the data do not tell; the
+environment's observation space does.
 On data from linear dynamics the successor is exact: ``y_j(s, a)`` is the true next state for
 every neighbour ``j``. The value at a moved successor is interpolated from the values at its
 ``INTERP_NEIGHBOURS`` nearest data next states (the softmax of the state kernel, ``M(y)``), so
@@ -152,8 +155,15 @@ class LocalLinearBellman(NonparametricBellman):
         self.reward_range = (float(np.min(d.rewards)), float(np.max(d.rewards)))
         seen = np.concatenate([np.asarray(d.states, float), np.asarray(d.next_states, float)])
         lo, hi = seen.min(0), seen.max(0)
-        self.state_box = (self._tensor(lo - BOX_MARGIN * (hi - lo)),
-                          self._tensor(hi + BOX_MARGIN * (hi - lo)))
+        lo, hi = lo - BOX_MARGIN * (hi - lo), hi + BOX_MARGIN * (hi - lo)
+        if self.config.state_bounds is not None:
+            low, high = (np.array([np.nan if b is None else b for b in side], float)
+                         for side in self.config.state_bounds)
+            if len(low) != d.state_dim:
+                raise ValueError(f"state_bounds has {len(low)} entries per side but the data's "
+                                 f"states have {d.state_dim} dimensions")
+            lo, hi = np.fmax(lo, low), np.fmin(hi, high)     # NaN (no bound) keeps the box's
+        self.state_box = (self._tensor(lo), self._tensor(hi))
         self.continuing = self._tensor(1.0 - np.asarray(d.terminals, float))
         self.next_tree = cKDTree(np.asarray(d.next_states, float) / h_s)
         self.n_interp = min(INTERP_NEIGHBOURS, self.n)

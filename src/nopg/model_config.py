@@ -10,6 +10,7 @@ same names take their defaults from here, runs them on its own fields, and
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
@@ -139,6 +140,11 @@ class ModelConfig(TorchPlacement):
         model's own rollout of the policy from the initial states (:mod:`nopg.anchored`).
     anchor_horizon : int or "auto"
         Steps of that rollout (``successors="anchored"``); ``"auto"``: ``ceil(4 / (1 - gamma))``.
+    state_bounds : [low, high] or None
+        Hard limits of the state the system cannot leave (``d_s`` floats each, ``None`` where a
+        dimension has none), such as a gymnasium observation space's bounds. The moved
+        successors (``local-linear``, ``anchored``) are clipped to them as well as to the data's
+        widened box (:mod:`nopg.local_linear`); the kernel model does not use them.
     dtype : {"float64", "float32"}
         Dtype of the kernel computations (a ``torch.dtype`` is accepted); solves are float64
         (``solver_precision``).
@@ -168,6 +174,7 @@ class ModelConfig(TorchPlacement):
     support_radius: float = 2.0
     successors: str = "kernel"
     anchor_horizon: int | str = "auto"
+    state_bounds: list[list[float | None]] | None = None
     dtype: str = "float64"
     device: str = "cpu"
 
@@ -177,6 +184,7 @@ class ModelConfig(TorchPlacement):
         if isinstance(self.device, torch.device):
             object.__setattr__(self, "device", str(self.device))
         check_model_settings({f.name: getattr(self, f.name) for f in fields(self)})
+        object.__setattr__(self, "state_bounds", plain_bounds(self.state_bounds))
         plain_numbers(self)
 
     def resolved(self, n: int) -> ModelConfig:
@@ -262,11 +270,42 @@ def check_model_settings(values: Mapping[str, Any], owner: str | None = None) ->
     if v["anchor_horizon"] != "auto" and (not is_int(v["anchor_horizon"])
                                           or v["anchor_horizon"] < 1):
         fail("anchor_horizon", "a positive int or 'auto'", v["anchor_horizon"], owner)
+    check_state_bounds(v["state_bounds"], owner)
     check_choice("dtype", v["dtype"], tuple(DTYPES), owner)
     device = v["device"]
     if not isinstance(device, str) or not (device in ("cpu", "cuda", "auto")
                                            or device.startswith("cuda:")):
         fail("device", "'cpu', 'cuda', 'cuda:<index>' or 'auto'", device, owner)
+
+
+def plain_bounds(bounds: Any) -> list[list[float | None]] | None:
+    """``state_bounds`` as two lists of floats (``None`` for an infinite or missing bound), the
+    form that survives JSON."""
+    if bounds is None:
+        return None
+    return [[None if b is None or math.isinf(float(b)) else float(b) for b in side]
+            for side in bounds]
+
+
+def check_state_bounds(bounds: Any, owner: str | None = None) -> None:
+    """``state_bounds``: ``None`` or ``[low, high]``, two sequences of one length of numbers
+    (``None`` or an infinity where there is no bound) with ``low < high``."""
+    if bounds is None:
+        return
+    what = "None or [low, high]: two equal-length lists of numbers or None, low < high"
+    try:
+        low, high = (list(side) for side in bounds)
+    except (TypeError, ValueError):
+        fail("state_bounds", what, bounds, owner)
+    if len(low) != len(high) or not low:
+        fail("state_bounds", what, bounds, owner)
+    for lo, hi in zip(low, high):
+        for b in (lo, hi):
+            if b is not None and (isinstance(b, bool) or not isinstance(b, (int, float))
+                                  or math.isnan(float(b))):
+                fail("state_bounds", what, bounds, owner)
+        if lo is not None and hi is not None and not float(lo) < float(hi):
+            fail("state_bounds", what, bounds, owner)
 
 
 def _check_sparsity(v: Mapping[str, Any], owner: str | None) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import gymnasium as gym
 import numpy as np
 from torch import nn
 
@@ -65,6 +66,14 @@ class PendulumGridTask(TaskBase, name="pendulum-grid", state_dim=3, action_dim=1
     def initial_states(self, data: TransitionDataset, config: ExperimentConfig, seed: int
                        ) -> np.ndarray:
         return BOTTOM_STATE[None, :].copy()
+
+    def observation_space(self, config: ExperimentConfig) -> gym.spaces.Box:
+        """``Pendulum-v1``'s observation space (its speed limit bounds the moved successors)."""
+        env = make_pendulum_env(max_episode_steps=int(config.task["eval_steps"]))
+        try:
+            return env.observation_space
+        finally:
+            env.close()
 
     def evaluate(self, policy: nn.Module, config: ExperimentConfig, seed: int, episodes: int
                  ) -> list[float]:

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+import gymnasium as gym
 import numpy as np
 import torch
 from torch import nn
@@ -62,6 +63,7 @@ class ExperimentConfig:
     hidden: tuple[int, ...] = (50,)           # policy MLP hidden widths (ReLU)
     sigma_max: float = 1.0                    # NOPG-S: sigma = sigma_max * sigmoid(g)
     normalize_states: bool = False            # the policy sees states standardised by the data
+    env_state_bounds: bool = True             # moved successors: nopg.state_bounds from the env
     restarts: int = 1                         # fits per seed from other initialisations; best J_hat
     restart_updates: int | None = None        # updates per restart before choosing (None: all)
     eval_every: int = 100                     # evaluate in the environment every N updates
@@ -216,13 +218,46 @@ def _fit_with(algo: NOPG, task: Task, evaluator: EvalCallback, tensorboard: Path
             board.close()
 
 
+def environment_state_bounds(task: Task, config: ExperimentConfig, state_dim: int
+                             ) -> list[list[float | None]] | None:
+    """The bounds of the task environment's observation space as ``nopg.state_bounds``, for the
+    models whose successors move (``config.env_state_bounds``, ``nopg.state_bounds`` unset, a
+    task with an ``observation_space(config)`` method or an ``env_fn``, a ``Box`` space of the
+    data's dimension with a finite bound); else ``None``."""
+    if (not config.env_state_bounds or config.nopg.state_bounds is not None
+            or config.nopg.successors == "kernel"):
+        return None
+    if hasattr(task, "observation_space"):
+        space = task.observation_space(config)
+    elif hasattr(task, "env_fn"):
+        env = task.env_fn(config)()
+        try:
+            space = env.observation_space
+        finally:
+            env.close()
+    else:
+        return None
+    if not isinstance(space, gym.spaces.Box) or space.shape != (state_dim,):
+        return None
+    low, high = np.asarray(space.low, float), np.asarray(space.high, float)
+    if not (np.isfinite(low).any() or np.isfinite(high).any()):
+        return None
+    return [[float(b) if np.isfinite(b) else None for b in side] for side in (low, high)]
+
+
 def _fit_once(task: Task, config: ExperimentConfig, data: TransitionDataset, bw: Bandwidths,
               s0: np.ndarray, seed: int, restart: int, log_path: Path, progress: bool,
               n_updates: int, tensorboard: Path | None = None) -> tuple[NOPG, EvalCallback]:
     """A fit from the policy initialisation of ``(seed, restart)``; restart 0 uses ``seed``."""
     torch.manual_seed(seed + 100_003 * restart)  # policy initialisation only
     policy = make_policy(task, config, data)
-    algo = NOPG(policy, dataclasses.replace(config.nopg, seed=seed), stochastic=config.stochastic)
+    nopg_config = dataclasses.replace(config.nopg, seed=seed)
+    bounds = environment_state_bounds(task, config, data.state_dim)
+    if bounds is not None:
+        logger.info("state bounds of the moved successors, from the environment's observation "
+                    "space: low %s, high %s (env_state_bounds=false turns this off)", *bounds)
+        nopg_config = dataclasses.replace(nopg_config, state_bounds=bounds)
+    algo = NOPG(policy, nopg_config, stochastic=config.stochastic)
     evaluator = EvalCallback(
         lambda pol: float(np.mean(task.evaluate(pol, config, seed, config.eval_episodes))),
         every=config.eval_every)
