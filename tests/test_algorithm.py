@@ -366,6 +366,7 @@ def test_checkpoint_callback_rejects_non_positive_every(tmp_path):
     (dict(state_bounds=[[1.0], [0.0]]), "state_bounds"),
     (dict(state_bounds=[[math.nan], [1.0]]), "state_bounds"),
     (dict(state_bounds="speed"), "state_bounds"),
+    (dict(state_bounds=[[True], [2.0]]), "state_bounds"),
 ])
 def test_config_validation(kw, match):
     with pytest.raises(ValueError, match=match):
@@ -376,6 +377,11 @@ def test_config_dict_round_trip():
     c = nopg.NOPGConfig(gamma=0.95, top_k=16, sigma_decay_to=0.1, sigma_decay_updates=100,
                         state_bounds=[[-1, -math.inf], [1, 8]])
     assert c.state_bounds == [[-1.0, None], [1.0, 8.0]]          # infinities stored as None
+    # A gymnasium Box's float32 arrays are taken as they are, stored as plain floats.
+    box = nopg.NOPGConfig(state_bounds=[np.array([-1, -8], np.float32),
+                                        np.array([1, np.inf], np.float32)])
+    assert box.state_bounds == [[-1.0, -8.0], [1.0, None]]
+    assert all(type(b) is float for b in box.state_bounds[0])
     d = json.loads(json.dumps(c.to_dict()))
     assert nopg.NOPGConfig.from_dict(d) == c
     with pytest.raises(ValueError, match="unknown NOPGConfig field"):

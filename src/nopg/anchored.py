@@ -135,7 +135,7 @@ class AnchoredBellman(LocalLinearBellman):
                                      "or the local-linear fits diverge")
         if anchors.shape[0] != self.anchors.shape[0]:      # the systems change size
             self._anchor_groups = None
-        moved = anchors.shape != self.anchors.shape or not torch.equal(anchors, self.anchors)
+        moved = not torch.equal(anchors, self.anchors)    # False for another shape too
         self.anchors = anchors
         if moved:
             # The anchors' rows and columns are new states: a preconditioner built for the old

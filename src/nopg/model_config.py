@@ -34,6 +34,7 @@ from .validation import (
     check_positive_float,
     check_positive_int,
     fail,
+    is_float,
     is_int,
 )
 
@@ -301,8 +302,7 @@ def check_state_bounds(bounds: Any, owner: str | None = None) -> None:
         fail("state_bounds", what, bounds, owner)
     for lo, hi in zip(low, high):
         for b in (lo, hi):
-            if b is not None and (isinstance(b, bool) or not isinstance(b, (int, float))
-                                  or math.isnan(float(b))):
+            if b is not None and (not is_float(b) or math.isnan(float(b))):
                 fail("state_bounds", what, bounds, owner)
         if lo is not None and hi is not None and not float(lo) < float(hi):
             fail("state_bounds", what, bounds, owner)

@@ -222,21 +222,13 @@ def environment_state_bounds(task: Task, config: ExperimentConfig, state_dim: in
                              ) -> list[list[float | None]] | None:
     """The bounds of the task environment's observation space as ``nopg.state_bounds``, for the
     models whose successors move (``config.env_state_bounds``, ``nopg.state_bounds`` unset, a
-    task with an ``observation_space(config)`` method or an ``env_fn``, a ``Box`` space of the
-    data's dimension with a finite bound); else ``None``."""
+    task with an ``observation_space(config)`` method, as every ``EnvironmentTask`` has, a
+    ``Box`` space of the data's dimension with a finite bound); else ``None``."""
+    space_of = getattr(task, "observation_space", None)
     if (not config.env_state_bounds or config.nopg.state_bounds is not None
-            or config.nopg.successors == "kernel"):
+            or config.nopg.successors == "kernel" or space_of is None):
         return None
-    if hasattr(task, "observation_space"):
-        space = task.observation_space(config)
-    elif hasattr(task, "env_fn"):
-        env = task.env_fn(config)()
-        try:
-            space = env.observation_space
-        finally:
-            env.close()
-    else:
-        return None
+    space = space_of(config)
     if not isinstance(space, gym.spaces.Box) or space.shape != (state_dim,):
         return None
     low, high = np.asarray(space.low, float), np.asarray(space.high, float)

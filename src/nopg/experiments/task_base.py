@@ -136,6 +136,15 @@ class EnvironmentTask(TaskBase):
         """A function that makes the evaluation environment for ``config``."""
         raise NotImplementedError
 
+    def observation_space(self, config: ExperimentConfig) -> gym.Space:
+        """The evaluation environment's observation space (its bounds become the moved
+        successors' ``state_bounds``: :func:`~nopg.experiments.runner.environment_state_bounds`)."""
+        env = self.env_fn(config)()
+        try:
+            return env.observation_space
+        finally:
+            env.close()
+
     def external_dataset(self, spec: str, label: str, minari_obs_keys: str | None = None,
                          state_layout: str = "") -> TransitionDataset:
         """The local data set ``spec`` (:func:`~nopg.experiments.common.load_external_dataset`),
