@@ -1,6 +1,7 @@
 """End-to-end: the real `nopg` entry point with a tiny budget."""
 
 import json
+import warnings
 
 import numpy as np
 import pytest
@@ -79,6 +80,16 @@ def test_cross_validation_on_grid_data_is_flagged_in_run_log(tmp_path):
     assert main(_tiny(tmp_path, "--bandwidth", "cv", "--n-updates", "1")) == 0
     log = (tmp_path / "run" / "run.log").read_text()
     assert "DuplicatedDataWarning" in log and "selected bandwidths (cv)" in log
+
+
+def test_a_support_warning_reaches_the_run_log_once(tmp_path):
+    # fit logs the warning's text on the nopg logger; the CLI's captured warnings must not
+    # repeat it
+    with warnings.catch_warnings():
+        warnings.simplefilter("default")          # shown, whatever pytest's -W says
+        assert main(_tiny(tmp_path, "--n-updates", "1", "--set", "nopg.support_warning=0.0")) == 0
+    log = (tmp_path / "run" / "run.log").read_text()
+    assert log.count("of the policy's discounted visitation lies where the data are thin") == 1
 
 
 def test_data_inspect_and_convert_between_formats(tmp_path, capsys, monkeypatch):

@@ -153,9 +153,11 @@ def test_pessimistic_value(dataset, dataset_no_terminals):
 
 def test_fit_logs_support_gap_and_warns(dataset, bandwidths, initial_states, det_policy, tmp_path):
     algo = nopg.NOPG(det_policy, nopg.NOPGConfig(gamma=GAMMA, support_warning=0.0))
-    with pytest.warns(nopg.SupportWarning, match="support gap"):
+    with pytest.warns(nopg.SupportWarning, match="support gap") as record:
         algo.fit(dataset, bandwidths.scaled(0.05, 0.05), initial_states, 2, progress=False,
                  log_path=tmp_path / "log.csv")
+    # the warning names the user's line (this file), not a line inside nopg
+    assert {w.filename for w in record if w.category is nopg.SupportWarning} == {__file__}
     text = (tmp_path / "log.csv").read_text().splitlines()
     assert text[0].split(",")[2] == "support_gap"
     assert all(0.0 <= float(line.split(",")[2]) <= 1.0 for line in text[1:])

@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import math
 import time
-import warnings
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
@@ -48,7 +47,7 @@ from .loggers import (
 )
 from .policies import is_stochastic
 from .search import EvolutionSearch
-from .validation import renamed_attribute, renamed_keyword
+from .validation import renamed_attribute, renamed_keyword, warn_user
 
 logger = logging.getLogger(__name__)
 START_DRAW_STREAM = 0x57A27
@@ -488,7 +487,7 @@ class NOPG:
                         "inside the data.")
         for msg in msgs:
             logger.warning(msg)
-            warnings.warn(msg, SupportWarning, stacklevel=3)
+            warn_user(msg, SupportWarning)
 
     @property
     def support_gap_(self) -> float:

@@ -7,7 +7,6 @@ Dimension indices in messages are 0-based.
 from __future__ import annotations
 
 import logging
-import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -16,7 +15,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from .data import TransitionDataset
-from .validation import renamed_keyword
+from .validation import renamed_keyword, warn_user
 
 __all__ = [
     "ACTION_EFFECT_MAX",
@@ -347,12 +346,11 @@ def cross_validated_bandwidth(
     reference = silverman_bandwidth(cols)  # also rejects constant columns
     grid_like = is_grid_like(cols)
     if np.any(grid_like):
-        warnings.warn(
+        warn_user(
             f"dimension(s) {np.flatnonzero(grid_like).tolist()} lie on a grid or contain many "
             "duplicated values; cross-validation then selects too-small bandwidths. "
             "Prefer the Silverman rule (method='silverman').",
             DuplicatedDataWarning,
-            stacklevel=2,
         )
     if n > max_samples:
         cols = cols[generator.choice(n, size=max_samples, replace=False)]

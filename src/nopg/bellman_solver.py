@@ -54,6 +54,7 @@ from .solvers import (
     solve_bellman_auto,
     solve_dense,
 )
+from .validation import warn_user
 
 logger = logging.getLogger(__name__)
 
@@ -212,7 +213,7 @@ class BellmanSolver:
                                                   low)
             caught = []
         for w in caught:                  # the warnings of the attempt whose result is kept
-            warnings.warn(w.message, stacklevel=2)
+            warn_user(w.message)
         self._count(info_q.iterations, info_mu.iterations)
         if order is not None:
             q, mu = q[order[1]], mu[order[1]]

@@ -24,12 +24,14 @@ import inspect
 import json
 import logging
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from .algorithm import SupportWarning
 from .bandwidth import ACTION_EFFECT_MAX, METHODS, check_max_action_effect
 
 
@@ -586,6 +588,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S")
     logging.captureWarnings(True)  # e.g. SolverWarning also reaches run.log
+    # fit logs its SupportWarning's text on the nopg logger already: captured too, it would
+    # print twice
+    warnings.filterwarnings("ignore", category=SupportWarning)
     try:
         return _dispatch(args)
     except ValueError as err:

@@ -17,7 +17,6 @@ strictly diagonally dominant and invertible (paper, Theorem 1). Two solvers are 
 from __future__ import annotations
 
 import logging
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -29,7 +28,7 @@ import torch
 from pyamg.relaxation.relaxation import gauss_seidel
 
 from .defaults import ILU_DROP_TOL
-from .validation import check_positive_int
+from .validation import check_positive_int, warn_user
 
 logger = logging.getLogger(__name__)
 
@@ -295,13 +294,12 @@ def bicgstab(
                else "its recurrence met tol but the true residual did not (breakdown or drift)")
         base = "tol" if tol >= eps else f"eps of {b.dtype}"
         where = "" if order == 2 else f" ({norm}-norm)"
-        warnings.warn(
+        warn_user(
             f"BiCGSTAB stopped after {it} iterations ({why}) with relative residual{where} "
             f"{stop_residual:.3e} > {ACCEPT_FACTOR:g} x {base} = {bound:.1e} (tol {tol:.1e}; residuals "
             f"up to {ACCEPT_FACTOR:g} x {base} are accepted as rounding drift); raise max_iter or "
             "loosen tol",
             SolverWarning,
-            stacklevel=2,
         )
     return x, SolveInfo("bicgstab", it, residual, converged, norm, stop_residual)
 
@@ -579,10 +577,10 @@ def solve_bellman_auto(
             # At the floor a (near-)constant q has an unbounded relative error, but then the
             # gradient does not depend on it: only a solve that stopped short is reported.
             if info.error_bound > error and not (floor and info.converged):
-                warnings.warn(
+                warn_user(
                     f"BiCGSTAB ({name}) stopped after {info.iterations} iterations with an error "
                     f"bound of {info.error_bound:.2e} > {error:g} (solver_tol='auto'); raise "
-                    "solver_max_iter", SolverWarning, stacklevel=2)
+                    "solver_max_iter", SolverWarning)
     return q, mu, info_q, info_mu
 
 

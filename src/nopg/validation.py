@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import functools
 import math
+import os
+import sys
 import warnings
 from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
@@ -16,6 +18,20 @@ from typing import Any, NoReturn, TypeVar
 import numpy as np
 
 _F = TypeVar("_F", bound=Callable[..., Any])
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def warn_user(message: str | Warning, category: type[Warning] = UserWarning) -> None:
+    """``warnings.warn`` at the first frame outside the ``nopg`` package: the user's line, not
+    the library's (a fixed ``stacklevel`` lands inside nopg when a call passes through a
+    wrapper such as :func:`renamed_keyword` or another nopg function)."""
+    frame, level = sys._getframe(1), 1
+    while frame.f_back is not None and os.path.abspath(frame.f_code.co_filename).startswith(
+            _PACKAGE_DIR + os.sep):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level + 1)
 
 
 def fail(name: str, requirement: str, value: Any, owner: str | None = None) -> NoReturn:
