@@ -8,9 +8,9 @@ int, 'auto' or None. Got 0 instead." (``owner`` names the class; without it the 
 from __future__ import annotations
 
 import functools
+import inspect
 import math
 import os
-import sys
 import warnings
 from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
@@ -27,7 +27,7 @@ def warn_user(message: str | Warning, category: type[Warning] = UserWarning) -> 
     """``warnings.warn`` at the first frame outside the ``nopg`` package: the user's line, not
     the library's (a fixed ``stacklevel`` lands inside nopg when a call passes through a
     wrapper such as :func:`renamed_keyword` or another nopg function)."""
-    frame, level = sys._getframe(1), 1
+    frame, level = inspect.currentframe().f_back, 1  # type: ignore[union-attr]
     while frame.f_back is not None and os.path.abspath(frame.f_code.co_filename).startswith(
             _PACKAGE_DIR + os.sep):
         frame, level = frame.f_back, level + 1
