@@ -52,6 +52,7 @@ from torch import nn
 
 from .bandwidth import Bandwidths
 from .bellman import BellmanSolution, as_states
+from .circles import project_to_circles
 from .data import TransitionDataset
 from .defaults import AGGREGATE_SIZE
 from .kernels import gather_rows
@@ -116,7 +117,8 @@ class AnchoredBellman(LocalLinearBellman):
         for _ in range(self.horizon):
             rows, _, succ, _ = self._neighbour_successors(
                 s, self.policy_actions(policy, s, generator))
-            s = (rows.values[..., None] * succ).sum(1)
+            # the mean of points on a circle lies inside it
+            s = project_to_circles((rows.values[..., None] * succ).sum(1), self.circles)
             out.append(s)
         return torch.stack(out)
 

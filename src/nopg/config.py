@@ -11,6 +11,7 @@ import math
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
+from .circles import plain_circles
 from .model_config import (
     DTYPES,
     MODEL_DEFAULTS,
@@ -170,6 +171,10 @@ class NOPGConfig(TorchPlacement):
         observation space's; the moved successors (``local-linear``, ``anchored``) are clipped to
         them (:class:`~nopg.model_config.ModelConfig`). The experiments fill them from their
         environment's observation space.
+    state_circles : "auto", None or list of [i, k]
+        Pairs of state coordinates on a circle (an angle observed as ``(cos, sin)``), onto which
+        the moved successors are put back after every step (:mod:`nopg.circles`); ``"auto"``
+        (default) finds them in the data.
     start_draws : int or None
         If set, ``J_hat`` is the mean return from this many starts drawn around each initial
         state, ``z + start_draw_scale * h_s * xi`` with ``xi`` standard normal and ``h_s`` the
@@ -266,6 +271,7 @@ class NOPGConfig(TorchPlacement):
     successors: str = MODEL_DEFAULTS["successors"]
     anchor_horizon: int | str = MODEL_DEFAULTS["anchor_horizon"]
     state_bounds: list[list[float | None]] | None = MODEL_DEFAULTS["state_bounds"]
+    state_circles: str | list[list[int]] | None = MODEL_DEFAULTS["state_circles"]
     start_draws: int | None = None
     start_draw_scale: float = 2.0
     support_warning: float = 0.25
@@ -298,6 +304,7 @@ class NOPGConfig(TorchPlacement):
         check_positive_float("start_draw_scale", self.start_draw_scale, _OWNER)
         check_model_settings({name: getattr(self, name) for name in MODEL_FIELDS}, _OWNER)
         object.__setattr__(self, "state_bounds", plain_bounds(self.state_bounds))
+        object.__setattr__(self, "state_circles", plain_circles(self.state_circles))
         self._check_schedules()
         if not is_int(self.seed):
             fail("seed", "an int", self.seed, _OWNER)

@@ -16,6 +16,10 @@ every reward in the data, and ``J_hat`` past ``max(r) / (1 - gamma)``) and the m
 clipped, per dimension, to the box of the data's states and next states widened by
 ``BOX_MARGIN`` (1) box widths on each side, and to the hard limits ``state_bounds`` where the
 configuration gives them (a gymnasium observation space's bounds: the pendulum's speed limit).
+Before the clip, the coordinates of an angle observed as ``(cos, sin)`` are put back on their
+circle (``state_circles``, found in the data by default; :mod:`nopg.circles`): a linear step
+leaves the circle along its tangent and keeps a query's distance from it, so a chain of steps
+drifts inside it, where the fitted gravity of a pendulum is weaker.
 Unclipped, a chain of linear steps (the anchored rollout of :mod:`nopg.anchored`) can grow
 geometrically, to 1e18 on pendulum data past the speed limit. The data's box is widened, not
 tight: a tight box holds a cart that drifts off the data at its edge, where the model then
@@ -58,6 +62,7 @@ The support diagnostics are the kernel model's: the thinness of the data at the 
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import numpy as np
@@ -67,6 +72,7 @@ from torch import nn
 
 from .bandwidth import Bandwidths
 from .bellman import BellmanSolution, NonparametricBellman, as_states
+from .circles import project_to_circles, resolve_circles
 from .data import TransitionDataset
 from .kernels import gather_rows, softmax_log_mass, squared_norm, thinness
 from .model_config import ModelConfig
@@ -74,6 +80,8 @@ from .responsibilities import KernelRows
 from .row_matrices import SparseRows
 
 __all__ = ["LocalLinearBellman", "local_linear_slopes", "FIT_NEIGHBOURS", "INTERP_NEIGHBOURS"]
+
+logger = logging.getLogger(__name__)
 
 FIT_NEIGHBOURS = 32      # data states in each local-linear fit
 INTERP_NEIGHBOURS = 8    # data next states interpolating the value at a moved successor
@@ -123,6 +131,9 @@ class LocalLinearBellman(NonparametricBellman):
     ----------
     slopes : tensor of shape (n, d_s + d_a, d_s + 1)
         :func:`local_linear_slopes` of the data.
+    circles : list of (i, k, r)
+        The state coordinates on a circle of radius ``r`` (``state_circles``,
+        :mod:`nopg.circles`), onto which every moved successor is put back.
     penalty_scale : float
         ``lambda`` of the penalty (0 without ``unsupported="penalty"``).
     """
@@ -164,6 +175,11 @@ class LocalLinearBellman(NonparametricBellman):
                                  f"states have {d.state_dim} dimensions")
             lo, hi = np.fmax(lo, low), np.fmin(hi, high)     # NaN (no bound) keeps the box's
         self.state_box = (self._tensor(lo), self._tensor(hi))
+        self.circles = resolve_circles(self.config.state_circles, seen)
+        if self.circles:
+            logger.info("moved successors are kept on the data's circles (state_circles=%r): %s",
+                        self.config.state_circles,
+                        ", ".join(f"dims ({i}, {k}) radius {r:.4g}" for i, k, r in self.circles))
         self.continuing = self._tensor(1.0 - np.asarray(d.terminals, float))
         self.next_tree = cKDTree(np.asarray(d.next_states, float) / h_s)
         self.n_interp = min(INTERP_NEIGHBOURS, self.n)
@@ -185,9 +201,12 @@ class LocalLinearBellman(NonparametricBellman):
         du = actions - gather_rows(self.actions, idx)
         slopes = gather_rows(self.slopes, idx)                          # (m, c, d, d_s + 1)
         pred = (torch.cat([dx, du], -1)[..., None] * slopes).sum(-2)    # (m, c, d_s + 1)
+        # A linear step leaves the data's circles (an angle's cos and sin) along the tangent
+        # and keeps a query's offset from them: put the successor back (nopg.circles).
+        succ = project_to_circles(gather_rows(self.next_states, idx) + dx + pred[..., :ds],
+                                  self.circles)
         # Likewise a linear successor: the data's state box, widened, bounds it.
-        succ = torch.clamp(gather_rows(self.next_states, idx) + dx + pred[..., :ds],
-                           *self.state_box)
+        succ = torch.clamp(succ, *self.state_box)
         # A linear reward extrapolates without bound; the data's range bounds it (and J_hat).
         reward = (gather_rows(self.data_rewards, idx) + pred[..., ds]).clamp(*self.reward_range)
         return succ, reward

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .circles import check_state_circles, plain_circles
 from .defaults import (
     SPARSE_MIN_N,
     check_auto_count,
@@ -146,6 +147,11 @@ class ModelConfig(TorchPlacement):
         dimension has none), such as a gymnasium observation space's bounds. The moved
         successors (``local-linear``, ``anchored``) are clipped to them as well as to the data's
         widened box (:mod:`nopg.local_linear`); the kernel model does not use them.
+    state_circles : "auto", None or list of [i, k]
+        Pairs of state coordinates that lie on a circle (an angle observed as ``(cos, sin)``).
+        The moved successors (``local-linear``, ``anchored``) and the anchored rollout are put
+        back on each circle after every step (:mod:`nopg.circles`); ``"auto"`` (default) finds
+        the pairs in the data, ``None`` turns this off. The kernel model does not use it.
     dtype : {"float64", "float32"}
         Dtype of the kernel computations (a ``torch.dtype`` is accepted); solves are float64
         (``solver_precision``).
@@ -176,6 +182,7 @@ class ModelConfig(TorchPlacement):
     successors: str = "kernel"
     anchor_horizon: int | str = "auto"
     state_bounds: list[list[float | None]] | None = None
+    state_circles: str | list[list[int]] | None = "auto"
     dtype: str = "float64"
     device: str = "cpu"
 
@@ -186,6 +193,7 @@ class ModelConfig(TorchPlacement):
             object.__setattr__(self, "device", str(self.device))
         check_model_settings({f.name: getattr(self, f.name) for f in fields(self)})
         object.__setattr__(self, "state_bounds", plain_bounds(self.state_bounds))
+        object.__setattr__(self, "state_circles", plain_circles(self.state_circles))
         plain_numbers(self)
 
     def resolved(self, n: int) -> ModelConfig:
@@ -272,6 +280,7 @@ def check_model_settings(values: Mapping[str, Any], owner: str | None = None) ->
                                           or v["anchor_horizon"] < 1):
         fail("anchor_horizon", "a positive int or 'auto'", v["anchor_horizon"], owner)
     check_state_bounds(v["state_bounds"], owner)
+    check_state_circles(v["state_circles"], owner)
     check_choice("dtype", v["dtype"], tuple(DTYPES), owner)
     device = v["device"]
     if not isinstance(device, str) or not (device in ("cpu", "cuda", "auto")
