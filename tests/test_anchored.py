@@ -117,7 +117,7 @@ def test_thinness_is_measured_against_the_data():
     assert float(thin[0]) > 0.99
 
 
-def _fd_fixed_anchors(model, policy, start, anchors, seed, eps=EPS) -> np.ndarray:
+def fd_fixed_anchors(model, policy, start, anchors, seed, eps=EPS) -> np.ndarray:
     def J() -> float:
         with torch.no_grad():
             return model.solution(policy, start, torch.Generator().manual_seed(seed),
@@ -153,7 +153,7 @@ def test_gradient_with_fixed_anchors_matches_finite_differences(
                          anchors=anchors)
     grads = torch.autograd.grad(sol.surrogate(), list(policy.parameters()))
     ad = flat(grads)
-    fd = _fd_fixed_anchors(model, policy, initial_states, anchors, seed)
+    fd = fd_fixed_anchors(model, policy, initial_states, anchors, seed)
     assert np.linalg.norm(ad) > 1e-3
     rel = np.linalg.norm(fd - ad) / np.linalg.norm(ad)
     assert rel <= REL_TOL, f"relative error {rel:.2e}"
