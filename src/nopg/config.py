@@ -11,7 +11,6 @@ import math
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
-from .circles import plain_circles
 from .model_config import (
     DTYPES,
     MODEL_DEFAULTS,
@@ -21,7 +20,7 @@ from .model_config import (
     ModelConfig,
     TorchPlacement,
     check_model_settings,
-    plain_bounds,
+    plain_model_settings,
     plain_numbers,
 )
 from .neighbors import BACKENDS
@@ -303,8 +302,7 @@ class NOPGConfig(TorchPlacement):
         check_positive_int("start_draws", self.start_draws, _OWNER, allow_none=True)
         check_positive_float("start_draw_scale", self.start_draw_scale, _OWNER)
         check_model_settings({name: getattr(self, name) for name in MODEL_FIELDS}, _OWNER)
-        object.__setattr__(self, "state_bounds", plain_bounds(self.state_bounds))
-        object.__setattr__(self, "state_circles", plain_circles(self.state_circles))
+        plain_model_settings(self)
         self._check_schedules()
         if not is_int(self.seed):
             fail("seed", "an int", self.seed, _OWNER)

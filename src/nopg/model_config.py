@@ -192,8 +192,7 @@ class ModelConfig(TorchPlacement):
         if isinstance(self.device, torch.device):
             object.__setattr__(self, "device", str(self.device))
         check_model_settings({f.name: getattr(self, f.name) for f in fields(self)})
-        object.__setattr__(self, "state_bounds", plain_bounds(self.state_bounds))
-        object.__setattr__(self, "state_circles", plain_circles(self.state_circles))
+        plain_model_settings(self)
         plain_numbers(self)
 
     def resolved(self, n: int) -> ModelConfig:
@@ -286,6 +285,13 @@ def check_model_settings(values: Mapping[str, Any], owner: str | None = None) ->
     if not isinstance(device, str) or not (device in ("cpu", "cuda", "auto")
                                            or device.startswith("cuda:")):
         fail("device", "'cpu', 'cuda', 'cuda:<index>' or 'auto'", device, owner)
+
+
+def plain_model_settings(config: Any) -> None:
+    """Store a frozen configuration's ``state_bounds`` and ``state_circles`` in the form that
+    survives JSON (:class:`ModelConfig` and :class:`nopg.NOPGConfig` alike)."""
+    object.__setattr__(config, "state_bounds", plain_bounds(config.state_bounds))
+    object.__setattr__(config, "state_circles", plain_circles(config.state_circles))
 
 
 def plain_bounds(bounds: Any) -> list[list[float | None]] | None:

@@ -42,6 +42,7 @@ from ..bandwidth_plots import plot_bandwidth_report
 from ..bandwidth_report import bandwidth_report
 from ..config import NOPGConfig
 from ..data import TransitionDataset
+from ..model_config import plain_bounds
 from ..plots import plot_learning_curve, plot_learning_curves
 from ..policies import DeterministicMLPPolicy, GaussianMLPPolicy, input_scaling_from_data
 from .common import TaskSettings, check_task_value, suggestion
@@ -234,7 +235,7 @@ def environment_state_bounds(task: Task, config: ExperimentConfig, state_dim: in
     low, high = np.asarray(space.low, float), np.asarray(space.high, float)
     if not (np.isfinite(low).any() or np.isfinite(high).any()):
         return None
-    return [[float(b) if np.isfinite(b) else None for b in side] for side in (low, high)]
+    return plain_bounds([low, high])
 
 
 def _fit_once(task: Task, config: ExperimentConfig, data: TransitionDataset, bw: Bandwidths,
@@ -243,13 +244,7 @@ def _fit_once(task: Task, config: ExperimentConfig, data: TransitionDataset, bw:
     """A fit from the policy initialisation of ``(seed, restart)``; restart 0 uses ``seed``."""
     torch.manual_seed(seed + 100_003 * restart)  # policy initialisation only
     policy = make_policy(task, config, data)
-    nopg_config = dataclasses.replace(config.nopg, seed=seed)
-    bounds = environment_state_bounds(task, config, data.state_dim)
-    if bounds is not None:
-        logger.info("state bounds of the moved successors, from the environment's observation "
-                    "space: low %s, high %s (env_state_bounds=false turns this off)", *bounds)
-        nopg_config = dataclasses.replace(nopg_config, state_bounds=bounds)
-    algo = NOPG(policy, nopg_config, stochastic=config.stochastic)
+    algo = NOPG(policy, dataclasses.replace(config.nopg, seed=seed), stochastic=config.stochastic)
     evaluator = EvalCallback(
         lambda pol: float(np.mean(task.evaluate(pol, config, seed, config.eval_episodes))),
         every=config.eval_every)
@@ -296,6 +291,12 @@ def run_seed(task: Task, config: ExperimentConfig, seed: int, out_dir: Path,
     s0 = task.initial_states(data, config, seed)
     logger.info("seed %d: %r; bandwidths state=%s action=%s", seed, data,
                 np.round(bw.state, 4).tolist(), np.round(bw.action, 4).tolist())
+    bounds = environment_state_bounds(task, config, data.state_dim)   # once for every restart
+    if bounds is not None:
+        logger.info("state bounds of the moved successors, from the environment's observation "
+                    "space: low %s, high %s (env_state_bounds=false turns this off)", *bounds)
+        config = dataclasses.replace(config, nopg=dataclasses.replace(config.nopg,
+                                                                      state_bounds=bounds))
     fit_time = 0.0                    # the fits only (with their periodic evaluations)
     runs = []
     first = config.n_updates if config.restarts == 1 else \
