@@ -21,7 +21,8 @@ unknowns are the values at the ``n + H m`` points:
     v = rho + T v,   rows n..n+Hm-1 of T and rho: the queries at the anchors themselves,
 
 and whether the episode goes on at an anchor is interpolated from the data's next states (the
-same weights as the value's, :meth:`AnchoredBellman.anchor_continuation`). The thinness, the
+same weights as the value's, :meth:`AnchoredBellman.anchor_continuation`); past the
+configuration's ``terminal_bounds`` (a track limit) it ends. The thinness, the
 support gap and the penalty (``unsupported="penalty"``) stay measured against the data's next
 states: an anchor is a point of the model's rollout, not a datum.
 
@@ -124,9 +125,10 @@ class AnchoredBellman(LocalLinearBellman):
 
     def anchor_continuation(self, states: torch.Tensor) -> torch.Tensor:
         """Whether the episode goes on at ``states`` (k, d_s), interpolated from the data's next
-        states (in [0, 1])."""
+        states (in [0, 1]); 0 past ``terminal_bounds``."""
         cols, interp, _ = self.data_interpolation(states)
-        return (interp * gather_rows(self.continuing, cols)).sum(-1)
+        return ((interp * gather_rows(self.continuing, cols)).sum(-1)
+                * self.within_terminal_bounds(states))
 
     def set_anchors(self, anchors: torch.Tensor) -> None:
         """Use ``anchors`` (k, d_s) as the anchors of the next solve and of the queries."""

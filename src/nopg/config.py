@@ -170,6 +170,11 @@ class NOPGConfig(TorchPlacement):
         observation space's; the moved successors (``local-linear``, ``anchored``) are clipped to
         them (:class:`~nopg.model_config.ModelConfig`). The experiments fill them from their
         environment's observation space.
+    terminal_bounds : [low, high] or None
+        Where the episode ends (``None`` where a dimension has none), e.g. a cart's track limit:
+        a moved successor (``local-linear``, ``anchored``) beyond them is terminal
+        (:class:`~nopg.model_config.ModelConfig`). The experiments fill them from their task's
+        known limits (``Task.terminal_bounds``).
     state_circles : "auto", None or list of [i, k]
         Pairs of state coordinates on a circle (an angle observed as ``(cos, sin)``), onto which
         the moved successors are put back after every step (:mod:`nopg.circles`); ``"auto"``
@@ -270,6 +275,7 @@ class NOPGConfig(TorchPlacement):
     successors: str = MODEL_DEFAULTS["successors"]
     anchor_horizon: int | str = MODEL_DEFAULTS["anchor_horizon"]
     state_bounds: list[list[float | None]] | None = MODEL_DEFAULTS["state_bounds"]
+    terminal_bounds: list[list[float | None]] | None = MODEL_DEFAULTS["terminal_bounds"]
     state_circles: str | list[list[int]] | None = MODEL_DEFAULTS["state_circles"]
     start_draws: int | None = None
     start_draw_scale: float = 2.0

@@ -40,6 +40,12 @@ read at the moved successor, like its value, and not taken from the neighbour's 
 neighbour that fell may be moved to where the data go on, and one that went on to where they
 end).
 
+Where the episode ends at limits the data never reach (a cart's track limit, which random data
+near the centre never meet), the configuration's ``terminal_bounds`` say so: a moved successor
+outside them is terminal (its ``M(y_j)`` is dropped, ``c = 0`` for it), and the clipping box
+reaches out to them so that a successor can cross them. The crossing is a piecewise constant
+input of ``T``, like the neighbour sets: it has no gradient of its own.
+
 Row ``l`` of ``T`` is the query at ``s'_l`` (the mean over ``n_mc_next`` states drawn around it
 when those are on); ``eps`` is NOPG's sparsified responsibility (``top_k`` entries), averaged over
 the Monte-Carlo actions of a stochastic policy. Every row of ``T`` is non-negative and sums to
@@ -119,6 +125,16 @@ def local_linear_slopes(states: np.ndarray, actions: np.ndarray, next_states: np
     return coef / scale[None, :, None]
 
 
+def _bound_arrays(bounds: list, name: str, state_dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """``state_bounds``-form limits (checked by :mod:`nopg.model_config`) as two float arrays,
+    NaN where a dimension has none."""
+    low, high = (np.array([np.nan if b is None else b for b in side], float) for side in bounds)
+    if len(low) != state_dim:
+        raise ValueError(f"{name} has {len(low)} entries per side but the data's states have "
+                         f"{state_dim} dimensions")
+    return low, high
+
+
 class LocalLinearBellman(NonparametricBellman):
     """The two-hop model of the module docstring, with :class:`NonparametricBellman`'s interface.
 
@@ -167,12 +183,15 @@ class LocalLinearBellman(NonparametricBellman):
         seen = np.concatenate([np.asarray(d.states, float), np.asarray(d.next_states, float)])
         lo, hi = seen.min(0), seen.max(0)
         lo, hi = lo - BOX_MARGIN * (hi - lo), hi + BOX_MARGIN * (hi - lo)
+        self.terminal_box: tuple[torch.Tensor, torch.Tensor] | None = None
+        if self.config.terminal_bounds is not None:
+            low, high = _bound_arrays(self.config.terminal_bounds, "terminal_bounds", d.state_dim)
+            # the successors must be able to reach the limits to cross them
+            lo, hi = np.fmin(lo, low), np.fmax(hi, high)     # NaN (no bound) keeps the box's
+            self.terminal_box = (self._tensor(np.nan_to_num(low, nan=-np.inf)),
+                                 self._tensor(np.nan_to_num(high, nan=np.inf)))
         if self.config.state_bounds is not None:
-            low, high = (np.array([np.nan if b is None else b for b in side], float)
-                         for side in self.config.state_bounds)
-            if len(low) != d.state_dim:
-                raise ValueError(f"state_bounds has {len(low)} entries per side but the data's "
-                                 f"states have {d.state_dim} dimensions")
+            low, high = _bound_arrays(self.config.state_bounds, "state_bounds", d.state_dim)
             lo, hi = np.fmax(lo, low), np.fmin(hi, high)     # NaN (no bound) keeps the box's
         self.state_box = (self._tensor(lo), self._tensor(hi))
         self.circles = resolve_circles(self.config.state_circles, seen)
@@ -234,8 +253,11 @@ class LocalLinearBellman(NonparametricBellman):
         w = rows.values                                                  # (M, G k), includes 1 / G
         cols, interp, succ_thin = self.interpolation(succ)
         # The episode ends where the moved successor lands: a terminal data next state carries
-        # no value onwards, so its interpolation weight is dropped.
+        # no value onwards, so its interpolation weight is dropped; so does a successor past
+        # the terminal bounds.
         interp = interp * self._continuation(cols)
+        if self.terminal_box is not None:
+            interp = interp * self.within_terminal_bounds(succ)[..., None]
         if self.penalty_scale:
             reward = reward - self.penalty_scale * interp.sum(-1) * succ_thin
         rho = (w * reward).sum(1)
@@ -252,6 +274,15 @@ class LocalLinearBellman(NonparametricBellman):
     def _continuation(self, cols: torch.Tensor) -> torch.Tensor:
         """1 where the interpolation's point ``cols`` goes on, 0 where its episode ended."""
         return gather_rows(self.continuing, cols)
+
+    def within_terminal_bounds(self, states: torch.Tensor) -> torch.Tensor:
+        """1 where ``states`` (..., d_s) lie within ``terminal_bounds`` (limits included), 0
+        past them; all ones without them. Detached (a piecewise constant input of ``T``)."""
+        if self.terminal_box is None:
+            return states.new_ones(states.shape[:-1])
+        low, high = self.terminal_box
+        inside = ((states >= low) & (states <= high)).all(-1)
+        return inside.to(states.dtype).detach()
 
     def interpolation(self, succ: torch.Tensor
                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -147,6 +147,12 @@ class ModelConfig(TorchPlacement):
         dimension has none), such as a gymnasium observation space's bounds. The moved
         successors (``local-linear``, ``anchored``) are clipped to them as well as to the data's
         widened box (:mod:`nopg.local_linear`); the kernel model does not use them.
+    terminal_bounds : [low, high] or None
+        Where the episode ends (``d_s`` floats each, ``None`` where a dimension has none), such
+        as a cart's track limit: a moved successor (``local-linear``, ``anchored``) outside
+        them is terminal, no value flows on from it, and an anchor outside them ends its
+        rollout's episode. The clipping box reaches out to them so that the successors can
+        cross them (:mod:`nopg.local_linear`). The kernel model does not use them.
     state_circles : "auto", None or list of [i, k]
         Pairs of state coordinates that lie on a circle (an angle observed as ``(cos, sin)``).
         The moved successors (``local-linear``, ``anchored``) and the anchored rollout are put
@@ -182,6 +188,7 @@ class ModelConfig(TorchPlacement):
     successors: str = "kernel"
     anchor_horizon: int | str = "auto"
     state_bounds: list[list[float | None]] | None = None
+    terminal_bounds: list[list[float | None]] | None = None
     state_circles: str | list[list[int]] | None = "auto"
     dtype: str = "float64"
     device: str = "cpu"
@@ -279,6 +286,7 @@ def check_model_settings(values: Mapping[str, Any], owner: str | None = None) ->
                                           or v["anchor_horizon"] < 1):
         fail("anchor_horizon", "a positive int or 'auto'", v["anchor_horizon"], owner)
     check_state_bounds(v["state_bounds"], owner)
+    check_state_bounds(v["terminal_bounds"], owner, "terminal_bounds")
     check_state_circles(v["state_circles"], owner)
     check_choice("dtype", v["dtype"], tuple(DTYPES), owner)
     device = v["device"]
@@ -288,39 +296,43 @@ def check_model_settings(values: Mapping[str, Any], owner: str | None = None) ->
 
 
 def plain_model_settings(config: Any) -> None:
-    """Store a frozen configuration's ``state_bounds`` and ``state_circles`` in the form that
-    survives JSON (:class:`ModelConfig` and :class:`nopg.NOPGConfig` alike)."""
+    """Store a frozen configuration's ``state_bounds``, ``terminal_bounds`` and
+    ``state_circles`` in the form that survives JSON (:class:`ModelConfig` and
+    :class:`nopg.NOPGConfig` alike)."""
     object.__setattr__(config, "state_bounds", plain_bounds(config.state_bounds))
+    object.__setattr__(config, "terminal_bounds", plain_bounds(config.terminal_bounds))
     object.__setattr__(config, "state_circles", plain_circles(config.state_circles))
 
 
 def plain_bounds(bounds: Any) -> list[list[float | None]] | None:
-    """``state_bounds`` as two lists of floats (``None`` for an infinite or missing bound), the
-    form that survives JSON."""
+    """``state_bounds`` (or ``terminal_bounds``) as two lists of floats (``None`` for an
+    infinite or missing bound), the form that survives JSON."""
     if bounds is None:
         return None
     return [[None if b is None or math.isinf(float(b)) else float(b) for b in side]
             for side in bounds]
 
 
-def check_state_bounds(bounds: Any, owner: str | None = None) -> None:
-    """``state_bounds``: ``None`` or ``[low, high]``, two sequences of one length of numbers
-    (``None`` or an infinity where there is no bound) with ``low < high``."""
+def check_state_bounds(bounds: Any, owner: str | None = None, name: str = "state_bounds"
+                       ) -> None:
+    """``state_bounds`` (or the setting ``name`` of the same form): ``None`` or ``[low, high]``,
+    two sequences of one length of numbers (``None`` or an infinity where there is no bound) with
+    ``low < high``."""
     if bounds is None:
         return
     what = "None or [low, high]: two equal-length lists of numbers or None, low < high"
     try:
         low, high = (list(side) for side in bounds)
     except (TypeError, ValueError):
-        fail("state_bounds", what, bounds, owner)
+        fail(name, what, bounds, owner)
     if len(low) != len(high) or not low:
-        fail("state_bounds", what, bounds, owner)
+        fail(name, what, bounds, owner)
     for lo, hi in zip(low, high):
         for b in (lo, hi):
             if b is not None and (not is_float(b) or math.isnan(float(b))):
-                fail("state_bounds", what, bounds, owner)
+                fail(name, what, bounds, owner)
         if lo is not None and hi is not None and not float(lo) < float(hi):
-            fail("state_bounds", what, bounds, owner)
+            fail(name, what, bounds, owner)
 
 
 def _check_sparsity(v: Mapping[str, Any], owner: str | None) -> None:

@@ -23,12 +23,15 @@ The random-agent episodes are short (about 18 steps) and never leave ``|x| < 0.0
 data hold no terminal caused by the track limit, and nothing in ``J_hat`` (horizon ~100 steps
 at gamma 0.99) penalises a slow drift of the cart over 200 s. The policy is only ever queried at
 the data's states, so what it does once the cart has left them is the MLP's extrapolation: a
-failed run balances the pole while the cart drifts into the 0.307 m track limit. Measured
+failed run balances the pole while the cart drifts into the 0.307 m track limit. The models
+whose successors move can see that limit: the task gives them the stabilisation region as
+``nopg.terminal_bounds`` (:meth:`CartpoleRandomTask.terminal_bounds`). Measured
 results (per seed, with both bandwidth settings) are in ``docs/bandwidths.md``.
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -116,6 +119,14 @@ class CartpoleRandomTask(TaskBase, name="cartpole-random", state_dim=5, action_d
         out = evaluate_cartpole(policy, episodes, seed, int(t["eval_steps"]),
                                 float(t["theta_limit"]), float(t["x_limit"]))
         return [float(r) for r in out["returns"]]
+
+    def terminal_bounds(self, config: ExperimentConfig) -> list[list[float | None]]:
+        """The stabilisation region in the observation ``(x, sin, cos, x_dot, theta_dot)``:
+        ``|x| <= x_limit`` and ``cos theta >= cos(theta_limit)`` (on the circle, ``|theta| <=
+        theta_limit``), for the moved successors' ``nopg.terminal_bounds``."""
+        x_limit, theta_limit = float(config.task["x_limit"]), float(config.task["theta_limit"])
+        return [[-x_limit, None, math.cos(theta_limit), None, None],
+                [x_limit, None, None, None, None]]
 
     def plot(self, algo: NOPG, data: TransitionDataset, config: ExperimentConfig, out_dir: Path
              ) -> list[Path]:

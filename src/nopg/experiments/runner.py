@@ -65,6 +65,7 @@ class ExperimentConfig:
     sigma_max: float = 1.0                    # NOPG-S: sigma = sigma_max * sigmoid(g)
     normalize_states: bool = False            # the policy sees states standardised by the data
     env_state_bounds: bool = True             # moved successors: nopg.state_bounds from the env
+    env_terminal_bounds: bool = True          # moved successors: nopg.terminal_bounds from the task
     restarts: int = 1                         # fits per seed from other initialisations; best J_hat
     restart_updates: int | None = None        # updates per restart before choosing (None: all)
     eval_every: int = 100                     # evaluate in the environment every N updates
@@ -136,7 +137,10 @@ class Task(Protocol):
     """What an experiment needs to know about its environment and data.
 
     A task may set ``evaluates = False`` (no environment to roll out in): its ``evaluate`` then
-    returns ``[]``, no periodic evaluation runs and the returns are recorded as ``None``.
+    returns ``[]``, no periodic evaluation runs and the returns are recorded as ``None``. A task
+    that knows where its episodes end beyond what its data show (a cart's track limit) may define
+    ``terminal_bounds(config)``, the moved successors' ``nopg.terminal_bounds``
+    (:func:`task_terminal_bounds`).
     :mod:`nopg.experiments.task_base` holds what tasks share (``task_config``,
     ``EnvironmentTask``); a task's ``default_config().task`` is its typed settings.
     """
@@ -238,6 +242,26 @@ def environment_state_bounds(task: Task, config: ExperimentConfig, state_dim: in
     return plain_bounds([low, high])
 
 
+def task_terminal_bounds(task: Task, config: ExperimentConfig, state_dim: int
+                         ) -> list[list[float | None]] | None:
+    """Where the task's episodes end, as ``nopg.terminal_bounds`` for the models whose
+    successors move (``config.env_terminal_bounds``, ``nopg.terminal_bounds`` unset, a task with
+    a ``terminal_bounds(config)`` method that returns limits, as cart-pole's track limit);
+    else ``None``."""
+    bounds_of = getattr(task, "terminal_bounds", None)
+    if (not config.env_terminal_bounds or config.nopg.terminal_bounds is not None
+            or config.nopg.successors == "kernel" or bounds_of is None):
+        return None
+    bounds = bounds_of(config)
+    if bounds is None:
+        return None
+    bounds = plain_bounds(bounds)
+    if len(bounds[0]) != state_dim:
+        raise ValueError(f"task {task.name!r} gives terminal bounds of {len(bounds[0])} "
+                         f"dimensions for states of {state_dim}")
+    return bounds
+
+
 def _fit_once(task: Task, config: ExperimentConfig, data: TransitionDataset, bw: Bandwidths,
               s0: np.ndarray, seed: int, restart: int, log_path: Path, progress: bool,
               n_updates: int, tensorboard: Path | None = None) -> tuple[NOPG, EvalCallback]:
@@ -297,6 +321,12 @@ def run_seed(task: Task, config: ExperimentConfig, seed: int, out_dir: Path,
                     "space: low %s, high %s (env_state_bounds=false turns this off)", *bounds)
         config = dataclasses.replace(config, nopg=dataclasses.replace(config.nopg,
                                                                       state_bounds=bounds))
+    ends = task_terminal_bounds(task, config, data.state_dim)
+    if ends is not None:
+        logger.info("terminal bounds of the moved successors, from the task's limits: low %s, "
+                    "high %s (env_terminal_bounds=false turns this off)", *ends)
+        config = dataclasses.replace(config, nopg=dataclasses.replace(config.nopg,
+                                                                      terminal_bounds=ends))
     fit_time = 0.0                    # the fits only (with their periodic evaluations)
     runs = []
     first = config.n_updates if config.restarts == 1 else \

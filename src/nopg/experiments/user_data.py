@@ -63,13 +63,15 @@ from .user_data_pendulum import (
 
 logger = logging.getLogger("nopg.experiments")
 
-__all__ = ["INVERTED_PENDULUM_ENV_ID", "USER_DATA_TASKS", "InvertedPendulumRandomSettings",
+__all__ = ["INVERTED_PENDULUM_ENV_ID", "POLE_ANGLE_LIMIT", "USER_DATA_TASKS", "InvertedPendulumRandomSettings",
            "InvertedPendulumRandomTask", "MountainCarUniformSettings", "MountainCarUniformTask",
            "PendulumControllerTask", "PendulumUniformTask",
            "collect_invertedpendulum_random", "collect_mountaincar_uniform",
            "make_invertedpendulum_env"]
 
 INVERTED_PENDULUM_ENV_ID = "InvertedPendulum-v5"
+POLE_ANGLE_LIMIT = 0.2
+"""``InvertedPendulum-v5`` terminates where ``|angle| > 0.2`` rad (gymnasium's source)."""
 
 
 def _default_config(task: TaskSettings) -> ExperimentConfig:
@@ -213,6 +215,12 @@ class InvertedPendulumRandomTask(EnvironmentTask, name="invertedpendulum-random"
                        ) -> np.ndarray:
         check_count("n_initial_states", config.task["n_initial_states"])
         return super().initial_states(data, config, seed)
+
+    def terminal_bounds(self, config: ExperimentConfig) -> list[list[float | None]]:
+        """``InvertedPendulum-v5`` ends an episode where the pole's angle (observation 1) leaves
+        ``[-0.2, 0.2]`` rad: the moved successors' ``nopg.terminal_bounds``. (The cart's rail,
+        ``[-1, 1]`` m, is a joint limit that stops the cart, not an end.)"""
+        return [[None, -POLE_ANGLE_LIMIT, None, None], [None, POLE_ANGLE_LIMIT, None, None]]
 
     def plot(self, algo: NOPG, data: TransitionDataset, config: ExperimentConfig, out_dir: Path
              ) -> list[Path]:
