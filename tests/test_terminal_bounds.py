@@ -27,7 +27,7 @@ from test_gradient import GAMMA, REL_TOL, flat
 import nopg
 from nopg.bellman import NonparametricBellman
 from nopg.experiments import get_task
-from nopg.experiments.runner import task_terminal_bounds
+from nopg.experiments.runner import task_terminal_bounds, with_task_bounds
 
 A_TRUE = np.array([[1.0, 0.1], [0.0, 1.0]])
 B_TRUE = np.array([[0.0], [0.1]])
@@ -167,6 +167,7 @@ def test_cartpole_gives_its_stabilisation_region_to_the_moved_successors():
     low, high = task_terminal_bounds(task, anchored, 5)
     assert low[1::2] == [None, None] and high[1:] == [None] * 4
     assert (low[0], low[2], high[0]) == pytest.approx((-0.307, math.cos(0.25), 0.307))
+    assert with_task_bounds(task, anchored, 5).nopg.terminal_bounds == [low, high]   # as run
     assert task_terminal_bounds(task, config, 5) is None                 # the kernel model
     assert task_terminal_bounds(task, anchored.replace(env_terminal_bounds=False), 5) is None
     own = anchored.replace(**{"nopg.terminal_bounds": [[-1, None, None, None, None],

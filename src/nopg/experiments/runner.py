@@ -262,6 +262,23 @@ def task_terminal_bounds(task: Task, config: ExperimentConfig, state_dim: int
     return bounds
 
 
+def with_task_bounds(task: Task, config: ExperimentConfig, state_dim: int) -> ExperimentConfig:
+    """``config`` with the moved successors' ``state_bounds`` and ``terminal_bounds`` filled
+    from the environment and the task (:func:`environment_state_bounds`,
+    :func:`task_terminal_bounds`), each logged."""
+    found = {"state_bounds": (environment_state_bounds(task, config, state_dim),
+                              "the environment's observation space", "env_state_bounds"),
+             "terminal_bounds": (task_terminal_bounds(task, config, state_dim),
+                                 "the task's limits", "env_terminal_bounds")}
+    for name, (bounds, source, switch) in found.items():
+        if bounds is not None:
+            logger.info("%s of the moved successors, from %s: low %s, high %s (%s=false turns "
+                        "this off)", name.replace("_", " "), source, *bounds, switch)
+            config = dataclasses.replace(config, nopg=dataclasses.replace(config.nopg,
+                                                                          **{name: bounds}))
+    return config
+
+
 def _fit_once(task: Task, config: ExperimentConfig, data: TransitionDataset, bw: Bandwidths,
               s0: np.ndarray, seed: int, restart: int, log_path: Path, progress: bool,
               n_updates: int, tensorboard: Path | None = None) -> tuple[NOPG, EvalCallback]:
@@ -315,18 +332,7 @@ def run_seed(task: Task, config: ExperimentConfig, seed: int, out_dir: Path,
     s0 = task.initial_states(data, config, seed)
     logger.info("seed %d: %r; bandwidths state=%s action=%s", seed, data,
                 np.round(bw.state, 4).tolist(), np.round(bw.action, 4).tolist())
-    bounds = environment_state_bounds(task, config, data.state_dim)   # once for every restart
-    if bounds is not None:
-        logger.info("state bounds of the moved successors, from the environment's observation "
-                    "space: low %s, high %s (env_state_bounds=false turns this off)", *bounds)
-        config = dataclasses.replace(config, nopg=dataclasses.replace(config.nopg,
-                                                                      state_bounds=bounds))
-    ends = task_terminal_bounds(task, config, data.state_dim)
-    if ends is not None:
-        logger.info("terminal bounds of the moved successors, from the task's limits: low %s, "
-                    "high %s (env_terminal_bounds=false turns this off)", *ends)
-        config = dataclasses.replace(config, nopg=dataclasses.replace(config.nopg,
-                                                                      terminal_bounds=ends))
+    config = with_task_bounds(task, config, data.state_dim)      # once for every restart
     fit_time = 0.0                    # the fits only (with their periodic evaluations)
     runs = []
     first = config.n_updates if config.restarts == 1 else \

@@ -63,8 +63,9 @@ from .user_data_pendulum import (
 
 logger = logging.getLogger("nopg.experiments")
 
-__all__ = ["INVERTED_PENDULUM_ENV_ID", "POLE_ANGLE_LIMIT", "USER_DATA_TASKS", "InvertedPendulumRandomSettings",
-           "InvertedPendulumRandomTask", "MountainCarUniformSettings", "MountainCarUniformTask",
+__all__ = ["INVERTED_PENDULUM_ENV_ID", "POLE_ANGLE_LIMIT", "USER_DATA_TASKS",
+           "InvertedPendulumRandomSettings", "InvertedPendulumRandomTask",
+           "MountainCarUniformSettings", "MountainCarUniformTask",
            "PendulumControllerTask", "PendulumUniformTask",
            "collect_invertedpendulum_random", "collect_mountaincar_uniform",
            "make_invertedpendulum_env"]
