@@ -124,7 +124,8 @@ def test_csv_log_one_row_per_update(tmp_path, target_data, target_bw):
     np.testing.assert_array_equal([float(r["J_hat"]) for r in rows],
                                   [h["J_hat"] for h in algo.history_])
     not_applicable = {"eval_return", "behaviour_loss", "behaviour_kept", "behaviour_ess",
-                      "evaluations", "search_sigma", "search_restarts"}   # optimizer="cma-es"
+                      "evaluations", "search_sigma", "search_restarts",
+                      "search_alive"}   # optimizer="cma-es"
     for r in rows:
         for col in LOG_COLUMNS:          # no behaviour term on exploration data: empty cells
             if col in not_applicable:

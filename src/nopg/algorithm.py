@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from .allocator import reuse_freed_memory
+from .anchored import AnchoredBellman
 from .bandwidth import Bandwidths
 from .behaviour import (
     WEIGHT_LOG_MAX,
@@ -295,9 +296,9 @@ class NOPG:
         start = time.perf_counter()
         sigma_scale = self._apply_sigma_scale()
         search = self.optimizer
-        best: list[tuple[float, BellmanSolution, float]] = []   # this step's best candidate
+        best: list[tuple[tuple[float, float], BellmanSolution, float]] = []   # this step's best
 
-        def fitness() -> float:
+        def fitness() -> float | tuple[float, float]:
             gen = torch.Generator().manual_seed(self.config.seed)
             warm = None if self._incumbent is None else (self._incumbent[0].q,
                                                          self._incumbent[0].mu)
@@ -309,14 +310,14 @@ class NOPG:
                     if self._search_scale is None:
                         self._search_scale = max(abs(sol.J), 1e-12)
                     value = sol.J / self._search_scale - self.behaviour_weight_ * behaviour
-            rank = value if math.isfinite(value) else -math.inf     # as the search ranks it
-            if not best or rank > best[0][0]:
-                best[:] = [(rank, sol, behaviour)]
-            return value
+            key = (self._search_alive(), value if math.isfinite(value) else -math.inf)
+            if not best or key > best[0][0]:                # as the search ranks it
+                best[:] = [(key, sol, behaviour)]
+            return key
 
         report = search.step(fitness)
-        value, sol, behaviour = best[0]
-        if value >= search.best_fitness:       # the incumbent is this step's
+        key, sol, behaviour = best[0]
+        if key >= (search.best_alive, search.best_fitness):   # the incumbent is this step's
             self._incumbent = (sol, behaviour)
         assert self._incumbent is not None
         sol, behaviour = self._incumbent
@@ -331,6 +332,18 @@ class NOPG:
             logger.info("update %d: CMA-ES met %s", self.update_, ", ".join(stop))
         return metrics
 
+    def _search_alive(self) -> float:
+        """``search_horizon``: the share of the loaded policy's model episodes (from the initial
+        states) that last ``search_horizon`` steps, each counted by the share it lasts; 1 without
+        the setting."""
+        if self.config.search_horizon is None:
+            return 1.0
+        assert isinstance(self.model_, AnchoredBellman)
+        horizon = self.config.search_horizon
+        lengths = self.model_.episode_lengths(self.policy, self.starts_, horizon,
+                                              torch.Generator().manual_seed(self.config.seed))
+        return float(np.mean(np.minimum(lengths, horizon))) / horizon
+
     def _metrics(self, sol: BellmanSolution, start: float, sigma_scale: float, grad_norm: float,
                  behaviour: float, kept: float, ess: float) -> dict[str, Any]:
         """One update's metrics (:data:`~nopg.loggers.LOG_COLUMNS`) from its solution."""
@@ -342,7 +355,7 @@ class NOPG:
             "refined_rows": sol.refined_rows, "update_time_s": time.perf_counter() - start,
             "sigma_scale": sigma_scale, "behaviour_loss": behaviour, "behaviour_kept": kept,
             "behaviour_ess": ess, "evaluations": float("nan"), "search_sigma": float("nan"),
-            "search_restarts": float("nan"),
+            "search_restarts": float("nan"), "search_alive": float("nan"),
         }
         if not math.isfinite(sol.J):
             raise FloatingPointError(f"J_hat became {sol.J} at update {self.update_}")

@@ -116,12 +116,46 @@ class AnchoredBellman(LocalLinearBellman):
         s = self._tensor(as_states(initial_states, self.data.state_dim, "initial_states"))
         out = []
         for _ in range(self.horizon):
-            rows, _, succ, _ = self._neighbour_successors(
-                s, self.policy_actions(policy, s, generator))
-            # the mean of points on a circle lies inside it
-            s = project_to_circles((rows.values[..., None] * succ).sum(1), self.circles)
+            s = self._mean_step(policy, s, generator)
             out.append(s)
         return torch.stack(out)
+
+    def _mean_step(self, policy: nn.Module, s: torch.Tensor, generator: torch.Generator | None
+                   ) -> torch.Tensor:
+        """One step of the mean rollout from states (m, d_s)."""
+        rows, _, succ, _ = self._neighbour_successors(s, self.policy_actions(policy, s, generator))
+        # the mean of points on a circle lies inside it
+        return project_to_circles((rows.values[..., None] * succ).sum(1), self.circles)
+
+    @torch.no_grad()
+    def episode_lengths(self, policy: nn.Module, initial_states: np.ndarray | torch.Tensor,
+                        steps: int, generator: torch.Generator | None = None) -> np.ndarray:
+        """Steps the model's mean rollout lasts from each initial state, up to ``steps``.
+
+        The episode ends on the step whose state has a continuation below 1/2 (interpolated
+        from the data's terminals, 0 past ``terminal_bounds``: :meth:`anchor_continuation`), as
+        a gymnasium episode ends on the step whose next state is terminal; ``steps`` where it
+        lasts. Unlike ``J_hat`` this is not discounted: it sees an end after ``1 / (1 - gamma)``
+        steps.
+
+        Returns
+        -------
+        ndarray of shape (m,), int
+        """
+        steps = int(steps)
+        if steps < 1:
+            raise ValueError(f"steps must be a positive int. Got {steps!r}.")
+        s = self._tensor(as_states(initial_states, self.data.state_dim, "initial_states"))
+        lengths = np.full(len(s), steps)
+        alive = np.arange(len(s))
+        for t in range(1, steps + 1):
+            s = self._mean_step(policy, s, generator)
+            ended = (self.anchor_continuation(s) < 0.5).cpu().numpy()
+            lengths[alive[ended]] = t
+            alive, s = alive[~ended], s[torch.as_tensor(~ended, device=s.device)]
+            if len(alive) == 0:
+                break
+        return lengths
 
     def anchor_continuation(self, states: torch.Tensor) -> torch.Tensor:
         """Whether the episode goes on at ``states`` (k, d_s), interpolated from the data's next

@@ -73,6 +73,14 @@ class NOPGConfig(TorchPlacement):
     search_patience : int or None
         ``optimizer="cma-es"``: updates without a better ``J_hat`` after which the search
         restarts from its start with twice the population (IPOP-CMA-ES); ``None``: never.
+    search_horizon : int or None
+        ``optimizer="cma-es"`` with ``successors="anchored"``: steps the model's episode must
+        last. Each candidate's mean rollout in the model runs this long from every initial state
+        (:meth:`nopg.anchored.AnchoredBellman.episode_lengths`); a candidate whose model episode
+        ends sooner ranks below every one that lasts, the longer-lived first, and those that last
+        rank by ``J_hat``. ``J_hat`` itself discounts an episode that ends after about
+        ``1 / (1 - gamma)`` steps to nothing; set it to the episodes' length that matters (e.g.
+        the evaluation's). ``None`` (default): ``J_hat`` alone.
     top_k : int, "auto" or None
         Entries kept per row of ``P`` (renormalised); ``None`` keeps the dense matrix (refused
         above 20 000 samples; the paper's model). ``10`` is the paper's setting for large data
@@ -254,6 +262,7 @@ class NOPGConfig(TorchPlacement):
     search_sigma: float = 2.0
     search_population: int | None = None
     search_patience: int | None = None
+    search_horizon: int | None = None
     top_k: int | str | None = MODEL_DEFAULTS["top_k"]
     sparse_min_n: int = MODEL_DEFAULTS["sparse_min_n"]
     neighbors: str = MODEL_DEFAULTS["neighbors"]
@@ -305,6 +314,12 @@ class NOPGConfig(TorchPlacement):
                                                    or self.search_population < 2):
             fail("search_population", "an int >= 2 or None", self.search_population, _OWNER)
         check_positive_int("search_patience", self.search_patience, _OWNER, allow_none=True)
+        check_positive_int("search_horizon", self.search_horizon, _OWNER, allow_none=True)
+        if self.search_horizon is not None and (self.optimizer != "cma-es"
+                                                or self.successors != "anchored"):
+            fail("search_horizon", "None unless optimizer='cma-es' and successors='anchored' "
+                 "(it ranks the search's candidates by their model episode)",
+                 self.search_horizon, _OWNER)
         check_positive_int("start_draws", self.start_draws, _OWNER, allow_none=True)
         check_positive_float("start_draw_scale", self.start_draw_scale, _OWNER)
         check_model_settings({name: getattr(self, name) for name in MODEL_FIELDS}, _OWNER)

@@ -35,7 +35,7 @@ LOG_COLUMNS = ("update", "J_hat", "support_gap", "initial_gap", "grad_norm", "so
                "solver_iters_mu",
                "residual_q", "residual_mu", "refined_rows", "update_time_s", "sigma_scale",
                "behaviour_loss", "behaviour_kept", "behaviour_ess", "evaluations", "search_sigma",
-               "search_restarts", "eval_return")
+               "search_restarts", "search_alive", "eval_return")
 """The columns of ``log.csv`` and of a checkpoint's ``history.csv``, in order."""
 
 

@@ -63,6 +63,8 @@ class EvolutionSearch:
     ----------
     best_fitness : float
         The incumbent's fitness (``-inf`` before the first step).
+    best_alive : float
+        The share of the incumbent's episodes that last (1 without ``(alive, value)`` scores).
     evaluations : int
         Fitness evaluations so far.
     restarts : int
@@ -81,6 +83,7 @@ class EvolutionSearch:
         self.best = self._vector()
         self.start = self.best.copy()
         self.best_fitness = -math.inf
+        self.best_alive = 1.0
         self.evaluations = 0
         self.restarts = 0
         self._stalled = 0
@@ -113,40 +116,51 @@ class EvolutionSearch:
         """Candidates per generation."""
         return int(self._es.popsize)
 
-    def step(self, fitness: Callable[[], float]) -> dict[str, float]:
+    def step(self, fitness: Callable[[], float | tuple[float, float]]) -> dict[str, float]:
         """One generation: score ``popsize`` candidates by ``fitness()`` (higher is better,
         called with each candidate loaded into the parameters) and leave the incumbent loaded.
         The first step (and the first after :meth:`rescore`) scores the loaded parameters first.
+
+        ``fitness()`` may return ``(alive, value)``, ``alive`` in [0, 1] (the share of its
+        episodes a candidate keeps alive, ``search_horizon``): candidates then rank by ``alive``
+        first, and those with ``alive = 1`` by ``value`` (a float is ``(1, value)``).
 
         Returns
         -------
         dict
             ``generation_best`` (the best fitness of this generation), ``evaluations`` (so far),
-            ``search_sigma`` (the step size after the generation) and ``search_restarts``.
+            ``search_sigma`` (the step size after the generation), ``search_restarts`` and
+            ``search_alive`` (the incumbent's ``alive``).
         """
         if self.best_fitness == -math.inf:       # the loaded parameters are the first incumbent
-            self.best, self.best_fitness = self._vector(), float(fitness())
+            self.best_alive, self.best_fitness = _key(fitness())
+            self.best = self._vector()
             self.evaluations += 1
         candidates = self._es.ask()
-        scores = []
+        keys = []
         for x in candidates:
             self._load(x)
-            value = float(fitness())
-            scores.append(value if math.isfinite(value) else -math.inf)
+            keys.append(_key(fitness()))
         self.evaluations += len(candidates)
-        # pycma minimises; an infinite score becomes a finite worst one
-        worst = min((s for s in scores if math.isfinite(s)), default=0.0)
-        self._es.tell(candidates, [-(s if math.isfinite(s) else worst - 1.0) for s in scores])
-        i = int(np.argmax(scores))
+        # pycma minimises; an infinite score becomes a finite worst one, and a candidate whose
+        # episodes end ranks below that by how many of them end
+        finite = [v for a, v in keys if math.isfinite(v)]
+        worst = min((v for a, v in keys if a >= 1.0 and math.isfinite(v)), default=min(
+            finite, default=0.0))
+        self._es.tell(candidates, [-(v if a >= 1.0 and math.isfinite(v) else
+                                     worst - 1.0 - (1.0 - a)) for a, v in keys])
+        i = max(range(len(keys)), key=lambda j: keys[j])
         self._stalled += 1
-        if scores[i] > self.best_fitness:
-            self.best, self.best_fitness = np.asarray(candidates[i], float), scores[i]
+        if keys[i] > (self.best_alive, self.best_fitness):
+            self.best = np.asarray(candidates[i], float)
+            self.best_alive, self.best_fitness = keys[i]
             self._stalled = 0
         self._load(self.best)
         if self.patience is not None and self._stalled >= self.patience:
             self._restart()
-        return {"generation_best": scores[i], "evaluations": float(self.evaluations),
-                "search_sigma": self.sigma, "search_restarts": float(self.restarts)}
+        return {"generation_best": keys[i][1], "evaluations": float(self.evaluations),
+                "search_sigma": self.sigma, "search_restarts": float(self.restarts),
+                "search_alive": self.best_alive}
 
     def _restart(self) -> None:
         """IPOP: the starting mean and step size again, twice the population."""
@@ -162,6 +176,7 @@ class EvolutionSearch:
         """Score the incumbent again at the next step (the objective changed, e.g. the model's
         bandwidths); the incumbent must be loaded in the parameters."""
         self.best_fitness = -math.inf
+        self.best_alive = 1.0
 
     def stopped(self) -> dict[str, Any]:
         """pycma's termination conditions that hold (empty while the search goes on)."""
@@ -174,6 +189,7 @@ class EvolutionSearch:
                 "sigma": torch.tensor(self.sigma, dtype=torch.float64),
                 "best": torch.from_numpy(self.best.copy()),
                 "best_fitness": torch.tensor(self.best_fitness, dtype=torch.float64),
+                "best_alive": torch.tensor(self.best_alive, dtype=torch.float64),
                 "evaluations": torch.tensor(self.evaluations),
                 "restarts": torch.tensor(self.restarts),
                 "population": torch.tensor(self.population),
@@ -187,6 +203,7 @@ class EvolutionSearch:
                              f"{self.best.size}")
         self.best = state["best"].double().cpu().numpy()
         self.best_fitness = float(state["best_fitness"])
+        self.best_alive = float(state.get("best_alive", 1.0))
         self.evaluations = int(state["evaluations"])
         if "restarts" in state:
             self.restarts, self.popsize = int(state["restarts"]), int(state["population"])
@@ -194,3 +211,10 @@ class EvolutionSearch:
         self._es = self._strategy(mean, float(state["sigma"]))
         logger.info("CMA-ES restarted from the checkpoint's mean, step size %.3g (the "
                     "covariance is not saved)", float(state["sigma"]))
+
+
+def _key(score: float | tuple[float, float]) -> tuple[float, float]:
+    """``(alive, value)`` of a fitness, a non-finite value as ``-inf``."""
+    alive, value = (1.0, score) if not isinstance(score, tuple) else score
+    value = float(value)
+    return float(alive), (value if math.isfinite(value) else -math.inf)

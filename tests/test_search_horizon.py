@@ -1,0 +1,115 @@
+"""``search_horizon``: the model's episode length ranks CMA-ES candidates before ``J_hat``.
+
+- ``AnchoredBellman.episode_lengths`` on exact (linear) dynamics is the true step at which a
+  policy drives the state past ``terminal_bounds``, and the full horizon for one that stays;
+- the search ranks ``(alive, value)`` scores lexicographically: on a quadratic whose maximum lies
+  where the candidates' episodes end, it converges to the best point that keeps them alive, and
+  a candidate that keeps fewer episodes alive never replaces the incumbent, whatever its value;
+- a fit with ``search_horizon`` logs the incumbent's ``search_alive``, never lowers
+  ``(search_alive, J_hat)``, and bad settings are refused.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from test_anchored import START, _linear_data
+
+import nopg
+from nopg.bellman import NonparametricBellman
+from nopg.search import EvolutionSearch
+
+A_TRUE = np.array([[1.0, 0.1], [0.0, 1.0]])
+B_TRUE = np.array([[0.0], [0.1]])
+
+
+def _pushing(force: float) -> nopg.LinearPolicy:
+    policy = nopg.LinearPolicy(2, 1).double()
+    with torch.no_grad():
+        policy.linear.weight.zero_()
+        policy.linear.bias.fill_(force)
+    return policy
+
+
+def _true_length(start: np.ndarray, force: float, high: float, steps: int) -> int:
+    s = start.copy()
+    for t in range(1, steps + 1):
+        s = A_TRUE @ s + B_TRUE[:, 0] * force
+        if s[0] > high:
+            return t
+    return steps
+
+
+def test_episode_lengths_are_the_true_steps_to_the_bounds():
+    bw = nopg.Bandwidths(state=[0.15, 0.15], action=[0.3])
+    model = NonparametricBellman(_linear_data(), bw, 0.9, successors="anchored", top_k=8,
+                                 neighbors="knn", terminal_bounds=[[None, None], [1.0, None]])
+    lengths = model.episode_lengths(_pushing(0.5), START, 60)
+    truth = [_true_length(s, 0.5, 1.0, 60) for s in START]
+    assert list(lengths) == truth and max(truth) < 60
+    # without a push the first start stays, the second coasts past the bound at 0.03 per step
+    assert list(model.episode_lengths(_pushing(0.0), START, 60)) == [60, 50]
+    assert [_true_length(s, 0.0, 1.0, 60) for s in START] == [60, 50]
+    with pytest.raises(ValueError, match="steps"):
+        model.episode_lengths(_pushing(0.0), START, 0)
+
+
+def _quadratic(search: EvolutionSearch, x: torch.Tensor):
+    """Maximise ``-|x - (2, 1)|^2``; candidates with ``x_0 > 1`` keep fewer episodes alive."""
+    def fitness():
+        v = x.detach().numpy()
+        alive = 1.0 if v[0] <= 1.0 else max(0.0, 1.0 - 0.5 * (v[0] - 1.0))
+        return alive, -float(((v - np.array([2.0, 1.0])) ** 2).sum())
+    return fitness
+
+
+def test_the_search_keeps_the_episodes_alive_first():
+    x = torch.zeros(2, dtype=torch.float64, requires_grad=True)
+    search = EvolutionSearch([x], 0.5, seed=0)
+    for _ in range(60):
+        search.step(_quadratic(search, x))
+    assert search.best_alive == 1.0
+    np.testing.assert_allclose(x.detach().numpy(), [1.0, 1.0], atol=0.05)
+    assert search.best_fitness == pytest.approx(-1.0, abs=0.1)
+
+
+def test_a_candidate_with_fewer_episodes_alive_never_replaces_the_incumbent():
+    x = torch.zeros(1, dtype=torch.float64, requires_grad=True)
+    search = EvolutionSearch([x], 0.5, seed=1)
+    scores = iter([(1.0, -5.0)] + [(0.9, 100.0 + k) for k in range(200)])
+    report = search.step(lambda: next(scores))
+    assert (search.best_alive, search.best_fitness) == (1.0, -5.0)
+    assert report["search_alive"] == 1.0 and report["generation_best"] > 100.0
+    torch.testing.assert_close(x.detach(), torch.zeros(1, dtype=torch.float64))
+    plain = EvolutionSearch([x], 0.5, seed=1)
+    plain.step(lambda: -1.0)                    # a float is (1, value)
+    assert plain.best_alive == 1.0 and plain.best_fitness == -1.0
+
+
+def test_a_fit_with_search_horizon(dataset, bandwidths, initial_states):
+    policy = nopg.LinearPolicy(2, 1).double()
+    config = nopg.NOPGConfig(gamma=0.9, optimizer="cma-es", search_sigma=0.3, top_k=6,
+                             neighbors="knn", n_mc_next=None, behaviour_weight=0.0, seed=2,
+                             successors="anchored", anchor_horizon=5, search_horizon=30,
+                             terminal_bounds=[[None, None], [0.5, None]])
+    algo = nopg.NOPG(policy, config).fit(dataset, bandwidths, initial_states, 4, progress=False)
+    keys = [(m["search_alive"], m["J_hat"]) for m in algo.history_]
+    assert all(0.0 <= a <= 1.0 for a, _ in keys)
+    assert all(later >= earlier for earlier, later in zip(keys, keys[1:]))
+    lengths = algo.model_.episode_lengths(algo.policy, initial_states, 30,
+                                          torch.Generator().manual_seed(2))
+    assert math.isclose(keys[-1][0], float(np.mean(lengths)) / 30)
+
+
+@pytest.mark.parametrize("changes", [
+    {"search_horizon": 0},
+    {"search_horizon": 100, "optimizer": "adam"},
+    {"search_horizon": 100, "successors": "local-linear", "top_k": 10},
+])
+def test_bad_search_horizon(changes):
+    settings = {"optimizer": "cma-es", "successors": "anchored", "top_k": 10, **changes}
+    with pytest.raises(ValueError, match="search_horizon"):
+        nopg.NOPGConfig(**settings)
