@@ -74,10 +74,16 @@ def torch_policy_fn(policy: nn.Module):
 def evaluate_cartpole(policy: nn.Module, episodes: int, seed: int, n_steps: int = EVAL_STEPS,
                       theta_limit: float = STABILIZATION_THETA, x_limit: float = X_LIMIT
                       ) -> dict[str, np.ndarray]:
-    """Returns of ``episodes`` vectorised episodes from reset states drawn with ``seed``."""
-    rng = np.random.default_rng([seed, _EVAL_STREAM])
-    s0 = sample_initial_states(rng, episodes, INIT_THETA_MAX)
-    return simulate_cartpole(torch_policy_fn(policy), s0, n_steps, theta_limit, x_limit)
+    """Returns of ``episodes`` vectorised episodes from reset states drawn with ``seed``
+    (:func:`evaluation_starts`)."""
+    return simulate_cartpole(torch_policy_fn(policy), evaluation_starts(seed, episodes), n_steps,
+                             theta_limit, x_limit)
+
+
+def evaluation_starts(seed: int, episodes: int) -> np.ndarray:
+    """The evaluation's ``episodes`` reset states (x, theta, x_dot, theta_dot) for ``seed``."""
+    return sample_initial_states(np.random.default_rng([seed, _EVAL_STREAM]), episodes,
+                                 INIT_THETA_MAX)
 
 
 @task_settings
