@@ -16,22 +16,12 @@ import math
 import numpy as np
 import pytest
 import torch
-from test_anchored import START, _linear_data
+from test_anchored import A_TRUE, B_TRUE, START, _linear_data
+from test_terminal_bounds import _pushing
 
 import nopg
 from nopg.bellman import NonparametricBellman
 from nopg.search import EvolutionSearch
-
-A_TRUE = np.array([[1.0, 0.1], [0.0, 1.0]])
-B_TRUE = np.array([[0.0], [0.1]])
-
-
-def _pushing(force: float) -> nopg.LinearPolicy:
-    policy = nopg.LinearPolicy(2, 1).double()
-    with torch.no_grad():
-        policy.linear.weight.zero_()
-        policy.linear.bias.fill_(force)
-    return policy
 
 
 def _true_length(start: np.ndarray, force: float, high: float, steps: int) -> int:

@@ -21,7 +21,7 @@ from dataclasses import asdict
 import numpy as np
 import pytest
 import torch
-from test_anchored import START, _linear_data, fd_fixed_anchors
+from test_anchored import A_TRUE, B_TRUE, START, _linear_data, fd_fixed_anchors
 from test_gradient import GAMMA, REL_TOL, flat
 
 import nopg
@@ -29,8 +29,6 @@ from nopg.bellman import NonparametricBellman
 from nopg.experiments import get_task
 from nopg.experiments.runner import task_terminal_bounds, with_task_bounds
 
-A_TRUE = np.array([[1.0, 0.1], [0.0, 1.0]])
-B_TRUE = np.array([[0.0], [0.1]])
 BW = nopg.Bandwidths(state=[0.15, 0.15], action=[0.3])
 
 
