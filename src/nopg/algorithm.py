@@ -47,7 +47,7 @@ from .loggers import (
     show_progress,
 )
 from .policies import is_stochastic
-from .search import EvolutionSearch
+from .search import EvolutionSearch, fitness_key
 from .validation import renamed_attribute, renamed_keyword, warn_user
 
 logger = logging.getLogger(__name__)
@@ -310,7 +310,7 @@ class NOPG:
                     if self._search_scale is None:
                         self._search_scale = max(abs(sol.J), 1e-12)
                     value = sol.J / self._search_scale - self.behaviour_weight_ * behaviour
-            key = (self._search_alive(), value if math.isfinite(value) else -math.inf)
+            key = fitness_key((self._search_alive(), value))
             if not best or key > best[0][0]:                # as the search ranks it
                 best[:] = [(key, sol, behaviour)]
             return key

@@ -39,7 +39,7 @@ from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["EvolutionSearch"]
+__all__ = ["EvolutionSearch", "fitness_key"]
 
 
 class EvolutionSearch:
@@ -133,14 +133,14 @@ class EvolutionSearch:
             ``search_alive`` (the incumbent's ``alive``).
         """
         if self.best_fitness == -math.inf:       # the loaded parameters are the first incumbent
-            self.best_alive, self.best_fitness = _key(fitness())
+            self.best_alive, self.best_fitness = fitness_key(fitness())
             self.best = self._vector()
             self.evaluations += 1
         candidates = self._es.ask()
         keys = []
         for x in candidates:
             self._load(x)
-            keys.append(_key(fitness()))
+            keys.append(fitness_key(fitness()))
         self.evaluations += len(candidates)
         # pycma minimises; an infinite score becomes a finite worst one, and a candidate whose
         # episodes end ranks below that by how many of them end
@@ -213,8 +213,9 @@ class EvolutionSearch:
                     "covariance is not saved)", float(state["sigma"]))
 
 
-def _key(score: float | tuple[float, float]) -> tuple[float, float]:
-    """``(alive, value)`` of a fitness, a non-finite value as ``-inf``."""
+def fitness_key(score: float | tuple[float, float]) -> tuple[float, float]:
+    """``(alive, value)`` of a fitness, a non-finite value as ``-inf``: the search's ranking
+    (higher tuples are better)."""
     alive, value = (1.0, score) if not isinstance(score, tuple) else score
     value = float(value)
     return float(alive), (value if math.isfinite(value) else -math.inf)
