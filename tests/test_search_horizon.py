@@ -45,6 +45,17 @@ def test_episode_lengths_are_the_true_steps_to_the_bounds():
     assert [_true_length(s, 0.0, 1.0, 60) for s in START] == [60, 50]
     with pytest.raises(ValueError, match="steps"):
         model.episode_lengths(_pushing(0.0), START, 0)
+    # the latest solution's anchors give the first steps: the same lengths, within the anchors'
+    # horizon (40 steps) and past it (the unpushed first start lasts all 60)
+    for force in (0.5, 0.0):
+        with torch.no_grad():
+            model.solution(_pushing(force), START)
+        for steps in (5, model.horizon + 20):
+            assert list(model.episode_lengths(_pushing(force), START, steps,
+                                              from_anchors=True)) == \
+                list(model.episode_lengths(_pushing(force), START, steps))
+    with pytest.raises(ValueError, match="anchors"):
+        model.episode_lengths(_pushing(0.5), START[:1], 10, from_anchors=True)
 
 
 def _quadratic(search: EvolutionSearch, x: torch.Tensor):

@@ -340,8 +340,11 @@ class NOPG:
             return 1.0
         assert isinstance(self.model_, AnchoredBellman)
         horizon = self.config.search_horizon
+        # the solution just scored rolled this policy out from these starts: its anchors are
+        # the first steps
         lengths = self.model_.episode_lengths(self.policy, self.starts_, horizon,
-                                              torch.Generator().manual_seed(self.config.seed))
+                                              torch.Generator().manual_seed(self.config.seed),
+                                              from_anchors=True)
         return float(np.mean(np.minimum(lengths, horizon))) / horizon
 
     def _metrics(self, sol: BellmanSolution, start: float, sigma_scale: float, grad_norm: float,

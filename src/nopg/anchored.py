@@ -129,14 +129,17 @@ class AnchoredBellman(LocalLinearBellman):
 
     @torch.no_grad()
     def episode_lengths(self, policy: nn.Module, initial_states: np.ndarray | torch.Tensor,
-                        steps: int, generator: torch.Generator | None = None) -> np.ndarray:
+                        steps: int, generator: torch.Generator | None = None,
+                        from_anchors: bool = False) -> np.ndarray:
         """Steps the model's mean rollout lasts from each initial state, up to ``steps``.
 
         The episode ends on the step whose state has a continuation below 1/2 (interpolated
         from the data's terminals, 0 past ``terminal_bounds``: :meth:`anchor_continuation`), as
         a gymnasium episode ends on the step whose next state is terminal; ``steps`` where it
         lasts. Unlike ``J_hat`` this is not discounted: it sees an end after ``1 / (1 - gamma)``
-        steps.
+        steps. With ``from_anchors`` the latest solution's anchors, which must be this policy's
+        rollout from these initial states, give the first ``horizon`` steps and their
+        continuations instead of rolling them out again.
 
         Returns
         -------
@@ -148,13 +151,26 @@ class AnchoredBellman(LocalLinearBellman):
         s = self._tensor(as_states(initial_states, self.data.state_dim, "initial_states"))
         lengths = np.full(len(s), steps)
         alive = np.arange(len(s))
-        for t in range(1, steps + 1):
+        done = 0
+        if from_anchors:
+            if self.anchors.shape[0] != self.horizon * len(s):
+                raise ValueError(f"the latest anchors ({self.anchors.shape[0]}) are not a "
+                                 f"{self.horizon}-step rollout of {len(s)} initial states")
+            done = min(steps, self.horizon)
+            going = (self._points_continuing[self.n:].reshape(self.horizon, len(s))[:done]
+                     >= 0.5).cpu().numpy()
+            ended = ~going.all(0)
+            lengths[ended] = np.argmin(going, 0)[ended] + 1
+            alive = alive[~ended]
+            s = self.anchors.reshape(self.horizon, len(s), -1)[done - 1][
+                torch.as_tensor(~ended, device=s.device)]
+        for t in range(done + 1, steps + 1):
+            if len(alive) == 0:
+                break
             s = self._mean_step(policy, s, generator)
             ended = (self.anchor_continuation(s) < 0.5).cpu().numpy()
             lengths[alive[ended]] = t
             alive, s = alive[~ended], s[torch.as_tensor(~ended, device=s.device)]
-            if len(alive) == 0:
-                break
         return lengths
 
     def anchor_continuation(self, states: torch.Tensor) -> torch.Tensor:
