@@ -302,21 +302,24 @@ def test_dense_without_top_k_is_refused_for_large_data():
 
 # ---------------------------------------------------------------- no n x n allocation
 def test_200k_samples_update_within_a_memory_cap():
-    """One full update at n = 200 000 under a 3 GiB address-space cap (an n x n float64 array
-    would need 298 GiB; the dense path dies at once under the cap)."""
+    """One full CPU update at n = 200 000 with 3 GiB of address space beyond what the imports
+    mapped (an n x n float64 array would need 298 GiB; the dense path dies at once under the
+    cap). The cap is set after the imports: a CUDA build of torch maps far more than a CPU one."""
     script = textwrap.dedent("""
         import resource, sys
-        cap = 3 * 2**30
-        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
         import numpy as np, torch
         torch.set_num_threads(1)
         import nopg
+        with open("/proc/self/status") as f:
+            mapped = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize:"))
+        cap = mapped + 3 * 2**30
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
         n = 200_000
         rng = np.random.default_rng(0)
         s = rng.uniform(-1, 1, (n, 3)); a = rng.uniform(-1, 1, (n, 1))
         data = nopg.TransitionDataset(s, a, -(s ** 2).sum(1), np.clip(s + 0.05 * a, -1, 1),
                                       np.zeros(n, bool))
-        cfg = nopg.NOPGConfig(top_k=10, solver_tol=1e-6, neighbors=sys.argv[1])
+        cfg = nopg.NOPGConfig(top_k=10, solver_tol=1e-6, neighbors=sys.argv[1], device="cpu")
         algo = nopg.NOPG(nopg.DeterministicMLPPolicy(3, 1, action_max=1.0), cfg)
         algo.setup(data, nopg.Bandwidths([0.05] * 3, [1.0]), s[:5])
         m = algo.step()
