@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 
 import numpy as np
@@ -21,6 +22,8 @@ from test_terminal_bounds import _pushing
 
 import nopg
 from nopg.bellman import NonparametricBellman
+from nopg.experiments import get_task
+from nopg.experiments.runner import model_episode_report
 from nopg.search import EvolutionSearch
 
 
@@ -114,3 +117,39 @@ def test_bad_search_horizon(changes):
     settings = {"optimizer": "cma-es", "successors": "anchored", "top_k": 10, **changes}
     with pytest.raises(ValueError, match="search_horizon"):
         nopg.NOPGConfig(**settings)
+
+
+def _pushed_fit(force: float, starts: np.ndarray, successors: str = "anchored") -> nopg.NOPG:
+    bw = nopg.Bandwidths(state=[0.15, 0.15], action=[0.3])
+    config = nopg.NOPGConfig(gamma=0.9, successors=successors, top_k=8, neighbors="knn",
+                             n_mc_next=None, behaviour_weight=0.0,
+                             terminal_bounds=[[None, None], [1.0, None]])
+    algo = nopg.NOPG(_pushing(force), config)
+    algo.setup(_linear_data(), bw, starts)
+    return algo
+
+
+def test_the_fits_model_episode_lengths_and_the_runners_report(caplog):
+    """``NOPG.model_episode_lengths`` is the true step to the bound from the fit's initial states;
+    the experiments' report warns where the model's episodes end before the evaluation's."""
+    pushed = _pushed_fit(0.5, START)
+    assert list(pushed.model_episode_lengths(60)) == [_true_length(s, 0.5, 1.0, 60)
+                                                      for s in START]
+    assert list(pushed.model_episode_lengths(60, START[1:])) == [_true_length(START[1], 0.5, 1.0,
+                                                                              60)]
+    config = get_task("cartpole-random").default_config().replace(**{"task.eval_steps": 60})
+    with caplog.at_level(logging.INFO, logger="nopg.experiments"):
+        report = model_episode_report(config, _pushed_fit(0.0, START), seed=3)
+    assert report == {"model_episode_steps_mean": 55.0, "model_episode_steps_min": 50,
+                      "model_episode_steps_of": 60}          # the second start coasts out at 50
+    assert any(r.levelno == logging.WARNING and "end after 55.0 of the evaluation's 60" in
+               r.getMessage() for r in caplog.records)
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="nopg.experiments"):
+        report = model_episode_report(config, _pushed_fit(0.0, START[:1]), seed=3)
+    assert report["model_episode_steps_mean"] == 60.0
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    kernel = _pushed_fit(0.0, START, successors="kernel")
+    assert model_episode_report(config, kernel, seed=3) == {}
+    with pytest.raises(ValueError, match="anchored"):
+        kernel.model_episode_lengths(60)

@@ -533,6 +533,31 @@ class NOPG:
 
     J_ = renamed_attribute("J_", "J_hat", call=True)
 
+    def model_episode_lengths(self, steps: int, initial_states: np.ndarray | None = None
+                              ) -> np.ndarray:
+        """Steps the model's mean rollout of the current policy lasts from each initial state
+        (the fit's by default), up to ``steps``: where the model says the episode ends (past
+        ``terminal_bounds`` or at the data's terminals). Not discounted, so it sees the ends that
+        ``J_hat``'s discount hides: a policy that fails after ``1 / (1 - gamma)`` steps.
+
+        Only for ``successors="anchored"`` (:meth:`nopg.anchored.AnchoredBellman.episode_lengths`;
+        stochastic policies draw their actions with the fit's seed).
+
+        Returns
+        -------
+        ndarray of shape (m,), int
+        """
+        model = self._fitted_model()
+        if not isinstance(model, AnchoredBellman):
+            raise ValueError("model_episode_lengths needs the anchored model's own rollout "
+                             "(NOPGConfig(successors='anchored')); this model's successors are "
+                             f"{self.config.successors!r}")
+        starts = self.initial_states_ if initial_states is None else initial_states
+        self._apply_sigma_scale()
+        with torch.no_grad():
+            return model.episode_lengths(self.policy, starts, steps,
+                                         torch.Generator().manual_seed(self.config.seed))
+
     def _fitted_model(self) -> NonparametricBellman:
         if self.model_ is None:
             raise RuntimeError("call fit() or setup() first")

@@ -37,6 +37,7 @@ import torch
 from torch import nn
 
 from ..algorithm import NOPG, EvalCallback
+from ..anchored import AnchoredBellman
 from ..bandwidth import ACTION_EFFECT_MAX, METHODS, Bandwidths, check_max_action_effect
 from ..bandwidth_plots import plot_bandwidth_report
 from ..bandwidth_report import bandwidth_report
@@ -294,6 +295,28 @@ def _fit_once(task: Task, config: ExperimentConfig, data: TransitionDataset, bw:
     return algo, evaluator
 
 
+def model_episode_report(config: ExperimentConfig, algo: NOPG, seed: int) -> dict[str, Any]:
+    """How long the anchored model's own episodes of the final policy last, from the fit's
+    initial states, up to the evaluation's episode length (the task's ``eval_steps``), logged;
+    a warning where they end sooner on average: the model predicts a failure there that
+    ``J_hat``'s discount may hide. Empty for other models and for tasks without ``eval_steps``."""
+    steps = config.task.get("eval_steps") if isinstance(config.task, Mapping) else None
+    if not isinstance(algo.model_, AnchoredBellman) or not steps:
+        return {}
+    lengths = algo.model_episode_lengths(int(steps))
+    mean, shortest = float(np.mean(lengths)), int(np.min(lengths))
+    if mean < steps:
+        logger.warning("seed %d: the model's own episodes of the final policy end after %.1f of "
+                       "the evaluation's %d steps on average (shortest %d): the model predicts a "
+                       "failure there, which J_hat (discounted, gamma %g) may not show",
+                       seed, mean, steps, shortest, config.nopg.gamma)
+    else:
+        logger.info("seed %d: the model's own episodes of the final policy last the evaluation's "
+                    "%d steps", seed, steps)
+    return {"model_episode_steps_mean": mean, "model_episode_steps_min": shortest,
+            "model_episode_steps_of": int(steps)}
+
+
 def _seed_result(seed: int, data: TransitionDataset, algo: NOPG, returns: list[float],
                  runs: list[dict[str, Any]], bw: Bandwidths, plots: list[Path],
                  timings: dict[str, float]) -> dict[str, Any]:
@@ -370,6 +393,7 @@ def run_seed(task: Task, config: ExperimentConfig, seed: int, out_dir: Path,
     timings = {"bandwidth_time_s": bw_time, "wall_time_s": time.perf_counter() - start,
                "fit_time_s": fit_time}
     result = _seed_result(seed, data, algo, returns, runs, bw, plots, timings)
+    result.update(model_episode_report(config, algo, seed))
     logger.info("seed %d: return %s, J_hat %.4f (support gap %.3f, initial gap %.3f), %.1f s "
                 "(%.2f ms/update)", seed, _format_return(result["return_mean"]), result["J_hat"],
                 result["support_gap"], result["initial_gap"],
