@@ -147,8 +147,47 @@ def test_a_checkpoint_resumes_the_search(tmp_path, dataset, bandwidths, initial_
     ({"search_sigma": float("nan")}, "search_sigma"),
     ({"search_population": 1}, "search_population"),
     ({"search_patience": 0}, "search_patience"),
+    ({"search_restart": "bipop"}, "search_restart"),
     ({"optimizer": "nelder-mead"}, "optimizer"),
 ])
 def test_bad_search_settings(changes, match):
     with pytest.raises(ValueError, match=match):
         nopg.NOPGConfig(**changes)
+
+
+def test_a_fresh_restart_keeps_the_population_and_moves_the_mean():
+    """``restart="fresh"``: after ``patience`` stalled generations the search restarts with the
+    same population from a mean drawn around the start (deterministic for a seed, different
+    per restart), and keeps the incumbent."""
+    policy = _policy()
+    params = list(policy.parameters())
+    start = parameters_to_vector(params).detach().clone()
+
+    def fitness() -> float:
+        return 1.0 if torch.equal(parameters_to_vector(params).detach(), start) else 0.0
+
+    def run() -> tuple[EvolutionSearch, list[np.ndarray]]:
+        with torch.no_grad():
+            for p, v in zip(params, torch.split(start, [p.numel() for p in params])):
+                p.copy_(v.view_as(p))
+        search = EvolutionSearch(params, sigma=0.5, seed=3, patience=2, restart="fresh")
+        means = []
+        for _ in range(6):
+            search.step(fitness)
+            means.append(np.asarray(search._es.mean, float).copy())
+        return search, means
+
+    search, means = run()
+    first = 4 + int(3 * np.log(start.numel()))
+    assert (search.restarts, search.population) == (3, first)
+    assert search.best_fitness == 1.0
+    torch.testing.assert_close(parameters_to_vector(params).detach(), start)
+    # each restart's mean is start + 0.5 z, a fresh draw: far from the start and from the others
+    restarted = [means[1], means[3], means[5]]
+    for m in restarted:
+        assert 0.1 < np.linalg.norm(m - start.numpy()) / np.sqrt(start.numel()) < 2.0
+    assert np.linalg.norm(restarted[0] - restarted[1]) > 0.1
+    again, means_again = run()
+    np.testing.assert_array_equal(np.array(means_again), np.array(means))
+    with pytest.raises(ValueError, match="restart"):
+        EvolutionSearch(params, sigma=0.5, seed=0, restart="bipop")

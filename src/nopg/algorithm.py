@@ -110,7 +110,8 @@ def _make_optimizer(config: NOPGConfig, params: Iterable[torch.Tensor]
                     ) -> torch.optim.Optimizer | EvolutionSearch:
     if config.optimizer == "cma-es":
         return EvolutionSearch(list(params), config.search_sigma, config.seed,
-                               config.search_population, config.search_patience)
+                               config.search_population, config.search_patience,
+                               config.search_restart)
     cls = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "sgd": torch.optim.SGD,
            "rmsprop": torch.optim.RMSprop}[config.optimizer]
     return cls(params, lr=config.learning_rate)

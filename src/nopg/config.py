@@ -24,6 +24,7 @@ from .model_config import (
     plain_numbers,
 )
 from .neighbors import BACKENDS
+from .search import RESTARTS
 from .validation import (
     check_bool,
     check_discount,
@@ -72,7 +73,11 @@ class NOPGConfig(TorchPlacement):
         parameters).
     search_patience : int or None
         ``optimizer="cma-es"``: updates without a better ``J_hat`` after which the search
-        restarts from its start with twice the population (IPOP-CMA-ES); ``None``: never.
+        restarts (``search_restart``); ``None``: never.
+    search_restart : {"ipop", "fresh"}
+        ``"ipop"``: from its start with twice the population (IPOP-CMA-ES; the population grows
+        at every restart, also after the search has converged); ``"fresh"``: the same
+        population from a mean drawn around the start (:mod:`nopg.search`).
     search_horizon : int or None
         ``optimizer="cma-es"`` with ``successors="anchored"``: steps the model's episode must
         last. Each candidate's mean rollout in the model runs this long from every initial state
@@ -262,6 +267,7 @@ class NOPGConfig(TorchPlacement):
     search_sigma: float = 2.0
     search_population: int | None = None
     search_patience: int | None = None
+    search_restart: str = "ipop"
     search_horizon: int | None = None
     top_k: int | str | None = MODEL_DEFAULTS["top_k"]
     sparse_min_n: int = MODEL_DEFAULTS["sparse_min_n"]
@@ -314,6 +320,8 @@ class NOPGConfig(TorchPlacement):
                                                    or self.search_population < 2):
             fail("search_population", "an int >= 2 or None", self.search_population, _OWNER)
         check_positive_int("search_patience", self.search_patience, _OWNER, allow_none=True)
+        if self.search_restart not in RESTARTS:
+            fail("search_restart", f"one of {RESTARTS}", self.search_restart, _OWNER)
         check_positive_int("search_horizon", self.search_horizon, _OWNER, allow_none=True)
         if self.search_horizon is not None and (self.optimizer != "cma-es"
                                                 or self.successors != "anchored"):

@@ -16,8 +16,12 @@ The policy holds the best candidate scored so far (the incumbent) after every up
 fit's ``J_hat`` never decreases and a stopped fit keeps its best policy.
 
 With ``patience``, a search whose incumbent has not improved for that many generations
-restarts from its starting mean and step size with twice the population (IPOP-CMA-ES, Auger and
-Hansen 2005), which trades local refinement for a wider look; the incumbent is kept.
+restarts; the incumbent is kept. ``restart="ipop"`` restarts from its starting mean and step
+size with twice the population (IPOP-CMA-ES, Auger and Hansen 2005), which trades local
+refinement for a wider look; its population grows without bound while the incumbent stays (also
+on a search that has converged). ``restart="fresh"`` keeps the population and restarts from a
+mean drawn around the start, ``start + sigma z`` with ``z ~ N(0, I)`` (seeded by the search's
+seed and the restart's number): a new basin at the same cost per generation.
 
 The search suits policies with few parameters (a linear controller, a small network: pycma's
 full covariance costs ``O(d^2)`` per candidate, and it needs about ``4 + 3 ln d`` candidates per
@@ -39,7 +43,9 @@ from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["EvolutionSearch", "fitness_key"]
+__all__ = ["EvolutionSearch", "RESTARTS", "fitness_key"]
+
+RESTARTS = ("ipop", "fresh")
 
 
 class EvolutionSearch:
@@ -56,8 +62,11 @@ class EvolutionSearch:
     popsize : int or None
         Candidates per generation (``None``: pycma's ``4 + floor(3 ln d)``).
     patience : int or None
-        Generations without a better incumbent after which the search restarts with twice the
-        population (``None``: never).
+        Generations without a better incumbent after which the search restarts (``None``:
+        never).
+    restart : {"ipop", "fresh"}
+        How it restarts: twice the population from the start, or the same population from a
+        mean drawn around the start (module docstring).
 
     Attributes
     ----------
@@ -72,14 +81,17 @@ class EvolutionSearch:
     """
 
     def __init__(self, params: Sequence[torch.Tensor], sigma: float, seed: int,
-                 popsize: int | None = None, patience: int | None = None) -> None:
+                 popsize: int | None = None, patience: int | None = None,
+                 restart: str = "ipop") -> None:
         self.params = [p for p in params if p.requires_grad]
         if not self.params:
             raise ValueError("the policy has no parameters to search over")
         if not (isinstance(sigma, (int, float)) and math.isfinite(sigma) and sigma > 0):
             raise ValueError(f"sigma must be a finite float > 0. Got {sigma!r} instead.")
         self.sigma0, self.seed, self.popsize = float(sigma), int(seed), popsize
-        self.patience = patience
+        if restart not in RESTARTS:
+            raise ValueError(f"restart must be one of {RESTARTS}. Got {restart!r} instead.")
+        self.patience, self.restart = patience, restart
         self.best = self._vector()
         self.start = self.best.copy()
         self.best_fitness = -math.inf
@@ -163,14 +175,21 @@ class EvolutionSearch:
                 "search_alive": self.best_alive}
 
     def _restart(self) -> None:
-        """IPOP: the starting mean and step size again, twice the population."""
-        self.popsize = 2 * self.population
+        """IPOP: the starting mean and step size again, twice the population; fresh: the same
+        population from a mean drawn around the start."""
         self.restarts += 1
         self._stalled = 0
-        self._es = self._strategy(self.start, self.sigma0)
-        logger.info("CMA-ES restart %d after %d generations without improvement: population %d "
-                    "(incumbent %.6g)", self.restarts, self.patience, self.popsize,
-                    self.best_fitness)
+        mean = self.start
+        if self.restart == "ipop":
+            self.popsize = 2 * self.population
+        else:
+            self.popsize = self.population
+            rng = np.random.default_rng([self.seed, self.restarts])
+            mean = self.start + self.sigma0 * rng.standard_normal(self.start.shape)
+        self._es = self._strategy(mean, self.sigma0)
+        logger.info("CMA-ES %s restart %d after %d generations without improvement: population "
+                    "%d (incumbent %.6g)", self.restart, self.restarts, self.patience,
+                    self.popsize, self.best_fitness)
 
     def rescore(self) -> None:
         """Score the incumbent again at the next step (the objective changed, e.g. the model's
