@@ -131,7 +131,7 @@ def _pushed_fit(force: float, starts: np.ndarray, successors: str = "anchored") 
 
 def test_the_fits_model_episode_lengths_and_the_runners_report(caplog):
     """``NOPG.model_episode_lengths`` is the true step to the bound from the fit's initial states;
-    the experiments' report warns where the model's episodes end before the evaluation's."""
+    the experiments' report logs them and warns where they end before half the evaluation's."""
     pushed = _pushed_fit(0.5, START)
     assert list(pushed.model_episode_lengths(60)) == [_true_length(s, 0.5, 1.0, 60)
                                                       for s in START]
@@ -142,13 +142,17 @@ def test_the_fits_model_episode_lengths_and_the_runners_report(caplog):
         report = model_episode_report(config, _pushed_fit(0.0, START), seed=3)
     assert report == {"model_episode_steps_mean": 55.0, "model_episode_steps_min": 50,
                       "model_episode_steps_of": 60}          # the second start coasts out at 50
-    assert any(r.levelno == logging.WARNING and "end after 55.0 of the evaluation's 60" in
-               r.getMessage() for r in caplog.records)
+    assert any("last 55.0 of the evaluation's 60 steps" in r.getMessage()
+               for r in caplog.records)
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]   # more than half
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="nopg.experiments"):
-        report = model_episode_report(config, _pushed_fit(0.0, START[:1]), seed=3)
-    assert report["model_episode_steps_mean"] == 60.0
-    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+        report = model_episode_report(config.replace(**{"task.eval_steps": 120}),
+                                      _pushed_fit(0.5, START), seed=3)
+    truth = [_true_length(s, 0.5, 1.0, 120) for s in START]
+    assert report["model_episode_steps_mean"] == np.mean(truth) < 60
+    assert any(r.levelno == logging.WARNING and "predicts a failure" in r.getMessage()
+               for r in caplog.records)
     kernel = _pushed_fit(0.0, START, successors="kernel")
     assert model_episode_report(config, kernel, seed=3) == {}
     with pytest.raises(ValueError, match="anchored"):
