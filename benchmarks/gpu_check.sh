@@ -15,16 +15,7 @@
 set -u
 OUT=${1:?usage: gpu_check.sh OUT_DIR [WHEEL_DIR]}
 WHL=${2:-}
-mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 MUJOCO_GL=disable
-if [ -n "$WHL" ] && ls "$WHL"/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site "$WHL"/*.whl && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
-fi
-export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH}
-{ nvidia-smi -L; python3 -c "import torch, numpy, scipy; print('torch', torch.__version__,
-  'cuda', torch.version.cuda, torch.cuda.get_device_name(0), 'numpy', numpy.__version__,
-  'scipy', scipy.__version__)"; nproc; } 2>&1 | tee "$OUT/machine.txt"
+source "$(dirname "$0")/gpu_env.sh"
 
 B=benchmarks/bench_scale.py
 # The CPU baseline, one thread per process, beside the GPU runs (16 cores: no contention).
