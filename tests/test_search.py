@@ -83,7 +83,7 @@ def test_a_stalled_search_restarts_with_twice_the_population():
     def fitness() -> float:         # flat away from the start: nothing improves on it
         return 1.0 if torch.equal(parameters_to_vector(params).detach(), start) else 0.0
 
-    search = EvolutionSearch(params, sigma=0.5, seed=0, patience=3)
+    search = EvolutionSearch(params, sigma=0.5, seed=0, patience=3, restart="ipop")
     first = search.population
     reports = [search.step(fitness) for _ in range(7)]
     assert [r["search_restarts"] for r in reports] == [0, 0, 1, 1, 1, 2, 2]
@@ -91,7 +91,7 @@ def test_a_stalled_search_restarts_with_twice_the_population():
     assert search.best_fitness == 1.0
     torch.testing.assert_close(parameters_to_vector(params).detach(), start)
     state = search.state_dict()
-    again = EvolutionSearch(params, sigma=0.5, seed=0, patience=3)
+    again = EvolutionSearch(params, sigma=0.5, seed=0, patience=3, restart="ipop")
     again.load_state_dict(state)
     assert (again.restarts, again.population) == (2, 4 * first)
 

@@ -74,10 +74,11 @@ class NOPGConfig(TorchPlacement):
     search_patience : int or None
         ``optimizer="cma-es"``: updates without a better ``J_hat`` after which the search
         restarts (``search_restart``); ``None``: never.
-    search_restart : {"ipop", "fresh"}
-        ``"ipop"``: from its start with twice the population (IPOP-CMA-ES; the population grows
-        at every restart, also after the search has converged); ``"fresh"``: the same
-        population from a mean drawn around the start (:mod:`nopg.search`).
+    search_restart : {"fresh", "ipop"}
+        ``"fresh"``: the same population from a mean drawn around the start; ``"ipop"``: from
+        its start with twice the population (IPOP-CMA-ES; the population grows at every
+        restart, also after the search has converged, which ran to 256 candidates per update
+        on the inverted pendulum: ``docs/bandwidths.md``) (:mod:`nopg.search`).
     search_horizon : int or None
         ``optimizer="cma-es"`` with ``successors="anchored"``: steps the model's episode must
         last. Each candidate's mean rollout in the model runs this long from every initial state
@@ -267,7 +268,7 @@ class NOPGConfig(TorchPlacement):
     search_sigma: float = 2.0
     search_population: int | None = None
     search_patience: int | None = None
-    search_restart: str = "ipop"
+    search_restart: str = "fresh"
     search_horizon: int | None = None
     top_k: int | str | None = MODEL_DEFAULTS["top_k"]
     sparse_min_n: int = MODEL_DEFAULTS["sparse_min_n"]

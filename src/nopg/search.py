@@ -64,9 +64,9 @@ class EvolutionSearch:
     patience : int or None
         Generations without a better incumbent after which the search restarts (``None``:
         never).
-    restart : {"ipop", "fresh"}
-        How it restarts: twice the population from the start, or the same population from a
-        mean drawn around the start (module docstring).
+    restart : {"fresh", "ipop"}
+        How it restarts: the same population from a mean drawn around the start, or twice the
+        population from the start (module docstring).
 
     Attributes
     ----------
@@ -82,7 +82,7 @@ class EvolutionSearch:
 
     def __init__(self, params: Sequence[torch.Tensor], sigma: float, seed: int,
                  popsize: int | None = None, patience: int | None = None,
-                 restart: str = "ipop") -> None:
+                 restart: str = "fresh") -> None:
         self.params = [p for p in params if p.requires_grad]
         if not self.params:
             raise ValueError("the policy has no parameters to search over")
