@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import torch
 from test_anchored import A_TRUE, B_TRUE, START, _linear_data
-from test_terminal_bounds import _pushing
+from test_terminal_bounds import BW, _pushing
 
 import nopg
 from nopg.bellman import NonparametricBellman
@@ -37,8 +37,7 @@ def _true_length(start: np.ndarray, force: float, high: float, steps: int) -> in
 
 
 def test_episode_lengths_are_the_true_steps_to_the_bounds():
-    bw = nopg.Bandwidths(state=[0.15, 0.15], action=[0.3])
-    model = NonparametricBellman(_linear_data(), bw, 0.9, successors="anchored", top_k=8,
+    model = NonparametricBellman(_linear_data(), BW, 0.9, successors="anchored", top_k=8,
                                  neighbors="knn", terminal_bounds=[[None, None], [1.0, None]])
     lengths = model.episode_lengths(_pushing(0.5), START, 60)
     truth = [_true_length(s, 0.5, 1.0, 60) for s in START]
@@ -120,12 +119,11 @@ def test_bad_search_horizon(changes):
 
 
 def _pushed_fit(force: float, starts: np.ndarray, successors: str = "anchored") -> nopg.NOPG:
-    bw = nopg.Bandwidths(state=[0.15, 0.15], action=[0.3])
     config = nopg.NOPGConfig(gamma=0.9, successors=successors, top_k=8, neighbors="knn",
                              n_mc_next=None, behaviour_weight=0.0,
                              terminal_bounds=[[None, None], [1.0, None]])
     algo = nopg.NOPG(_pushing(force), config)
-    algo.setup(_linear_data(), bw, starts)
+    algo.setup(_linear_data(), BW, starts)
     return algo
 
 

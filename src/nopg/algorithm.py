@@ -555,9 +555,8 @@ class NOPG:
                              f"{self.config.successors!r}")
         starts = self.initial_states_ if initial_states is None else initial_states
         self._apply_sigma_scale()
-        with torch.no_grad():
-            return model.episode_lengths(self.policy, starts, steps,
-                                         torch.Generator().manual_seed(self.config.seed))
+        return model.episode_lengths(self.policy, starts, steps,
+                                     torch.Generator().manual_seed(self.config.seed))
 
     def _fitted_model(self) -> NonparametricBellman:
         if self.model_ is None:

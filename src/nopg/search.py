@@ -45,7 +45,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["EvolutionSearch", "RESTARTS", "fitness_key"]
 
-RESTARTS = ("ipop", "fresh")
+RESTARTS = ("fresh", "ipop")
 
 
 class EvolutionSearch:
