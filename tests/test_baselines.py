@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import tempfile
 
 import numpy as np
 import pytest
@@ -161,9 +162,13 @@ def test_pwis_moves_the_policy_and_is_evaluated_by_the_task():
 
 
 @pytest.mark.parametrize("algorithm", ["DDPG", "SAC"])
-def test_online_baseline_is_evaluated_at_its_budgets(algorithm):
-    """TD3 runs through the whole sweep in test_sample_efficiency."""
+def test_online_baseline_is_evaluated_at_its_budgets(algorithm, tmp_path, monkeypatch):
+    """TD3 runs through the whole sweep in test_sample_efficiency. SB3 leaves no log folder in
+    the temporary directory (its default logger makes one per run)."""
     from nopg.baselines.online import train_online
+
+    monkeypatch.delenv("SB3_LOGDIR", raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     from nopg.envs.pendulum import make_pendulum_env
 
     task = get_task("pendulum-random")
@@ -178,6 +183,7 @@ def test_online_baseline_is_evaluated_at_its_budgets(algorithm):
     assert [r["env_steps"] for r in rows] == [129, 140]
     assert all(math.isfinite(r["return"]) and r["wall_time_s"] > 0 for r in rows)
     assert all(a.shape == (2, 1) and torch.all(a.abs() <= 2.0) for a in seen)
+    assert list(tmp_path.glob("SB3-*")) == []
 
 
 def test_online_hyperparameters_are_the_papers():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import tempfile
 
 import numpy as np
 import pytest
@@ -151,7 +152,11 @@ def test_replay_batches_hold_the_real_data_ratio():
     assert int((batch.rewards >= 900).sum()) == 25 and batch.observations.shape == (100, 2)
 
 
-def test_adapters_train_and_are_evaluated_through_the_sweep(tmp_path):
+def test_adapters_train_and_are_evaluated_through_the_sweep(tmp_path, monkeypatch):
+    monkeypatch.delenv("SB3_LOGDIR", raising=False)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))       # SB3's default log folders
     cfg = SampleEfficiencyConfig(task="pendulum-random", algorithms=("MOPO", "MOReL"),
                                  sizes=(60,), seeds=(0,), model_based_steps=20,
                                  settings={"task.eval_steps": 40})
@@ -165,6 +170,7 @@ def test_adapters_train_and_are_evaluated_through_the_sweep(tmp_path):
         assert row["error"] is None and math.isfinite(row["return"]) and row["return"] < 0
         assert row["data_sha256"] == dataset_sha256(data) and row["kind"] == "offline"
         assert row["train_steps"] == 20 and row["wall_time_s"] > 0
+    assert list(scratch.glob("SB3-*")) == []
 
 
 def test_terminal_head_and_seeded_training_on_cartpole():

@@ -45,7 +45,7 @@ import torch
 from ..data import TransitionDataset
 from ..validation import check_positive_int
 from .dynamics_ensemble import DynamicsEnsemble, EnsembleConfig, fit_ensemble
-from .online import SB3Policy
+from .online import SB3Policy, silence_sb3_logger
 
 __all__ = ["MODEL_BASED_ALGORITHMS", "LearnedModelEnv", "ModelBasedConfig", "ModelBasedResult",
            "default_config", "halt_reward", "mixed_replay_buffer_class", "mopo_reward",
@@ -287,9 +287,9 @@ def train_model_based(algorithm: str, data: TransitionDataset, n_steps: int, see
     buffer = {"replay_buffer_class": mixed_replay_buffer_class(),
               "replay_buffer_kwargs": {"real": real_transitions(data, low, high),
                                        "real_ratio": config.real_ratio}}
-    sac = SAC("MlpPolicy", env, seed=int(seed), verbose=0, device="cpu",
-              learning_starts=LEARNING_STARTS, buffer_size=n_steps + LEARNING_STARTS,
-              **buffer, **config.sac)
+    sac = silence_sb3_logger(SAC("MlpPolicy", env, seed=int(seed), verbose=0, device="cpu",
+                                 learning_starts=LEARNING_STARTS,
+                                 buffer_size=n_steps + LEARNING_STARTS, **buffer, **config.sac))
     sac.learn(total_timesteps=n_steps + LEARNING_STARTS, progress_bar=False)
     wall = time.perf_counter() - start
     logger.info("%s: ensemble %.1f s, SAC %d steps, %.1f s in all", algorithm, model_seconds,

@@ -25,7 +25,8 @@ import numpy as np
 import torch
 from torch import nn
 
-__all__ = ["ONLINE_ALGORITHMS", "SB3Policy", "paper_hyperparameters", "train_online"]
+__all__ = ["ONLINE_ALGORITHMS", "SB3Policy", "paper_hyperparameters", "silence_sb3_logger",
+           "train_online"]
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +41,19 @@ def paper_hyperparameters(algorithm: str) -> dict[str, Any]:
     return {"gamma": 0.99, "learning_rate": 1e-3, "batch_size": 64, "tau": 5e-3,
             "buffer_size": 500_000, "learning_starts": 128,
             "policy_kwargs": {"net_arch": {"pi": [50], "qf": [50, 50]}}}
+
+
+def silence_sb3_logger(model: Any) -> Any:
+    """Give an SB3 model a logger without outputs, and return the model.
+
+    SB3's own logger with ``verbose=0`` still creates a folder ``SB3-<date>`` in the system's
+    temporary directory at every ``learn`` (``stable_baselines3.common.logger.configure``), one
+    per baseline run; the baselines log through :mod:`logging` instead.
+    """
+    from stable_baselines3.common.logger import Logger
+
+    model.set_logger(Logger(folder=None, output_formats=[]))
+    return model
 
 
 class SB3Policy(nn.Module):
@@ -99,8 +113,8 @@ def train_online(algorithm: str, env_fn: Callable[[], Any], budgets: Sequence[in
 
         high = np.asarray(env.action_space.high, dtype=np.float64)
         kwargs["action_noise"] = NormalActionNoise(np.zeros_like(high), 0.1 * high)
-    model = getattr(sb3, algorithm)("MlpPolicy", env, seed=int(seed), verbose=0, device="cpu",
-                                    **kwargs)
+    model = silence_sb3_logger(getattr(sb3, algorithm)("MlpPolicy", env, seed=int(seed),
+                                                       verbose=0, device="cpu", **kwargs))
     rows: list[dict[str, Any]] = []
     start = time.perf_counter()
     excluded = [0.0]
