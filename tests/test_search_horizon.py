@@ -60,6 +60,21 @@ def test_episode_lengths_are_the_true_steps_to_the_bounds():
         model.episode_lengths(_pushing(0.5), START[:1], 10, from_anchors=True)
 
 
+def test_episodes_that_nothing_can_end_last_every_step_without_a_rollout(monkeypatch):
+    """Without terminal data and without terminal bounds no episode ends (every continuation
+    is a convex combination of ones): the lengths are the steps, and nothing is rolled out."""
+    data = _linear_data()
+    assert not data.terminals.any()
+    model = NonparametricBellman(data, BW, 0.9, successors="anchored", top_k=8, neighbors="knn")
+    far = NonparametricBellman(data, BW, 0.9, successors="anchored", top_k=8, neighbors="knn",
+                               terminal_bounds=[[None, None], [None, 1e9]])
+    assert list(far.episode_lengths(_pushing(0.5), START, 60)) == [60, 60]    # rolled out
+    monkeypatch.setattr(model, "_mean_step", lambda *a: pytest.fail("rolled out"))
+    assert list(model.episode_lengths(_pushing(0.5), START, 60)) == [60, 60]
+    with pytest.raises(ValueError, match="anchors"):        # the checks still apply
+        model.episode_lengths(_pushing(0.5), START[:1], 10, from_anchors=True)
+
+
 def _quadratic(search: EvolutionSearch, x: torch.Tensor):
     """Maximise ``-|x - (2, 1)|^2``; candidates with ``x_0 > 1`` keep fewer episodes alive."""
     def fitness():

@@ -152,10 +152,14 @@ class AnchoredBellman(LocalLinearBellman):
         lengths = np.full(len(s), steps)
         alive = np.arange(len(s))
         done = 0
+        if from_anchors and self.anchors.shape[0] != self.horizon * len(s):
+            raise ValueError(f"the latest anchors ({self.anchors.shape[0]}) are not a "
+                             f"{self.horizon}-step rollout of {len(s)} initial states")
+        if self.terminal_box is None and bool((self.continuing == 1).all()):
+            # no datum ends its episode and no bound ends it: every continuation is a convex
+            # combination of ones, so no episode ends (and no rollout is needed to see it)
+            return lengths
         if from_anchors:
-            if self.anchors.shape[0] != self.horizon * len(s):
-                raise ValueError(f"the latest anchors ({self.anchors.shape[0]}) are not a "
-                                 f"{self.horizon}-step rollout of {len(s)} initial states")
             done = min(steps, self.horizon)
             going = (self._points_continuing[self.n:].reshape(self.horizon, len(s))[:done]
                      >= 0.5).cpu().numpy()
