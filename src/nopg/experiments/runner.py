@@ -10,7 +10,8 @@ and plot) plus an :class:`ExperimentConfig` (the hyper-parameters, with NOPG's o
         summary.json           per-seed returns, J_hat, timings; mean and std over seeds
         run.log                the log (J_hat, residuals, evaluations, timings)
         learning_curves.png    J_hat and evaluation returns of all seeds
-        seed_<k>/log.csv       one row per update
+        seed_<k>/log.csv       one row per update (of the kept fit)
+        seed_<k>/log_<recipe>.csv   with several ``recipes``: each recipe's fit
         seed_<k>/checkpoint/   policy, optimiser, config (``NOPG.load`` resumes it)
         seed_<k>/bandwidths.json, bandwidths.png   the chosen bandwidths, selection time,
                                neighbour distances and the data's support (``nopg bandwidth``)
@@ -46,7 +47,9 @@ from ..data import TransitionDataset
 from ..model_config import plain_bounds
 from ..plots import plot_learning_curve, plot_learning_curves
 from ..policies import DeterministicMLPPolicy, GaussianMLPPolicy, input_scaling_from_data
+from ..policy_selection import JudgeScore, best_score, judge_model, score_policy
 from .common import TaskSettings, check_task_value, suggestion
+from .recipes import STABILISE_HORIZON_DISCOUNTS, apply_recipe, check_recipes
 
 logger = logging.getLogger("nopg.experiments")
 
@@ -69,6 +72,7 @@ class ExperimentConfig:
     env_terminal_bounds: bool = True          # moved successors: nopg.terminal_bounds from the task
     restarts: int = 1                         # fits per seed from other initialisations; best J_hat
     restart_updates: int | None = None        # updates per restart before choosing (None: all)
+    recipes: tuple[str, ...] = ("given",)     # fits per seed (recipes.py); the judge keeps one
     eval_every: int = 100                     # evaluate in the environment every N updates
     eval_episodes: int = 1                    # episodes per evaluation
     final_eval_episodes: int = 1              # episodes of the final evaluation
@@ -88,6 +92,10 @@ class ExperimentConfig:
                 or self.restart_updates < 1):
             raise ValueError(f"The 'restart_updates' parameter must be a positive int or None. "
                              f"Got {self.restart_updates!r} instead.")
+        check_recipes(self.recipes)
+        if len(self.recipes) > 1 and self.restarts > 1:
+            raise ValueError(f"'recipes' ({len(self.recipes)}) and 'restarts' ({self.restarts}) "
+                             "both choose among fits: set one of them")
         check_max_action_effect(self.max_action_effect)
         if self.bandwidth_method not in METHODS:
             raise ValueError(f"The 'bandwidth_method' parameter must be one of {', '.join(METHODS)}. "
@@ -336,6 +344,55 @@ def _seed_result(seed: int, data: TransitionDataset, algo: NOPG, returns: list[f
     }
 
 
+def judge_steps(config: ExperimentConfig) -> int:
+    """How many steps the judge counts a policy's episodes up to: the task's evaluation length
+    (``eval_steps``), else ``10 / (1 - gamma)``."""
+    steps = config.task.get("eval_steps") if isinstance(config.task, Mapping) else None
+    if steps:
+        return int(steps)
+    return int(np.ceil(STABILISE_HORIZON_DISCOUNTS / (1.0 - config.nopg.gamma) - 1e-9))
+
+
+def _fit_recipes(task: Task, config: ExperimentConfig, data: TransitionDataset, bw: Bandwidths,
+                 s0: np.ndarray, seed: int, out_dir: Path, progress: bool, tensorboard: bool
+                 ) -> tuple[NOPG, list[float], float, ExperimentConfig, list[dict[str, Any]]]:
+    """Fit every recipe of ``config.recipes`` (each from the seed's own initialisation, so that
+    each fit is the one its recipe gives alone), score the final policies under one anchored
+    model (:mod:`nopg.policy_selection`) and keep the best; the kept recipe's log becomes
+    ``log.csv``. Returns the kept fit, its evaluation returns, the fits' time, its configuration
+    and one row per recipe (the kept one first)."""
+    judge_cfg = with_task_bounds(task, apply_recipe(config, "stabilise"), data.state_dim)
+    judge = judge_model(data, bw, judge_cfg.nopg, config.stochastic)
+    steps = judge_steps(config)
+    fits, fit_time = [], 0.0
+    for name in config.recipes:
+        rconfig = with_task_bounds(task, apply_recipe(config, name), data.state_dim)
+        log_path = out_dir / f"log_{name}.csv"
+        board = out_dir / "tensorboard" / name if tensorboard else None
+        fit_start = time.perf_counter()
+        algo, _ = _fit_once(task, rconfig, data, bw, s0, seed, 0, log_path, progress,
+                            rconfig.n_updates, board)
+        seconds = time.perf_counter() - fit_start
+        fit_time += seconds
+        returns = task.evaluate(algo.policy, rconfig, seed, rconfig.final_eval_episodes)
+        score: JudgeScore = score_policy(judge, algo.policy, s0, steps, seed)
+        logger.info("seed %d recipe %s: return %s, J_hat %.4f (its own model); the judge: "
+                    "episodes %.1f of %d steps (shortest %d), J_hat %.4f (support gap %.3f); "
+                    "%.1f s", seed, name, _format_return(_mean(returns)), algo.J_hat(),
+                    score.episode_steps_mean, steps, score.episode_steps_min, score.J_hat,
+                    score.support_gap, seconds)
+        fits.append({"recipe": name, "algo": algo, "config": rconfig, "returns": returns,
+                     "score": score, "log": log_path, "fit_time_s": seconds})
+    kept = fits[best_score([f["score"] for f in fits])]
+    logger.info("seed %d: the judge keeps recipe %s", seed, kept["recipe"])
+    shutil.copyfile(kept["log"], out_dir / "log.csv")
+    rows = [{"recipe": f["recipe"], "kept": f is kept, "return_mean": _mean(f["returns"]),
+             "J_hat": f["algo"].J_hat(), "support_gap": f["algo"].support_gap_,
+             "fit_time_s": f["fit_time_s"], "judge": f["score"].to_dict()}
+            for f in sorted(fits, key=lambda f: f is not kept)]
+    return kept["algo"], kept["returns"], fit_time, kept["config"], rows
+
+
 def run_seed(task: Task, config: ExperimentConfig, seed: int, out_dir: Path,
              progress: bool = True, tensorboard: bool = False) -> dict[str, Any]:
     """Collect data, select bandwidths, optimise, evaluate and plot for one seed.
@@ -347,6 +404,11 @@ def run_seed(task: Task, config: ExperimentConfig, seed: int, out_dir: Path,
     ``config.restart_updates`` updates (all of them by default), the run with the highest ``J_hat``
     is kept and continued to ``n_updates``. Every restart's ``J_hat`` and evaluation return at the
     choice are recorded, for checking that ``J_hat`` ranks them.
+
+    With several ``config.recipes`` (:mod:`nopg.experiments.recipes`) each recipe is fitted
+    (restart 0's initialisation each) and the judge of :mod:`nopg.policy_selection`, one
+    anchored model of the data, keeps one: every recipe's return, ``J_hat`` and judge's score
+    are recorded under ``recipes``.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
@@ -355,7 +417,12 @@ def run_seed(task: Task, config: ExperimentConfig, seed: int, out_dir: Path,
     s0 = task.initial_states(data, config, seed)
     logger.info("seed %d: %r; bandwidths state=%s action=%s", seed, data,
                 np.round(bw.state, 4).tolist(), np.round(bw.action, 4).tolist())
-    config = with_task_bounds(task, config, data.state_dim)      # once for every restart
+    if len(config.recipes) > 1:
+        algo, returns, fit_time, config, recipes = _fit_recipes(task, config, data, bw, s0, seed,
+                                                                out_dir, progress, tensorboard)
+        return _finish_seed(task, config, seed, out_dir, data, algo, returns, [], bw, bw_time,
+                            start, fit_time, {"recipe": recipes[0]["recipe"], "recipes": recipes})
+    config = with_task_bounds(task, apply_recipe(config, config.recipes[0]), data.state_dim)
     fit_time = 0.0                    # the fits only (with their periodic evaluations)
     runs = []
     first = config.n_updates if config.restarts == 1 else \
@@ -386,6 +453,15 @@ def run_seed(task: Task, config: ExperimentConfig, seed: int, out_dir: Path,
             fit_time += time.perf_counter() - fit_start
             returns = task.evaluate(algo.policy, config, seed, config.final_eval_episodes)
         shutil.copyfile(chosen["log"], out_dir / "log.csv")
+    return _finish_seed(task, config, seed, out_dir, data, algo, returns, runs, bw, bw_time, start,
+                        fit_time, {})
+
+
+def _finish_seed(task: Task, config: ExperimentConfig, seed: int, out_dir: Path,
+                 data: TransitionDataset, algo: NOPG, returns: list[float],
+                 runs: list[dict[str, Any]], bw: Bandwidths, bw_time: float, start: float,
+                 fit_time: float, extra: dict[str, Any]) -> dict[str, Any]:
+    """Save, plot and summarise the kept fit of a seed (its ``log.csv`` already written)."""
     algo.save(out_dir / "checkpoint")
     plot_learning_curve(out_dir / "log.csv", out_dir / "learning_curve.png",
                         title=f"{task.name} seed {seed}")
@@ -393,6 +469,7 @@ def run_seed(task: Task, config: ExperimentConfig, seed: int, out_dir: Path,
     timings = {"bandwidth_time_s": bw_time, "wall_time_s": time.perf_counter() - start,
                "fit_time_s": fit_time}
     result = _seed_result(seed, data, algo, returns, runs, bw, plots, timings)
+    result.update(extra)
     result.update(model_episode_report(config, algo, seed))
     logger.info("seed %d: return %s, J_hat %.4f (support gap %.3f, initial gap %.3f), %.1f s "
                 "(%.2f ms/update)", seed, _format_return(result["return_mean"]), result["J_hat"],

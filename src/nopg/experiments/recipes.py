@@ -1,0 +1,63 @@
+"""Recipes: named ways to fit a policy, for fitting several per seed and keeping the best.
+
+A recipe is a set of experiment settings applied over the experiment's configuration
+(:meth:`~nopg.experiments.runner.ExperimentConfig.replace`). With ``recipes`` naming more than
+one, each seed fits every recipe from the same data and bandwidths, and the runner keeps the
+policy that one anchored model of the data rates best (:mod:`nopg.policy_selection`).
+
+- ``given``: the experiment's configuration as it stands (its model, policy and optimiser).
+- ``stabilise``: the anchored model (:mod:`nopg.anchored`) searched by CMA-ES
+  (:mod:`nopg.search`) over a linear policy ``a_max tanh(W (s - mean)/std + b)``, 50
+  generations, fresh restarts after 8 without a better ``J_hat``, and candidates ranked first by
+  how long the model keeps their episodes going over ``10 / (1 - gamma)`` steps
+  (``search_horizon``): the recipe of the balancing tasks (cart-pole, the inverted pendulum),
+  where gradient ascent on the kernel model's ``J_hat`` drives the policy off the data.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .runner import ExperimentConfig
+
+__all__ = ["RECIPES", "apply_recipe", "check_recipes"]
+
+STABILISE_GENERATIONS = 50
+STABILISE_PATIENCE = 8
+STABILISE_HORIZON_DISCOUNTS = 10.0     # search_horizon = 10 / (1 - gamma) steps
+
+RECIPES: dict[str, dict[str, Any]] = {
+    "given": {},
+    "stabilise": {"hidden": (), "normalize_states": True, "n_updates": STABILISE_GENERATIONS,
+                  "nopg.successors": "anchored", "nopg.optimizer": "cma-es",
+                  "nopg.search_patience": STABILISE_PATIENCE, "nopg.search_restart": "fresh"},
+}
+"""The recipes by name: their settings over the experiment's (``stabilise``'s
+``search_horizon`` and ``top_k`` are filled in by :func:`apply_recipe`)."""
+
+
+def check_recipes(recipes: tuple[str, ...]) -> None:
+    """Refuse an empty, repeated or unknown recipe list (named in the error)."""
+    if not recipes or isinstance(recipes, str):
+        raise ValueError(f"The 'recipes' parameter must be a non-empty list of recipe names "
+                         f"({', '.join(RECIPES)}). Got {recipes!r} instead.")
+    unknown = [r for r in recipes if r not in RECIPES]
+    if unknown:
+        raise ValueError(f"unknown recipe {unknown[0]!r} in 'recipes'; known: "
+                         f"{', '.join(RECIPES)}")
+    if len(set(recipes)) != len(recipes):
+        raise ValueError(f"The 'recipes' parameter names a recipe twice: {list(recipes)!r}")
+
+
+def apply_recipe(config: ExperimentConfig, name: str) -> ExperimentConfig:
+    """``config`` with recipe ``name``'s settings (and ``recipes`` reduced to it)."""
+    check_recipes((name,))
+    changes: dict[str, Any] = {**RECIPES[name], "recipes": (name,)}
+    if name == "stabilise":
+        changes["nopg.search_horizon"] = int(math.ceil(
+            STABILISE_HORIZON_DISCOUNTS / (1.0 - config.nopg.gamma) - 1e-9))
+        if config.nopg.top_k is None:          # the paper's experiments keep every neighbour
+            changes["nopg.top_k"] = "auto"
+    return config.replace(**changes)

@@ -1,0 +1,102 @@
+"""Choosing among policies fitted by different recipes, by one anchored model of the data.
+
+Fits that differ in their model (the kernel model, the anchored one), their policy class or their
+optimiser each ascend their own ``J_hat``; those numbers are not comparable (the kernel model's
+``J_hat`` is over-optimistic where its policy leaves the data). A *judge*, one anchored model of
+the data (:mod:`nopg.anchored`, the same bandwidths), scores every candidate policy the same way:
+
+1. how long the judge's mean rollout of the policy keeps its episodes going, undiscounted, up to
+   ``steps`` (:meth:`~nopg.anchored.AnchoredBellman.episode_lengths`; the mean over the initial
+   states): an end the discount hides (a pole dropped after 300 steps) counts here;
+2. ``J_hat`` under the judge, with the judge's draws seeded.
+
+Candidates rank lexicographically by ``(mean episode length, J_hat)``, as ``search_horizon`` ranks
+CMA-ES candidates (:mod:`nopg.search`). On data without terminals and without terminal bounds
+every episode lasts ``steps``, and ``J_hat`` alone decides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from .anchored import AnchoredBellman
+from .bandwidth import Bandwidths
+from .bellman import NonparametricBellman, as_states
+from .config import NOPGConfig
+from .data import TransitionDataset
+
+__all__ = ["JudgeScore", "judge_config", "judge_model", "score_policy", "best_score"]
+
+
+@dataclass(frozen=True)
+class JudgeScore:
+    """A policy's score under the judge (module docstring).
+
+    Attributes
+    ----------
+    episode_steps_mean, episode_steps_min : float, int
+        The judge's episode lengths of the policy from the initial states (mean, shortest).
+    steps : int
+        The length they are counted up to.
+    J_hat : float
+        The policy's ``J_hat`` under the judge.
+    support_gap : float
+        The share of its discounted visitation where the data are thin (the judge's).
+    """
+
+    episode_steps_mean: float
+    episode_steps_min: int
+    steps: int
+    J_hat: float
+    support_gap: float
+
+    @property
+    def key(self) -> tuple[float, float]:
+        """What the candidates rank by (higher is better)."""
+        return (self.episode_steps_mean, self.J_hat)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def judge_config(config: NOPGConfig) -> NOPGConfig:
+    """``config`` with the anchored successors (``top_k="auto"`` where ``config`` keeps every
+    neighbour, which the moved successors refuse)."""
+    return replace(config, successors="anchored",
+                   top_k="auto" if config.top_k is None else config.top_k)
+
+
+def judge_model(data: TransitionDataset, bandwidths: Bandwidths, config: NOPGConfig,
+                stochastic: bool = False) -> AnchoredBellman:
+    """The judge: an anchored model of ``data`` with ``config``'s other model settings (its
+    bounds, circles, draws), resolved for the data's size."""
+    c = judge_config(config).resolved(data.n)
+    model = NonparametricBellman(data, bandwidths, c.gamma, c.model_config(stochastic=stochastic))
+    assert isinstance(model, AnchoredBellman)
+    return model
+
+
+@torch.no_grad()
+def score_policy(judge: AnchoredBellman, policy: nn.Module,
+                 initial_states: np.ndarray | torch.Tensor, steps: int, seed: int) -> JudgeScore:
+    """Score ``policy`` under ``judge`` from ``initial_states`` (m, d_s), episodes counted up
+    to ``steps``; the judge's random draws (next states, NOPG-S actions) come from ``seed``."""
+    z = as_states(initial_states, judge.data.state_dim, "initial_states")
+    sol = judge.solution(policy, z, torch.Generator().manual_seed(int(seed)))
+    lengths = judge.episode_lengths(policy, z, int(steps),
+                                    torch.Generator().manual_seed(int(seed)))
+    return JudgeScore(float(np.mean(lengths)), int(np.min(lengths)), int(steps), float(sol.J),
+                      float(sol.support_gap))
+
+
+def best_score(scores: Sequence[JudgeScore]) -> int:
+    """The index of the best score (the first of equal ones)."""
+    if not scores:
+        raise ValueError("no scores to choose from")
+    return max(range(len(scores)), key=lambda i: (scores[i].key, -i))

@@ -1,0 +1,101 @@
+"""Recipes: several fits per seed, one kept by the judge (one anchored model of the data).
+
+- the judge's score is the model's episode length (the true steps to a bound on linear dynamics)
+  and its ``J_hat``; scores rank by length first;
+- each recipe's fit in a multi-recipe run is the fit that recipe gives alone, the kept one is
+  the judge's best, and its log becomes ``log.csv``;
+- ``stabilise`` resolves its horizon and ``top_k``; bad recipe lists are refused.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from test_anchored import START, _linear_data
+from test_search_horizon import _true_length
+from test_terminal_bounds import BW, _pushing
+
+from nopg import NOPGConfig
+from nopg.experiments import get_task, run_seed
+from nopg.experiments.recipes import RECIPES, apply_recipe
+from nopg.policy_selection import JudgeScore, best_score, judge_config, judge_model, score_policy
+
+BOUND = [[None, None], [1.0, None]]
+
+
+def test_the_judge_scores_episode_length_then_j_hat():
+    config = NOPGConfig(gamma=0.9, top_k=None, n_mc_next=None,
+                        terminal_bounds=BOUND, state_circles=None)
+    assert judge_config(config).successors == "anchored" and judge_config(config).top_k == "auto"
+    judge = judge_model(_linear_data(), BW, config)
+    pushed = score_policy(judge, _pushing(0.5), START, 60, seed=0)
+    still = score_policy(judge, _pushing(0.0), START, 60, seed=0)
+    truth = [_true_length(s, 0.5, 1.0, 60) for s in START]
+    assert pushed.episode_steps_mean == np.mean(truth) and pushed.episode_steps_min == min(truth)
+    assert (still.episode_steps_mean, still.episode_steps_min, still.steps) == (55.0, 50, 60)
+    with torch.no_grad():
+        assert pushed.J_hat == pytest.approx(float(judge.solution(_pushing(0.5), START).J),
+                                             rel=1e-12)
+    assert best_score([pushed, still]) == 1              # longer episodes win ...
+    richer = JudgeScore(still.episode_steps_mean, 50, 60, still.J_hat + 1.0, 0.0)
+    assert best_score([still, richer]) == 1              # ... then the higher J_hat
+    assert best_score([still, still]) == 0               # the first of equal ones
+    with pytest.raises(ValueError, match="no scores"):
+        best_score([])
+
+
+def _config(**changes):
+    task = get_task("pendulum-grid")
+    config = task.default_config().replace(
+        n_updates=3, eval_every=100,
+        task={"n_theta": 5, "n_theta_dot": 5, "n_action": 2, "eval_steps": 50,
+              "portrait_resolution": 10}, **changes)
+    return task, config
+
+
+def test_recipes_fit_each_alone_and_keep_the_judges_best(tmp_path, monkeypatch):
+    monkeypatch.setitem(RECIPES["stabilise"], "n_updates", 2)       # 2 CMA-ES generations
+    task, config = _config(recipes=["given", "stabilise"])
+    res = run_seed(task, config, 0, tmp_path / "both", progress=False)
+    rows = {r["recipe"]: r for r in res["recipes"]}
+    assert set(rows) == {"given", "stabilise"} and res["recipes"][0]["kept"]
+    assert sum(r["kept"] for r in rows.values()) == 1
+    keys = {name: (r["judge"]["episode_steps_mean"], r["judge"]["J_hat"])
+            for name, r in rows.items()}
+    kept = res["recipe"]
+    assert keys[kept] == max(keys.values()) and rows[kept]["kept"]
+    assert res["J_hat"] == pytest.approx(rows[kept]["J_hat"], rel=1e-12)
+    assert res["return_mean"] == pytest.approx(rows[kept]["return_mean"], rel=1e-12)
+    assert (tmp_path / "both" / "log.csv").read_text() == \
+        (tmp_path / "both" / f"log_{kept}.csv").read_text()
+    assert len((tmp_path / "both" / "log_stabilise.csv").read_text().splitlines()) == 3
+    json.dumps(res)
+    # each recipe's fit is the one it gives alone (the given one: the plain default run)
+    for name in ("given", "stabilise"):
+        alone = run_seed(task, config.replace(recipes=[name]), 0, tmp_path / name,
+                         progress=False)
+        assert alone["J_hat"] == pytest.approx(rows[name]["J_hat"], rel=1e-12)
+        assert alone["return_mean"] == pytest.approx(rows[name]["return_mean"], rel=1e-12)
+
+
+def test_stabilise_resolves_its_settings_and_bad_recipes_are_refused():
+    task = get_task("cartpole-random")
+    config = task.default_config()
+    assert config.recipes == ("given",) and config.nopg.top_k is None
+    stab = apply_recipe(config, "stabilise")
+    assert stab.recipes == ("stabilise",) and stab.hidden == () and stab.normalize_states
+    assert (stab.nopg.successors, stab.nopg.optimizer, stab.nopg.top_k) == \
+        ("anchored", "cma-es", "auto")
+    assert stab.nopg.search_horizon == 1000 and stab.n_updates == 50      # 10 / (1 - 0.99)
+    assert apply_recipe(config.replace(**{"nopg.gamma": 0.95}), "stabilise").nopg.search_horizon \
+        == 200
+    assert apply_recipe(config, "given") == config
+    for bad, match in (([], "non-empty"), (["given", "given"], "twice"),
+                       (["given", "stabilize"], "unknown recipe 'stabilize'")):
+        with pytest.raises(ValueError, match=match):
+            config.replace(recipes=bad)
+    with pytest.raises(ValueError, match="'recipes' .* and 'restarts'"):
+        config.replace(recipes=["given", "stabilise"], restarts=2)
