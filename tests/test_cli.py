@@ -45,6 +45,21 @@ def test_reproduce_writes_results_folder(tmp_path, stochastic):
     assert np.allclose(algo.initial_states_, BOTTOM_STATE[None])
 
 
+def test_recipes_flag_fits_each_and_records_the_judges_choice(tmp_path, monkeypatch):
+    from nopg.experiments.recipes import RECIPES
+
+    monkeypatch.setitem(RECIPES["stabilise"], "n_updates", 2)
+    assert main(_tiny(tmp_path, "--recipes", "given", "stabilise")) == 0
+    run = tmp_path / "run"
+    seed = json.loads((run / "summary.json").read_text())["seeds"][0]
+    assert [r["recipe"] for r in seed["recipes"]][0] == seed["recipe"]
+    assert sorted(r["recipe"] for r in seed["recipes"]) == ["given", "stabilise"]
+    assert json.loads((run / "config.json").read_text())["recipes"] == ["given", "stabilise"]
+    for name in ("log_given.csv", "log_stabilise.csv", "log.csv", "checkpoint/policy.pt"):
+        assert (run / "seed_0" / name).is_file(), name
+    assert "the judge keeps recipe " + seed["recipe"] in (run / "run.log").read_text()
+
+
 def test_config_file_and_flags(tmp_path):
     cfg = tmp_path / "cfg.json"
     cfg.write_text(json.dumps({"nopg": {"gamma": 0.9}, "action_factor": 2.0}))
@@ -60,6 +75,7 @@ def test_config_file_and_flags(tmp_path):
     (["reproduce", "pendulum-grid", "--set", "nonsense=1"], "unknown experiment setting"),
     (["reproduce", "pendulum-grid", "--gamma", "1.5"], "gamma"),
     (["reproduce", "pendulum-grid", "--config", "/nonexistent.json"], "does not exist"),
+    (["reproduce", "pendulum-grid", "--recipes", "given", "stabilize"], "unknown recipe"),
 ])
 def test_bad_input_is_reported(argv, message, capsys):
     assert main(argv) == 2

@@ -77,7 +77,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
         "eval_every": args.eval_every, "nopg.gamma": args.gamma,
         "nopg.learning_rate": args.lr, "nopg.top_k": args.top_k,
         "nopg.n_mc_policy": args.n_mc_policy, "nopg.device": args.device,
-        "nopg.dtype": args.dtype,
+        "nopg.dtype": args.dtype, "recipes": args.recipes,
     }
     for key, value in flags.items():
         if value is not None:
@@ -99,6 +99,10 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
 def _add_training_args(parser: argparse.ArgumentParser, seeds: str) -> None:
     """The flags shared by ``reproduce`` and ``fit``."""
     parser.add_argument("--stochastic", action="store_true", help="NOPG-S instead of NOPG-D")
+    parser.add_argument("--recipes", nargs="+", metavar="RECIPE",
+                        help="fit each recipe (given: the configuration; stabilise: anchored "
+                             "model, CMA-ES, linear policy) and keep the policy one anchored "
+                             "model of the data rates best (default: given)")
     parser.add_argument("--seeds", type=int, nargs="+", help=f"seeds (default {seeds})")
     parser.add_argument("--n-updates", type=int, help="policy updates per seed")
     parser.add_argument("--bandwidth", choices=METHODS, help="bandwidth rule (default auto)")
