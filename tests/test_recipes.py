@@ -1,7 +1,8 @@
 """Recipes: several fits per seed, one kept by the judge (one anchored model of the data).
 
-- the judge's score is the model's episode length (the true steps to a bound on linear dynamics)
-  and its ``J_hat``; scores rank by length first;
+- the judge's score is the model's undiscounted episode return (the true return up to a bound on
+  linear dynamics, the last step's reward included) and its ``J_hat``; scores rank by the return
+  first;
 - each recipe's fit in a multi-recipe run is the fit that recipe gives alone, the kept one is
   the judge's best, and its log becomes ``log.csv``;
 - ``stabilise`` resolves its horizon and ``top_k``; bad recipe lists are refused.
@@ -14,7 +15,7 @@ import json
 import numpy as np
 import pytest
 import torch
-from test_anchored import START, _linear_data
+from test_anchored import A_TRUE, B_TRUE, START, _linear_data
 from test_search_horizon import _true_length
 from test_terminal_bounds import BW, _pushing
 
@@ -24,6 +25,18 @@ from nopg.experiments.recipes import RECIPES, apply_recipe
 from nopg.policy_selection import JudgeScore, best_score, judge_config, judge_model, score_policy
 
 BOUND = [[None, None], [1.0, None]]
+
+
+def _true_episode(start: np.ndarray, force: float, steps: int) -> tuple[float, int]:
+    """The double integrator's undiscounted return (reward ``1 + 0.5 x + 0.2 a``) and length
+    up to the step whose next state passes ``x = 1``, that step's reward included."""
+    s, ret = start.copy(), 0.0
+    for t in range(1, steps + 1):
+        ret += 1 + 0.5 * s[0] + 0.2 * force
+        s = A_TRUE @ s + B_TRUE[:, 0] * force
+        if s[0] > 1.0:
+            return ret, t
+    return ret, steps
 
 
 def test_the_judge_scores_episode_length_then_j_hat():
@@ -36,11 +49,19 @@ def test_the_judge_scores_episode_length_then_j_hat():
     truth = [_true_length(s, 0.5, 1.0, 60) for s in START]
     assert pushed.episode_steps_mean == np.mean(truth) and pushed.episode_steps_min == min(truth)
     assert (still.episode_steps_mean, still.episode_steps_min, still.steps) == (55.0, 50, 60)
+    for score, force in ((pushed, 0.5), (still, 0.0)):
+        episodes = [_true_episode(s, force, 60) for s in START]
+        assert [t for _, t in episodes] == [_true_length(s, force, 1.0, 60) for s in START]
+        assert score.episode_return_mean == pytest.approx(np.mean([r for r, _ in episodes]),
+                                                          rel=1e-6)
     with torch.no_grad():
         assert pushed.J_hat == pytest.approx(float(judge.solution(_pushing(0.5), START).J),
                                              rel=1e-12)
-    assert best_score([pushed, still]) == 1              # longer episodes win ...
-    richer = JudgeScore(still.episode_steps_mean, 50, 60, still.J_hat + 1.0, 0.0)
+    with pytest.raises(ValueError, match="steps"):
+        judge.episode_returns(_pushing(0.0), START, 0)
+    assert still.episode_return_mean > pushed.episode_return_mean
+    assert best_score([pushed, still]) == 1              # the higher return wins ...
+    richer = JudgeScore(still.episode_return_mean, 55.0, 50, 60, still.J_hat + 1.0, 0.0)
     assert best_score([still, richer]) == 1              # ... then the higher J_hat
     assert best_score([still, still]) == 0               # the first of equal ones
     with pytest.raises(ValueError, match="no scores"):
@@ -63,7 +84,7 @@ def test_recipes_fit_each_alone_and_keep_the_judges_best(tmp_path, monkeypatch):
     rows = {r["recipe"]: r for r in res["recipes"]}
     assert set(rows) == {"given", "stabilise"} and res["recipes"][0]["kept"]
     assert sum(r["kept"] for r in rows.values()) == 1
-    keys = {name: (r["judge"]["episode_steps_mean"], r["judge"]["J_hat"])
+    keys = {name: (r["judge"]["episode_return_mean"], r["judge"]["J_hat"])
             for name, r in rows.items()}
     kept = res["recipe"]
     assert keys[kept] == max(keys.values()) and rows[kept]["kept"]

@@ -123,9 +123,21 @@ class AnchoredBellman(LocalLinearBellman):
     def _mean_step(self, policy: nn.Module, s: torch.Tensor, generator: torch.Generator | None
                    ) -> torch.Tensor:
         """One step of the mean rollout from states (m, d_s)."""
-        rows, _, succ, _ = self._neighbour_successors(s, self.policy_actions(policy, s, generator))
+        return self._mean_transition(policy, s, generator)[0]
+
+    def _mean_transition(self, policy: nn.Module, s: torch.Tensor,
+                         generator: torch.Generator | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """The mean next states (m, d_s) and rewards (m,) of the model from states (m, d_s)."""
+        rows, _, succ, reward = self._neighbour_successors(
+            s, self.policy_actions(policy, s, generator))
         # the mean of points on a circle lies inside it
-        return project_to_circles((rows.values[..., None] * succ).sum(1), self.circles)
+        return (project_to_circles((rows.values[..., None] * succ).sum(1), self.circles),
+                (rows.values * reward).sum(1))
+
+    def _never_ends(self) -> bool:
+        """No datum ends its episode and no bound ends it: every continuation is a convex
+        combination of ones, so no episode of the model ends."""
+        return self.terminal_box is None and bool((self.continuing == 1).all())
 
     @torch.no_grad()
     def episode_lengths(self, policy: nn.Module, initial_states: np.ndarray | torch.Tensor,
@@ -155,9 +167,7 @@ class AnchoredBellman(LocalLinearBellman):
         if from_anchors and self.anchors.shape[0] != self.horizon * len(s):
             raise ValueError(f"the latest anchors ({self.anchors.shape[0]}) are not a "
                              f"{self.horizon}-step rollout of {len(s)} initial states")
-        if self.terminal_box is None and bool((self.continuing == 1).all()):
-            # no datum ends its episode and no bound ends it: every continuation is a convex
-            # combination of ones, so no episode ends (and no rollout is needed to see it)
+        if self._never_ends():            # and no rollout is needed to see it
             return lengths
         if from_anchors:
             done = min(steps, self.horizon)
@@ -176,6 +186,43 @@ class AnchoredBellman(LocalLinearBellman):
             lengths[alive[ended]] = t
             alive, s = alive[~ended], s[torch.as_tensor(~ended, device=s.device)]
         return lengths
+
+    @torch.no_grad()
+    def episode_returns(self, policy: nn.Module, initial_states: np.ndarray | torch.Tensor,
+                        steps: int, generator: torch.Generator | None = None
+                        ) -> tuple[np.ndarray, np.ndarray]:
+        """The undiscounted return and the length of the model's mean rollout from each initial
+        state, up to ``steps``.
+
+        Each step earns the model's mean reward there (its rows' weights on the moved rewards);
+        the episode ends as in :meth:`episode_lengths`, the reward of its last step included, as
+        a gymnasium episode's. The return over an evaluation's length is the model's forecast of
+        the evaluation's return; unlike ``J_hat`` it sees what happens after ``1 / (1 - gamma)``
+        steps, and unlike the length alone it sees whether an end is a failure or a goal.
+
+        Returns
+        -------
+        returns : ndarray of shape (m,)
+        lengths : ndarray of shape (m,), int
+        """
+        steps = int(steps)
+        if steps < 1:
+            raise ValueError(f"steps must be a positive int. Got {steps!r}.")
+        s = self._tensor(as_states(initial_states, self.data.state_dim, "initial_states"))
+        returns, lengths = np.zeros(len(s)), np.full(len(s), steps)
+        alive = np.arange(len(s))
+        never_ends = self._never_ends()
+        for t in range(1, steps + 1):
+            if len(alive) == 0:
+                break
+            s, reward = self._mean_transition(policy, s, generator)
+            returns[alive] += reward.cpu().numpy()
+            if never_ends:
+                continue
+            ended = (self.anchor_continuation(s) < 0.5).cpu().numpy()
+            lengths[alive[ended]] = t
+            alive, s = alive[~ended], s[torch.as_tensor(~ended, device=s.device)]
+        return returns, lengths
 
     def anchor_continuation(self, states: torch.Tensor) -> torch.Tensor:
         """Whether the episode goes on at ``states`` (k, d_s), interpolated from the data's next

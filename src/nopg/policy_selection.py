@@ -5,14 +5,15 @@ optimiser each ascend their own ``J_hat``; those numbers are not comparable (the
 ``J_hat`` is over-optimistic where its policy leaves the data). A *judge*, one anchored model of
 the data (:mod:`nopg.anchored`, the same bandwidths), scores every candidate policy the same way:
 
-1. how long the judge's mean rollout of the policy keeps its episodes going, undiscounted, up to
-   ``steps`` (:meth:`~nopg.anchored.AnchoredBellman.episode_lengths`; the mean over the initial
-   states): an end the discount hides (a pole dropped after 300 steps) counts here;
-2. ``J_hat`` under the judge, with the judge's draws seeded.
+1. the undiscounted return of the judge's mean rollout of the policy over ``steps`` (an
+   evaluation's length), the mean over the initial states
+   (:meth:`~nopg.anchored.AnchoredBellman.episode_returns`): the model's forecast of the
+   evaluation's return. An end the discount hides (a pole dropped after 300 steps) costs the
+   rewards after it; an end at a goal (mountain car) keeps the goal's reward;
+2. ``J_hat`` under the judge, with the judge's draws seeded, where the returns tie (episodes
+   that all last ``steps`` on a reward of 1 per step).
 
-Candidates rank lexicographically by ``(mean episode length, J_hat)``, as ``search_horizon`` ranks
-CMA-ES candidates (:mod:`nopg.search`). On data without terminals and without terminal bounds
-every episode lasts ``steps``, and ``J_hat`` alone decides.
+Candidates rank lexicographically by ``(return, J_hat)``, higher first.
 """
 
 from __future__ import annotations
@@ -40,6 +41,9 @@ class JudgeScore:
 
     Attributes
     ----------
+    episode_return_mean : float
+        The undiscounted return of the judge's mean rollout over ``steps`` (mean over the
+        initial states).
     episode_steps_mean, episode_steps_min : float, int
         The judge's episode lengths of the policy from the initial states (mean, shortest).
     steps : int
@@ -50,6 +54,7 @@ class JudgeScore:
         The share of its discounted visitation where the data are thin (the judge's).
     """
 
+    episode_return_mean: float
     episode_steps_mean: float
     episode_steps_min: int
     steps: int
@@ -59,7 +64,7 @@ class JudgeScore:
     @property
     def key(self) -> tuple[float, float]:
         """What the candidates rank by (higher is better)."""
-        return (self.episode_steps_mean, self.J_hat)
+        return (self.episode_return_mean, self.J_hat)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -89,10 +94,10 @@ def score_policy(judge: AnchoredBellman, policy: nn.Module,
     to ``steps``; the judge's random draws (next states, NOPG-S actions) come from ``seed``."""
     z = as_states(initial_states, judge.data.state_dim, "initial_states")
     sol = judge.solution(policy, z, torch.Generator().manual_seed(int(seed)))
-    lengths = judge.episode_lengths(policy, z, int(steps),
-                                    torch.Generator().manual_seed(int(seed)))
-    return JudgeScore(float(np.mean(lengths)), int(np.min(lengths)), int(steps), float(sol.J),
-                      float(sol.support_gap))
+    returns, lengths = judge.episode_returns(policy, z, int(steps),
+                                             torch.Generator().manual_seed(int(seed)))
+    return JudgeScore(float(np.mean(returns)), float(np.mean(lengths)), int(np.min(lengths)),
+                      int(steps), float(sol.J), float(sol.support_gap))
 
 
 def best_score(scores: Sequence[JudgeScore]) -> int:

@@ -377,10 +377,10 @@ def _fit_recipes(task: Task, config: ExperimentConfig, data: TransitionDataset, 
         returns = task.evaluate(algo.policy, rconfig, seed, rconfig.final_eval_episodes)
         score: JudgeScore = score_policy(judge, algo.policy, s0, steps, seed)
         logger.info("seed %d recipe %s: return %s, J_hat %.4f (its own model); the judge: "
-                    "episodes %.1f of %d steps (shortest %d), J_hat %.4f (support gap %.3f); "
-                    "%.1f s", seed, name, _format_return(_mean(returns)), algo.J_hat(),
-                    score.episode_steps_mean, steps, score.episode_steps_min, score.J_hat,
-                    score.support_gap, seconds)
+                    "return %.4g over %d steps (episodes %.1f steps, shortest %d), J_hat %.4f "
+                    "(support gap %.3f); %.1f s", seed, name, _format_return(_mean(returns)),
+                    algo.J_hat(), score.episode_return_mean, steps, score.episode_steps_mean,
+                    score.episode_steps_min, score.J_hat, score.support_gap, seconds)
         fits.append({"recipe": name, "algo": algo, "config": rconfig, "returns": returns,
                      "score": score, "log": log_path, "fit_time_s": seconds})
     kept = fits[best_score([f["score"] for f in fits])]
