@@ -114,6 +114,9 @@ def test_stabilise_resolves_its_settings_and_bad_recipes_are_refused():
     assert apply_recipe(config.replace(**{"nopg.gamma": 0.95}), "stabilise").nopg.search_horizon \
         == 200
     assert apply_recipe(config, "given") == config
+    anchored = apply_recipe(config, "anchored")
+    assert (anchored.nopg.successors, anchored.nopg.top_k, anchored.nopg.optimizer) == \
+        ("anchored", "auto", "adam") and anchored.hidden == config.hidden
     for bad, match in (([], "non-empty"), (["given", "given"], "twice"),
                        (["given", "stabilize"], "unknown recipe 'stabilize'")):
         with pytest.raises(ValueError, match=match):

@@ -101,8 +101,9 @@ def _add_training_args(parser: argparse.ArgumentParser, seeds: str) -> None:
     parser.add_argument("--stochastic", action="store_true", help="NOPG-S instead of NOPG-D")
     parser.add_argument("--recipes", nargs="+", metavar="RECIPE",
                         help="fit each recipe (given: the configuration; stabilise: anchored "
-                             "model, CMA-ES, linear policy) and keep the policy one anchored "
-                             "model of the data rates best (default: given)")
+                             "model, CMA-ES, linear policy; anchored: the anchored model) and "
+                             "keep the policy one anchored model of the data rates best "
+                             "(default: given)")
     parser.add_argument("--seeds", type=int, nargs="+", help=f"seeds (default {seeds})")
     parser.add_argument("--n-updates", type=int, help="policy updates per seed")
     parser.add_argument("--bandwidth", choices=METHODS, help="bandwidth rule (default auto)")

@@ -12,6 +12,8 @@ policy that one anchored model of the data rates best (:mod:`nopg.policy_selecti
   how long the model keeps their episodes going over ``10 / (1 - gamma)`` steps
   (``search_horizon``): the recipe of the balancing tasks (cart-pole, the inverted pendulum),
   where gradient ascent on the kernel model's ``J_hat`` drives the policy off the data.
+- ``anchored``: the experiment's policy and optimiser on the anchored model (the option that
+  swings pendulum-uniform's random data up, where the kernel model learns to spin).
 """
 
 from __future__ import annotations
@@ -33,9 +35,10 @@ RECIPES: dict[str, dict[str, Any]] = {
     "stabilise": {"hidden": (), "normalize_states": True, "n_updates": STABILISE_GENERATIONS,
                   "nopg.successors": "anchored", "nopg.optimizer": "cma-es",
                   "nopg.search_patience": STABILISE_PATIENCE, "nopg.search_restart": "fresh"},
+    "anchored": {"nopg.successors": "anchored"},
 }
 """The recipes by name: their settings over the experiment's (``stabilise``'s
-``search_horizon`` and ``top_k`` are filled in by :func:`apply_recipe`)."""
+``search_horizon``, and ``top_k`` for the anchored ones, are filled in by :func:`apply_recipe`)."""
 
 
 def check_recipes(recipes: tuple[str, ...]) -> None:
@@ -58,6 +61,6 @@ def apply_recipe(config: ExperimentConfig, name: str) -> ExperimentConfig:
     if name == "stabilise":
         changes["nopg.search_horizon"] = int(math.ceil(
             STABILISE_HORIZON_DISCOUNTS / (1.0 - config.nopg.gamma) - 1e-9))
-        if config.nopg.top_k is None:          # the paper's experiments keep every neighbour
-            changes["nopg.top_k"] = "auto"
+    if changes.get("nopg.successors") == "anchored" and config.nopg.top_k is None:
+        changes["nopg.top_k"] = "auto"         # the paper's experiments keep every neighbour
     return config.replace(**changes)
