@@ -68,6 +68,26 @@ def test_the_judge_scores_episode_length_then_j_hat():
         best_score([])
 
 
+def test_episode_returns_weight_each_reward_by_the_models_survival(monkeypatch):
+    """Step t's reward counts with the product of the continuations before it (the model's soft
+    ends): a rollout that hovers where half the data end collects a geometric share."""
+    judge = judge_model(_linear_data(), BW, NOPGConfig(gamma=0.9, top_k=None, n_mc_next=None,
+                                                       terminal_bounds=[[None, None],
+                                                                        [None, 1e9]],
+                                                       state_circles=None))
+    policy = _pushing(0.1)
+    monkeypatch.setattr(judge, "anchor_continuation", lambda s: s.new_ones(s.shape[:-1]))
+    cumulative = [judge.episode_returns(policy, START, t)[0] for t in range(1, 6)]
+    rewards = np.diff(np.concatenate([[np.zeros(len(START))], cumulative]), axis=0)  # (5, m)
+    for going, length in ((0.6, 5), (0.4, 1)):
+        monkeypatch.setattr(judge, "anchor_continuation",
+                            lambda s, g=going: s.new_full(s.shape[:-1], g))
+        returns, lengths = judge.episode_returns(policy, START, 5)
+        assert returns == pytest.approx((going ** np.arange(5)[:, None] * rewards).sum(0),
+                                        rel=1e-12)
+        assert list(lengths) == [length] * len(START)
+
+
 def _config(**changes):
     task = get_task("pendulum-grid")
     config = task.default_config().replace(
@@ -93,6 +113,9 @@ def test_recipes_fit_each_alone_and_keep_the_judges_best(tmp_path, monkeypatch):
     assert (tmp_path / "both" / "log.csv").read_text() == \
         (tmp_path / "both" / f"log_{kept}.csv").read_text()
     assert len((tmp_path / "both" / "log_stabilise.csv").read_text().splitlines()) == 3
+    other = "given" if kept == "stabilise" else "stabilise"
+    assert (tmp_path / "both" / f"checkpoint_{other}" / "policy.pt").is_file()
+    assert not (tmp_path / "both" / f"checkpoint_{kept}").exists()
     json.dumps(res)
     # each recipe's fit is the one it gives alone (the given one: the plain default run)
     for name in ("given", "stabilise"):

@@ -194,11 +194,16 @@ class AnchoredBellman(LocalLinearBellman):
         """The undiscounted return and the length of the model's mean rollout from each initial
         state, up to ``steps``.
 
-        Each step earns the model's mean reward there (its rows' weights on the moved rewards);
-        the episode ends as in :meth:`episode_lengths`, the reward of its last step included, as
-        a gymnasium episode's. The return over an evaluation's length is the model's forecast of
-        the evaluation's return; unlike ``J_hat`` it sees what happens after ``1 / (1 - gamma)``
-        steps, and unlike the length alone it sees whether an end is a failure or a goal.
+        Step ``t`` earns the model's mean reward there (its rows' weights on the moved rewards)
+        times the probability that the episode is still going, the product of the continuations
+        of the states reached before it (:meth:`anchor_continuation`; 0 past ``terminal_bounds``):
+        the model's own soft ends, as its Bellman rows weight the value on. A rollout that hovers
+        where some of the data's next states are terminal (a goal) thus collects their rewards
+        only while its survival lasts. The length is :meth:`episode_lengths`'s (the first state
+        with a continuation below 1/2). The return over an evaluation's length is the model's
+        forecast of the evaluation's return; unlike ``J_hat`` it sees what happens after
+        ``1 / (1 - gamma)`` steps, and unlike the length it sees whether an end is a failure or
+        a goal.
 
         Returns
         -------
@@ -210,18 +215,22 @@ class AnchoredBellman(LocalLinearBellman):
             raise ValueError(f"steps must be a positive int. Got {steps!r}.")
         s = self._tensor(as_states(initial_states, self.data.state_dim, "initial_states"))
         returns, lengths = np.zeros(len(s)), np.full(len(s), steps)
-        alive = np.arange(len(s))
+        survival = np.ones(len(s))
+        alive = np.arange(len(s))            # still going (survival above 0, within ``steps``)
         never_ends = self._never_ends()
         for t in range(1, steps + 1):
             if len(alive) == 0:
                 break
             s, reward = self._mean_transition(policy, s, generator)
-            returns[alive] += reward.cpu().numpy()
+            returns[alive] += survival[alive] * reward.cpu().numpy()
             if never_ends:
                 continue
-            ended = (self.anchor_continuation(s) < 0.5).cpu().numpy()
+            going = self.anchor_continuation(s).cpu().numpy()
+            ended = (going < 0.5) & (lengths[alive] == steps)
             lengths[alive[ended]] = t
-            alive, s = alive[~ended], s[torch.as_tensor(~ended, device=s.device)]
+            survival[alive] *= going
+            keep = survival[alive] > 0.0
+            alive, s = alive[keep], s[torch.as_tensor(keep, device=s.device)]
         return returns, lengths
 
     def anchor_continuation(self, states: torch.Tensor) -> torch.Tensor:

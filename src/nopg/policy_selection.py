@@ -6,7 +6,8 @@ optimiser each ascend their own ``J_hat``; those numbers are not comparable (the
 the data (:mod:`nopg.anchored`, the same bandwidths), scores every candidate policy the same way:
 
 1. the undiscounted return of the judge's mean rollout of the policy over ``steps`` (an
-   evaluation's length), the mean over the initial states
+   evaluation's length), each reward weighted by the model's probability that the episode is
+   still going, the mean over the initial states
    (:meth:`~nopg.anchored.AnchoredBellman.episode_returns`): the model's forecast of the
    evaluation's return. An end the discount hides (a pole dropped after 300 steps) costs the
    rewards after it; an end at a goal (mountain car) keeps the goal's reward;

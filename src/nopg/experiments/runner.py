@@ -11,7 +11,8 @@ and plot) plus an :class:`ExperimentConfig` (the hyper-parameters, with NOPG's o
         run.log                the log (J_hat, residuals, evaluations, timings)
         learning_curves.png    J_hat and evaluation returns of all seeds
         seed_<k>/log.csv       one row per update (of the kept fit)
-        seed_<k>/log_<recipe>.csv   with several ``recipes``: each recipe's fit
+        seed_<k>/log_<recipe>.csv   with several ``recipes``: each recipe's fit (and
+                               ``checkpoint_<recipe>/`` for those not kept)
         seed_<k>/checkpoint/   policy, optimiser, config (``NOPG.load`` resumes it)
         seed_<k>/bandwidths.json, bandwidths.png   the chosen bandwidths, selection time,
                                neighbour distances and the data's support (``nopg bandwidth``)
@@ -359,8 +360,9 @@ def _fit_recipes(task: Task, config: ExperimentConfig, data: TransitionDataset, 
     """Fit every recipe of ``config.recipes`` (each from the seed's own initialisation, so that
     each fit is the one its recipe gives alone), score the final policies under one anchored
     model (:mod:`nopg.policy_selection`) and keep the best; the kept recipe's log becomes
-    ``log.csv``. Returns the kept fit, its evaluation returns, the fits' time, its configuration
-    and one row per recipe (the kept one first)."""
+    ``log.csv``, the others' fits are saved to ``checkpoint_<recipe>``. Returns the kept fit,
+    its evaluation returns, the fits' time, its configuration and one row per recipe (the kept
+    one first)."""
     judge_cfg = with_task_bounds(task, apply_recipe(config, "stabilise"), data.state_dim)
     judge = judge_model(data, bw, judge_cfg.nopg, config.stochastic)
     steps = judge_steps(config)
@@ -386,6 +388,9 @@ def _fit_recipes(task: Task, config: ExperimentConfig, data: TransitionDataset, 
     kept = fits[best_score([f["score"] for f in fits])]
     logger.info("seed %d: the judge keeps recipe %s", seed, kept["recipe"])
     shutil.copyfile(kept["log"], out_dir / "log.csv")
+    for f in fits:                 # the others stay inspectable (the kept one: checkpoint/)
+        if f is not kept:
+            f["algo"].save(out_dir / f"checkpoint_{f['recipe']}")
     rows = [{"recipe": f["recipe"], "kept": f is kept, "return_mean": _mean(f["returns"]),
              "J_hat": f["algo"].J_hat(), "support_gap": f["algo"].support_gap_,
              "fit_time_s": f["fit_time_s"], "judge": f["score"].to_dict()}
