@@ -126,13 +126,18 @@ class AnchoredBellman(LocalLinearBellman):
         return self._mean_transition(policy, s, generator)[0]
 
     def _mean_transition(self, policy: nn.Module, s: torch.Tensor,
-                         generator: torch.Generator | None) -> tuple[torch.Tensor, torch.Tensor]:
-        """The mean next states (m, d_s) and rewards (m,) of the model from states (m, d_s)."""
+                         generator: torch.Generator | None, continuation: bool = False
+                         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """The mean next states (m, d_s) and rewards (m,) of the model from states (m, d_s),
+        and with ``continuation`` the probability (m,) that the step does not end the episode:
+        its successors' continuations (:meth:`anchor_continuation`) weighted as its rows weight
+        them, the share the model's Bellman rows carry the value on."""
         rows, _, succ, reward = self._neighbour_successors(
             s, self.policy_actions(policy, s, generator))
+        going = (rows.values * self.anchor_continuation(succ)).sum(1) if continuation else None
         # the mean of points on a circle lies inside it
         return (project_to_circles((rows.values[..., None] * succ).sum(1), self.circles),
-                (rows.values * reward).sum(1))
+                (rows.values * reward).sum(1), going)
 
     def _never_ends(self) -> bool:
         """No datum ends its episode and no bound ends it: every continuation is a convex
@@ -195,12 +200,13 @@ class AnchoredBellman(LocalLinearBellman):
         state, up to ``steps``.
 
         Step ``t`` earns the model's mean reward there (its rows' weights on the moved rewards)
-        times the probability that the episode is still going, the product of the continuations
-        of the states reached before it (:meth:`anchor_continuation`; 0 past ``terminal_bounds``):
-        the model's own soft ends, as its Bellman rows weight the value on. A rollout that hovers
-        where some of the data's next states are terminal (a goal) thus collects their rewards
-        only while its survival lasts. The length is :meth:`episode_lengths`'s (the first state
-        with a continuation below 1/2). The return over an evaluation's length is the model's
+        times the probability that the episode is still going: the product over the steps
+        before it of each step's continuation, its moved successors' continuations
+        (:meth:`anchor_continuation`, 0 past ``terminal_bounds``) weighted as its rows weight
+        them, as the model's Bellman rows carry the value on. A rollout whose steps send part of
+        their mass to terminal data next states (a goal: their reward counts, then that share
+        ends) collects each such reward once, not at every step. The episode's length is the
+        first step whose continuation is below 1/2. The return over an evaluation's length is the model's
         forecast of the evaluation's return; unlike ``J_hat`` it sees what happens after
         ``1 / (1 - gamma)`` steps, and unlike the length it sees whether an end is a failure or
         a goal.
@@ -221,11 +227,12 @@ class AnchoredBellman(LocalLinearBellman):
         for t in range(1, steps + 1):
             if len(alive) == 0:
                 break
-            s, reward = self._mean_transition(policy, s, generator)
+            s, reward, step_going = self._mean_transition(policy, s, generator,
+                                                          continuation=not never_ends)
             returns[alive] += survival[alive] * reward.cpu().numpy()
-            if never_ends:
+            if step_going is None:
                 continue
-            going = self.anchor_continuation(s).cpu().numpy()
+            going = step_going.cpu().numpy()
             ended = (going < 0.5) & (lengths[alive] == steps)
             lengths[alive[ended]] = t
             survival[alive] *= going
