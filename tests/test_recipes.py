@@ -21,7 +21,8 @@ from test_terminal_bounds import BW, _pushing
 
 from nopg import NOPGConfig
 from nopg.experiments import get_task, run_seed
-from nopg.experiments.recipes import RECIPES, apply_recipe
+from nopg.experiments.recipes import RECIPES, apply_recipe, discount_horizon
+from nopg.experiments.runner import judge_steps
 from nopg.policy_selection import JudgeScore, best_score, judge_config, judge_model, score_policy
 
 BOUND = [[None, None], [1.0, None]]
@@ -137,6 +138,8 @@ def test_stabilise_resolves_its_settings_and_bad_recipes_are_refused():
     assert apply_recipe(config.replace(**{"nopg.gamma": 0.95}), "stabilise").nopg.search_horizon \
         == 200
     assert apply_recipe(config, "given") == config
+    assert judge_steps(config) == 10_000                   # the task's evaluation length
+    assert judge_steps(config.replace(task={"eval_steps": None})) == 1000 == discount_horizon(0.99)
     anchored = apply_recipe(config, "anchored")
     assert (anchored.nopg.successors, anchored.nopg.top_k, anchored.nopg.optimizer) == \
         ("anchored", "auto", "adam") and anchored.hidden == config.hidden

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .runner import ExperimentConfig
 
-__all__ = ["RECIPES", "apply_recipe", "check_recipes"]
+__all__ = ["RECIPES", "apply_recipe", "check_recipes", "discount_horizon"]
 
 STABILISE_GENERATIONS = 50
 STABILISE_PATIENCE = 8
@@ -39,6 +39,12 @@ RECIPES: dict[str, dict[str, Any]] = {
 }
 """The recipes by name: their settings over the experiment's (``stabilise``'s
 ``search_horizon``, and ``top_k`` for the anchored ones, are filled in by :func:`apply_recipe`)."""
+
+
+def discount_horizon(gamma: float) -> int:
+    """``ceil(10 / (1 - gamma))`` steps, after which the discount has fallen below ``e^-10``:
+    ``stabilise``'s ``search_horizon`` and the judge's episode length where a task names none."""
+    return int(math.ceil(STABILISE_HORIZON_DISCOUNTS / (1.0 - float(gamma)) - 1e-9))
 
 
 def check_recipes(recipes: tuple[str, ...]) -> None:
@@ -59,8 +65,7 @@ def apply_recipe(config: ExperimentConfig, name: str) -> ExperimentConfig:
     check_recipes((name,))
     changes: dict[str, Any] = {**RECIPES[name], "recipes": (name,)}
     if name == "stabilise":
-        changes["nopg.search_horizon"] = int(math.ceil(
-            STABILISE_HORIZON_DISCOUNTS / (1.0 - config.nopg.gamma) - 1e-9))
+        changes["nopg.search_horizon"] = discount_horizon(config.nopg.gamma)
     if changes.get("nopg.successors") == "anchored" and config.nopg.top_k is None:
         changes["nopg.top_k"] = "auto"         # the paper's experiments keep every neighbour
     return config.replace(**changes)

@@ -50,7 +50,7 @@ from ..plots import plot_learning_curve, plot_learning_curves
 from ..policies import DeterministicMLPPolicy, GaussianMLPPolicy, input_scaling_from_data
 from ..policy_selection import JudgeScore, best_score, judge_model, score_policy
 from .common import TaskSettings, check_task_value, suggestion
-from .recipes import STABILISE_HORIZON_DISCOUNTS, apply_recipe, check_recipes
+from .recipes import apply_recipe, check_recipes, discount_horizon
 
 logger = logging.getLogger("nopg.experiments")
 
@@ -349,9 +349,7 @@ def judge_steps(config: ExperimentConfig) -> int:
     """How many steps the judge counts a policy's episodes up to: the task's evaluation length
     (``eval_steps``), else ``10 / (1 - gamma)``."""
     steps = config.task.get("eval_steps") if isinstance(config.task, Mapping) else None
-    if steps:
-        return int(steps)
-    return int(np.ceil(STABILISE_HORIZON_DISCOUNTS / (1.0 - config.nopg.gamma) - 1e-9))
+    return int(steps) if steps else discount_horizon(config.nopg.gamma)
 
 
 def _fit_recipes(task: Task, config: ExperimentConfig, data: TransitionDataset, bw: Bandwidths,
