@@ -23,7 +23,7 @@ from nopg import NOPGConfig
 from nopg.experiments import get_task, run_seed
 from nopg.experiments.recipes import RECIPES, apply_recipe, discount_horizon
 from nopg.experiments.runner import judge_steps
-from nopg.policy_selection import JudgeScore, best_score, judge_config, judge_model, score_policy
+from nopg.policy_selection import JudgeScore, anchored_config, best_score, judge_model, score_policy
 
 BOUND = [[None, None], [1.0, None]]
 
@@ -43,7 +43,7 @@ def _true_episode(start: np.ndarray, force: float, steps: int) -> tuple[float, i
 def test_the_judge_scores_episode_length_then_j_hat():
     config = NOPGConfig(gamma=0.9, top_k=None, n_mc_next=None,
                         terminal_bounds=BOUND, state_circles=None)
-    assert judge_config(config).successors == "anchored" and judge_config(config).top_k == "auto"
+    assert anchored_config(config).successors == "anchored" and anchored_config(config).top_k == "auto"
     judge = judge_model(_linear_data(), BW, config)
     pushed = score_policy(judge, _pushing(0.5), START, 60, seed=0)
     still = score_policy(judge, _pushing(0.0), START, 60, seed=0)

@@ -206,10 +206,10 @@ class AnchoredBellman(LocalLinearBellman):
         them, as the model's Bellman rows carry the value on. A rollout whose steps send part of
         their mass to terminal data next states (a goal: their reward counts, then that share
         ends) collects each such reward once, not at every step. The episode's length is the
-        first step whose continuation is below 1/2. The return over an evaluation's length is the model's
-        forecast of the evaluation's return; unlike ``J_hat`` it sees what happens after
-        ``1 / (1 - gamma)`` steps, and unlike the length it sees whether an end is a failure or
-        a goal.
+        first step whose continuation is below 1/2. The return over an evaluation's length is
+        the model's forecast of the evaluation's return; unlike ``J_hat`` it sees what happens
+        after ``1 / (1 - gamma)`` steps, and unlike the length it sees whether an end is a
+        failure or a goal.
 
         Returns
         -------

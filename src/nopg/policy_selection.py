@@ -33,7 +33,7 @@ from .bellman import NonparametricBellman, as_states
 from .config import NOPGConfig
 from .data import TransitionDataset
 
-__all__ = ["JudgeScore", "judge_config", "judge_model", "score_policy", "best_score"]
+__all__ = ["JudgeScore", "anchored_config", "judge_model", "score_policy", "best_score"]
 
 
 @dataclass(frozen=True)
@@ -71,9 +71,10 @@ class JudgeScore:
         return asdict(self)
 
 
-def judge_config(config: NOPGConfig) -> NOPGConfig:
+def anchored_config(config: NOPGConfig) -> NOPGConfig:
     """``config`` with the anchored successors (``top_k="auto"`` where ``config`` keeps every
-    neighbour, which the moved successors refuse)."""
+    neighbour, as the paper's experiments do, which the moved successors refuse): the judge's
+    settings, and the anchored recipes'."""
     return replace(config, successors="anchored",
                    top_k="auto" if config.top_k is None else config.top_k)
 
@@ -82,7 +83,7 @@ def judge_model(data: TransitionDataset, bandwidths: Bandwidths, config: NOPGCon
                 stochastic: bool = False) -> AnchoredBellman:
     """The judge: an anchored model of ``data`` with ``config``'s other model settings (its
     bounds, circles, draws), resolved for the data's size."""
-    c = judge_config(config).resolved(data.n)
+    c = anchored_config(config).resolved(data.n)
     model = NonparametricBellman(data, bandwidths, c.gamma, c.model_config(stochastic=stochastic))
     assert isinstance(model, AnchoredBellman)
     return model

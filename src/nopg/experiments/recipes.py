@@ -18,8 +18,11 @@ policy that one anchored model of the data rates best (:mod:`nopg.policy_selecti
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import TYPE_CHECKING, Any
+
+from ..policy_selection import anchored_config
 
 if TYPE_CHECKING:
     from .runner import ExperimentConfig
@@ -66,6 +69,7 @@ def apply_recipe(config: ExperimentConfig, name: str) -> ExperimentConfig:
     changes: dict[str, Any] = {**RECIPES[name], "recipes": (name,)}
     if name == "stabilise":
         changes["nopg.search_horizon"] = discount_horizon(config.nopg.gamma)
-    if changes.get("nopg.successors") == "anchored" and config.nopg.top_k is None:
-        changes["nopg.top_k"] = "auto"         # the paper's experiments keep every neighbour
-    return config.replace(**changes)
+    out = config.replace(**changes)
+    if changes.get("nopg.successors") == "anchored":
+        out = dataclasses.replace(out, nopg=anchored_config(out.nopg))
+    return out

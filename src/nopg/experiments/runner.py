@@ -310,7 +310,7 @@ def model_episode_report(config: ExperimentConfig, algo: NOPG, seed: int) -> dic
     a warning where they end before half of it on average: the model predicts a failure there
     that ``J_hat``'s discount may hide. Empty for other models and for tasks without
     ``eval_steps``."""
-    steps = config.task.get("eval_steps") if isinstance(config.task, Mapping) else None
+    steps = _eval_steps(config)
     if not isinstance(algo.model_, AnchoredBellman) or not steps:
         return {}
     lengths = algo.model_episode_lengths(int(steps))
@@ -345,10 +345,15 @@ def _seed_result(seed: int, data: TransitionDataset, algo: NOPG, returns: list[f
     }
 
 
+def _eval_steps(config: ExperimentConfig) -> Any:
+    """The task's evaluation length (``eval_steps``), ``None`` where it names none."""
+    return config.task.get("eval_steps") if isinstance(config.task, Mapping) else None
+
+
 def judge_steps(config: ExperimentConfig) -> int:
     """How many steps the judge counts a policy's episodes up to: the task's evaluation length
     (``eval_steps``), else ``10 / (1 - gamma)``."""
-    steps = config.task.get("eval_steps") if isinstance(config.task, Mapping) else None
+    steps = _eval_steps(config)
     return int(steps) if steps else discount_horizon(config.nopg.gamma)
 
 
@@ -361,7 +366,8 @@ def _fit_recipes(task: Task, config: ExperimentConfig, data: TransitionDataset, 
     ``log.csv``, the others' fits are saved to ``checkpoint_<recipe>``. Returns the kept fit,
     its evaluation returns, the fits' time, its configuration and one row per recipe (the kept
     one first)."""
-    judge_cfg = with_task_bounds(task, apply_recipe(config, "stabilise"), data.state_dim)
+    judge_cfg = with_task_bounds(task, config.replace(**{"nopg.successors": "anchored"}),
+                                 data.state_dim)
     judge = judge_model(data, bw, judge_cfg.nopg, config.stochastic)
     steps = judge_steps(config)
     fits, fit_time = [], 0.0
