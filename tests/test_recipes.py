@@ -5,6 +5,7 @@
   first;
 - each recipe's fit in a multi-recipe run is the fit that recipe gives alone, the kept one is
   the judge's best, and its log becomes ``log.csv``;
+- ``auto`` adds ``stabilise`` up to a data size and one restart, and runs as the explicit list;
 - ``stabilise`` resolves its horizon and ``top_k``; bad recipe lists are refused.
 """
 
@@ -21,7 +22,14 @@ from test_terminal_bounds import BW, _pushing
 
 from nopg import NOPGConfig
 from nopg.experiments import get_task, run_seed
-from nopg.experiments.recipes import RECIPES, apply_recipe, discount_horizon
+from nopg.experiments import recipes as recipes_module
+from nopg.experiments.recipes import (
+    RECIPES,
+    STABILISE_MAX_SAMPLES,
+    apply_recipe,
+    discount_horizon,
+    resolve_recipes,
+)
 from nopg.experiments.runner import judge_steps
 from nopg.policy_selection import JudgeScore, anchored_config, best_score, judge_model, score_policy
 
@@ -149,3 +157,28 @@ def test_stabilise_resolves_its_settings_and_bad_recipes_are_refused():
             config.replace(recipes=bad)
     with pytest.raises(ValueError, match="'recipes' .* and 'restarts'"):
         config.replace(recipes=["given", "stabilise"], restarts=2)
+
+
+def test_auto_adds_stabilise_on_small_data_and_runs_as_the_explicit_list(tmp_path, monkeypatch):
+    n = STABILISE_MAX_SAMPLES
+    assert resolve_recipes(("auto",), n) == ("given", "stabilise")
+    assert resolve_recipes(("auto",), n + 1) == ("given",)
+    assert resolve_recipes(("auto",), 10, restarts=2) == ("given",)
+    assert resolve_recipes(("anchored", "given"), 10 ** 7) == ("anchored", "given")
+    for bad, match in ((["auto", "given"], "cannot stand beside"), (["atuo"], "or 'auto' alone")):
+        with pytest.raises(ValueError, match=match):
+            resolve_recipes(tuple(bad), 10)
+    with pytest.raises(ValueError, match="resolve it first"):
+        apply_recipe(get_task("cartpole-random").default_config(), "auto")
+    monkeypatch.setitem(RECIPES["stabilise"], "n_updates", 2)
+    task, config = _config(recipes=["auto"])                  # 50 transitions
+    auto = run_seed(task, config, 0, tmp_path / "auto", progress=False)
+    explicit = run_seed(task, config.replace(recipes=["given", "stabilise"]), 0,
+                        tmp_path / "explicit", progress=False)
+    assert [r["recipe"] for r in auto["recipes"]] == [r["recipe"] for r in explicit["recipes"]]
+    assert auto["J_hat"] == pytest.approx(explicit["J_hat"], rel=1e-12)
+    monkeypatch.setattr(recipes_module, "STABILISE_MAX_SAMPLES", 49)
+    alone = run_seed(task, config, 0, tmp_path / "large", progress=False)
+    given = run_seed(task, config.replace(recipes=["given"]), 0, tmp_path / "given",
+                     progress=False)
+    assert "recipes" not in alone and alone["J_hat"] == pytest.approx(given["J_hat"], rel=1e-12)

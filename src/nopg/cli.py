@@ -102,7 +102,8 @@ def _add_training_args(parser: argparse.ArgumentParser, seeds: str) -> None:
     parser.add_argument("--recipes", nargs="+", metavar="RECIPE",
                         help="fit each recipe (given: the configuration; stabilise: anchored "
                              "model, CMA-ES, linear policy; anchored: the anchored model) and "
-                             "keep the policy one anchored model of the data rates best "
+                             "keep the policy one anchored model of the data rates best; auto: "
+                             "given and stabilise up to 5000 transitions, else given "
                              "(default: given)")
     parser.add_argument("--seeds", type=int, nargs="+", help=f"seeds (default {seeds})")
     parser.add_argument("--n-updates", type=int, help="policy updates per seed")

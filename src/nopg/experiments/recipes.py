@@ -14,6 +14,11 @@ policy that one anchored model of the data rates best (:mod:`nopg.policy_selecti
   where gradient ascent on the kernel model's ``J_hat`` drives the policy off the data.
 - ``anchored``: the experiment's policy and optimiser on the anchored model (the option that
   swings pendulum-uniform's random data up, where the kernel model learns to spin).
+
+``auto`` (alone) names a list by the data: ``given`` and ``stabilise`` where the data hold at
+most :data:`STABILISE_MAX_SAMPLES` transitions and one restart is asked for, else ``given``
+alone (``stabilise``'s CMA-ES rolls every candidate out from every initial state, which grows
+past a fit's cost on large data) -- :func:`resolve_recipes`.
 """
 
 from __future__ import annotations
@@ -27,11 +32,14 @@ from ..policy_selection import anchored_config
 if TYPE_CHECKING:
     from .runner import ExperimentConfig
 
-__all__ = ["RECIPES", "apply_recipe", "check_recipes", "discount_horizon"]
+__all__ = ["AUTO", "RECIPES", "STABILISE_MAX_SAMPLES", "apply_recipe", "check_recipes",
+           "discount_horizon", "resolve_recipes"]
 
 STABILISE_GENERATIONS = 50
 STABILISE_PATIENCE = 8
 STABILISE_HORIZON_DISCOUNTS = 10.0     # search_horizon = 10 / (1 - gamma) steps
+STABILISE_MAX_SAMPLES = 5000           # auto adds stabilise up to this many transitions
+AUTO = "auto"
 
 RECIPES: dict[str, dict[str, Any]] = {
     "given": {},
@@ -51,21 +59,43 @@ def discount_horizon(gamma: float) -> int:
 
 
 def check_recipes(recipes: tuple[str, ...]) -> None:
-    """Refuse an empty, repeated or unknown recipe list (named in the error)."""
+    """Refuse an empty, repeated or unknown recipe list (named in the error), and ``auto`` beside
+    other names."""
     if not recipes or isinstance(recipes, str):
         raise ValueError(f"The 'recipes' parameter must be a non-empty list of recipe names "
-                         f"({', '.join(RECIPES)}). Got {recipes!r} instead.")
+                         f"({', '.join(RECIPES)}) or ['{AUTO}']. Got {recipes!r} instead.")
+    if AUTO in recipes:
+        if len(recipes) > 1:
+            raise ValueError(f"'{AUTO}' in 'recipes' chooses the list itself and cannot stand "
+                             f"beside other names: {list(recipes)!r}")
+        return
     unknown = [r for r in recipes if r not in RECIPES]
     if unknown:
         raise ValueError(f"unknown recipe {unknown[0]!r} in 'recipes'; known: "
-                         f"{', '.join(RECIPES)}")
+                         f"{', '.join(RECIPES)}, or '{AUTO}' alone")
     if len(set(recipes)) != len(recipes):
         raise ValueError(f"The 'recipes' parameter names a recipe twice: {list(recipes)!r}")
+
+
+def resolve_recipes(recipes: tuple[str, ...], n_samples: int, restarts: int = 1
+                    ) -> tuple[str, ...]:
+    """The recipes to fit: ``recipes`` itself, unless it is ``("auto",)``, which gives
+    ``("given", "stabilise")`` for at most :data:`STABILISE_MAX_SAMPLES` transitions and one
+    restart, else ``("given",)``."""
+    check_recipes(recipes)
+    if tuple(recipes) != (AUTO,):
+        return tuple(recipes)
+    if restarts == 1 and n_samples <= STABILISE_MAX_SAMPLES:
+        return ("given", "stabilise")
+    return ("given",)
 
 
 def apply_recipe(config: ExperimentConfig, name: str) -> ExperimentConfig:
     """``config`` with recipe ``name``'s settings (and ``recipes`` reduced to it)."""
     check_recipes((name,))
+    if name not in RECIPES:
+        raise ValueError(f"'{AUTO}' names a list of recipes, not one: resolve it first "
+                         "(resolve_recipes)")
     changes: dict[str, Any] = {**RECIPES[name], "recipes": (name,)}
     if name == "stabilise":
         changes["nopg.search_horizon"] = discount_horizon(config.nopg.gamma)

@@ -50,7 +50,7 @@ from ..plots import plot_learning_curve, plot_learning_curves
 from ..policies import DeterministicMLPPolicy, GaussianMLPPolicy, input_scaling_from_data
 from ..policy_selection import JudgeScore, best_score, judge_model, score_policy
 from .common import TaskSettings, check_task_value, suggestion
-from .recipes import apply_recipe, check_recipes, discount_horizon
+from .recipes import AUTO, apply_recipe, check_recipes, discount_horizon, resolve_recipes
 
 logger = logging.getLogger("nopg.experiments")
 
@@ -73,7 +73,7 @@ class ExperimentConfig:
     env_terminal_bounds: bool = True          # moved successors: nopg.terminal_bounds from the task
     restarts: int = 1                         # fits per seed from other initialisations; best J_hat
     restart_updates: int | None = None        # updates per restart before choosing (None: all)
-    recipes: tuple[str, ...] = ("given",)     # fits per seed (recipes.py); the judge keeps one
+    recipes: tuple[str, ...] = ("given",)     # fits per seed (recipes.py; "auto": by data size)
     eval_every: int = 100                     # evaluate in the environment every N updates
     eval_episodes: int = 1                    # episodes per evaluation
     final_eval_episodes: int = 1              # episodes of the final evaluation
@@ -426,6 +426,11 @@ def run_seed(task: Task, config: ExperimentConfig, seed: int, out_dir: Path,
     s0 = task.initial_states(data, config, seed)
     logger.info("seed %d: %r; bandwidths state=%s action=%s", seed, data,
                 np.round(bw.state, 4).tolist(), np.round(bw.action, 4).tolist())
+    if tuple(config.recipes) == (AUTO,):
+        config = config.replace(recipes=resolve_recipes(config.recipes, len(data),
+                                                        config.restarts))
+        logger.info("seed %d: recipes %s = %s (%d transitions, %d restart(s))", seed, AUTO,
+                    ", ".join(config.recipes), len(data), config.restarts)
     if len(config.recipes) > 1:
         algo, returns, fit_time, config, recipes = _fit_recipes(task, config, data, bw, s0, seed,
                                                                 out_dir, progress, tensorboard)
