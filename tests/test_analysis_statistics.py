@@ -14,6 +14,7 @@ from nopg.analysis.statistics import (
     CSV_COLUMNS,
     angles_degrees,
     error_statistics,
+    rank_correlation,
     read_csv,
     summary_rows,
     write_csv,
@@ -280,3 +281,14 @@ def test_plot_gradient_sweep_errors(tmp_path):
     with pytest.raises(ValueError, match="No row"):
         alpha_rows = [r for r in rows if r["sweep"] == "alpha"]
         plot_gradient_sweep(alpha_rows, results, "samples", tmp_path / "x.png")
+
+
+def test_rank_correlation_is_spearmans_rho_and_none_where_undefined():
+    # 1 - 6 sum d^2 / (n (n^2 - 1)) with one swapped pair: 1 - 6 * 2 / 60
+    assert rank_correlation([1, 2, 3, 4], [10, 30, 20, 40]) == pytest.approx(0.8, abs=1e-12)
+    assert rank_correlation([1, 2, 3], [3, 2, 1]) == pytest.approx(-1.0, abs=1e-12)
+    assert rank_correlation([0.1, 5, 7], np.exp([0.1, 5, 7])) == pytest.approx(1.0, abs=1e-12)
+    assert rank_correlation([1, 2], [1, 2]) is None                     # too few pairs
+    assert rank_correlation([1, 1, 1], [1, 2, 3]) is None               # no spread
+    with pytest.raises(ValueError, match="paired"):
+        rank_correlation([1, 2, 3], [1, 2])

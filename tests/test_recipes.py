@@ -5,6 +5,8 @@
   first;
 - each recipe's fit in a multi-recipe run is the fit that recipe gives alone, the kept one is
   the judge's best, and its log becomes ``log.csv``;
+- the run's report: each recipe's mean return and seeds kept, Spearman of the judge and of
+  ``J_hat`` with the return over all fits;
 - ``auto`` adds ``stabilise`` up to a data size and one restart, and runs as the explicit list;
 - ``stabilise`` resolves its horizon and ``top_k``; bad recipe lists are refused.
 """
@@ -21,13 +23,14 @@ from test_search_horizon import _true_length
 from test_terminal_bounds import BW, _pushing
 
 from nopg import NOPGConfig
-from nopg.experiments import get_task, run_seed
+from nopg.experiments import get_task, run_experiment, run_seed
 from nopg.experiments import recipes as recipes_module
 from nopg.experiments.recipes import (
     RECIPES,
     STABILISE_MAX_SAMPLES,
     apply_recipe,
     discount_horizon,
+    recipes_report,
     resolve_recipes,
 )
 from nopg.experiments.runner import judge_steps
@@ -109,7 +112,9 @@ def _config(**changes):
 def test_recipes_fit_each_alone_and_keep_the_judges_best(tmp_path, monkeypatch):
     monkeypatch.setitem(RECIPES["stabilise"], "n_updates", 2)       # 2 CMA-ES generations
     task, config = _config(recipes=["given", "stabilise"])
-    res = run_seed(task, config, 0, tmp_path / "both", progress=False)
+    summary = run_experiment(task, config.replace(seeds=[0]), tmp_path, progress=False,
+                             run_name="run")
+    res, both = summary["seeds"][0], tmp_path / "run" / "seed_0"
     rows = {r["recipe"]: r for r in res["recipes"]}
     assert set(rows) == {"given", "stabilise"} and res["recipes"][0]["kept"]
     assert sum(r["kept"] for r in rows.values()) == 1
@@ -119,12 +124,17 @@ def test_recipes_fit_each_alone_and_keep_the_judges_best(tmp_path, monkeypatch):
     assert keys[kept] == max(keys.values()) and rows[kept]["kept"]
     assert res["J_hat"] == pytest.approx(rows[kept]["J_hat"], rel=1e-12)
     assert res["return_mean"] == pytest.approx(rows[kept]["return_mean"], rel=1e-12)
-    assert (tmp_path / "both" / "log.csv").read_text() == \
-        (tmp_path / "both" / f"log_{kept}.csv").read_text()
-    assert len((tmp_path / "both" / "log_stabilise.csv").read_text().splitlines()) == 3
+    assert (both / "log.csv").read_text() == \
+        (both / f"log_{kept}.csv").read_text()
+    assert len((both / "log_stabilise.csv").read_text().splitlines()) == 3
     other = "given" if kept == "stabilise" else "stabilise"
-    assert (tmp_path / "both" / f"checkpoint_{other}" / "policy.pt").is_file()
-    assert not (tmp_path / "both" / f"checkpoint_{kept}").exists()
+    assert (both / f"checkpoint_{other}" / "policy.pt").is_file()
+    assert not (both / f"checkpoint_{kept}").exists()
+    report = summary["recipes"]
+    assert report["per_recipe"][kept]["kept"] == 1 and report["fits"] == 2
+    assert report["per_recipe"][kept]["return_mean"] == pytest.approx(res["return_mean"])
+    assert "rank correlation with the evaluation return over 2 fits" in \
+        (tmp_path / "run" / "run.log").read_text()
     json.dumps(res)
     # each recipe's fit is the one it gives alone (the given one: the plain default run)
     for name in ("given", "stabilise"):
@@ -182,3 +192,28 @@ def test_auto_adds_stabilise_on_small_data_and_runs_as_the_explicit_list(tmp_pat
     given = run_seed(task, config.replace(recipes=["given"]), 0, tmp_path / "given",
                      progress=False)
     assert "recipes" not in alone and alone["J_hat"] == pytest.approx(given["J_hat"], rel=1e-12)
+
+
+def _row(recipe: str, kept: bool, ret: float | None, j_hat: float, forecast: float) -> dict:
+    return {"recipe": recipe, "kept": kept, "return_mean": ret, "J_hat": j_hat,
+            "judge": {"episode_return_mean": forecast}}
+
+
+def test_the_recipes_report_counts_kept_seeds_and_ranks_all_fits():
+    seeds = [{"recipes": [_row("given", True, 100.0, 5.0, 90.0),
+                          _row("stabilise", False, 20.0, 9.0, 30.0)]},
+             {"recipes": [_row("stabilise", True, 80.0, 8.0, 70.0),
+                          _row("given", False, 10.0, 7.0, 15.0)]},
+             {"recipes": [_row("given", True, None, 1.0, 1.0),            # no evaluation
+                          _row("stabilise", False, None, 2.0, 0.0)]}]
+    report = recipes_report(seeds)
+    given, stab = report["per_recipe"]["given"], report["per_recipe"]["stabilise"]
+    assert (given["seeds"], given["kept"], stab["seeds"], stab["kept"]) == (3, 2, 3, 1)
+    assert given["return_mean"] == pytest.approx(55.0) and stab["return_mean"] == pytest.approx(50.0)
+    assert given["return_ci"][0] >= 10.0 and given["return_ci"][1] <= 100.0
+    assert report["fits"] == 4
+    # returns 100, 20, 80, 10: the forecasts rank them exactly; J_hat 5, 9, 8, 7 ranks 1, 4, 3, 2
+    assert report["spearman_judge"] == pytest.approx(1.0)
+    assert report["spearman_own_J_hat"] == pytest.approx(1 - 6 * (9 + 4 + 0 + 1) / 60)
+    assert recipes_report([{"recipes": []}, {}]) is None
+    json.dumps(report)

@@ -39,6 +39,7 @@ __all__ = [
     "ErrorStatistics",
     "angles_degrees",
     "error_statistics",
+    "rank_correlation",
     "read_csv",
     "summary_rows",
     "write_csv",
@@ -243,6 +244,19 @@ def _bootstrap(
         for name, values in _resampled_values(dT, cn, dbar, angles, t2, idx).items():
             parts[name].append(values)
     return {name: np.concatenate(vals) for name, vals in parts.items()}
+
+
+def rank_correlation(x: ArrayLike, y: ArrayLike) -> float | None:
+    """Spearman's rank correlation of paired ``x`` and ``y`` (scipy); ``None`` for fewer than 3
+    pairs or a side without spread, where it is undefined."""
+    from scipy.stats import spearmanr
+
+    a, b = np.asarray(x, dtype=np.float64).reshape(-1), np.asarray(y, dtype=np.float64).reshape(-1)
+    if a.shape != b.shape:
+        raise ValueError(f"rank_correlation needs paired values: {a.size} and {b.size} given")
+    if a.size < 3 or np.ptp(a) == 0 or np.ptp(b) == 0:
+        return None
+    return float(spearmanr(a, b).statistic)
 
 
 def percentile_ci(values: np.ndarray, confidence: float) -> tuple[float, float]:

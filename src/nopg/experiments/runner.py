@@ -50,7 +50,7 @@ from ..plots import plot_learning_curve, plot_learning_curves
 from ..policies import DeterministicMLPPolicy, GaussianMLPPolicy, input_scaling_from_data
 from ..policy_selection import JudgeScore, best_score, judge_model, score_policy
 from .common import TaskSettings, check_task_value, suggestion
-from .recipes import AUTO, apply_recipe, check_recipes, discount_horizon, resolve_recipes
+from .recipes import AUTO, apply_recipe, check_recipes, discount_horizon, recipes_report, resolve_recipes
 
 logger = logging.getLogger("nopg.experiments")
 
@@ -493,6 +493,22 @@ def _finish_seed(task: Task, config: ExperimentConfig, seed: int, out_dir: Path,
     return result
 
 
+def _log_recipes_report(report: Mapping[str, Any]) -> None:
+    """One line per recipe and one for the rank correlations (:func:`recipes_report`)."""
+    def fmt(value: float | None) -> str:
+        return "n/a" if value is None else f"{value:.2f}"
+
+    for name, row in report["per_recipe"].items():
+        ci = row["return_ci"]
+        logger.info("recipe %s: return %s%s over %d seed(s), kept on %d", name,
+                    _format_return(row["return_mean"]),
+                    "" if ci is None else f" [{ci[0]:.1f}, {ci[1]:.1f}]", row["seeds"],
+                    row["kept"])
+    logger.info("rank correlation with the evaluation return over %d fits: the judge %s, each "
+                "fit's own J_hat %s", report["fits"], fmt(report["spearman_judge"]),
+                fmt(report["spearman_own_J_hat"]))
+
+
 @contextmanager
 def run_log(run_dir: Path) -> Iterator[None]:
     """Copy the ``nopg`` logger (at INFO or finer) and captured warnings to ``run_dir/run.log``."""
@@ -561,6 +577,10 @@ def _run_seeds(task: Task, config: ExperimentConfig, kind: str, run_dir: Path,
             "J_hat_mean": float(j_hats.mean()),
             "wall_time_s": time.perf_counter() - start, "seeds": seeds,
         }
+        report = recipes_report(seeds)
+        if report is not None:
+            summary["recipes"] = report
+            _log_recipes_report(report)
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
         plot_learning_curves([run_dir / f"seed_{s}" / "log.csv" for s in config.seeds],
                              run_dir / "learning_curves.png",

@@ -54,6 +54,7 @@ from scipy.stats import spearmanr
 from torch import nn
 from tqdm.auto import tqdm
 
+from ..analysis.statistics import rank_correlation
 from ..bandwidth import METHODS, Bandwidths, select_bandwidths
 from ..bellman import NonparametricBellman, as_states
 from ..data import TransitionDataset
@@ -344,12 +345,6 @@ def _write_csv(path: Path, header: list[str], rows: np.ndarray) -> None:
         writer.writerows([[repr(float(v)) for v in row] for row in rows])
 
 
-def _side_spearman(x: np.ndarray, y: np.ndarray) -> float | None:
-    if x.size < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
-        return None
-    return float(spearmanr(x, y).statistic)
-
-
 def _sweep(model: NonparametricBellman, data: TransitionDataset, s0: np.ndarray, config: TrustRegionConfig,
            progress: bool) -> np.ndarray:
     """Rows (theta3, loglik, |g|, log|g|, J_hat, g_th0..g_th3, residual) over the grid."""
@@ -371,8 +366,8 @@ def _summarise_policies(table: np.ndarray) -> dict[str, Any]:
     left, right = slice(0, peak + 1), slice(peak, None)
     return {
         "spearman_loglik_vs_log_grad_norm": float(spearmanr(ll, log_norm).statistic),
-        "spearman_left_of_peak": _side_spearman(ll[left], log_norm[left]),
-        "spearman_right_of_peak": _side_spearman(ll[right], log_norm[right]),
+        "spearman_left_of_peak": rank_correlation(ll[left], log_norm[left]),
+        "spearman_right_of_peak": rank_correlation(ll[right], log_norm[right]),
         "theta3_max_loglik": float(th3[peak]),
         "theta3_max_grad_norm": float(th3[int(np.argmax(norm))]),
         "log_grad_norm_min": float(log_norm.min()), "log_grad_norm_max": float(log_norm.max()),
@@ -447,8 +442,8 @@ def _contributions(model: NonparametricBellman, data: TransitionDataset, bw: Ban
         "dense_fraction": config.dense_fraction,
         "sq_norm_share_of_densest": float(sq[densest].sum() / sq.sum()) if sq.sum() > 0 else None,
         "spearman_g_norm_vs_density": float(spearmanr(g_norm, density).statistic),
-        "spearman_bin_mean_vs_count": _side_spearman(bins["count"][filled], bins["mean"][filled]),
-        "spearman_bin_sum_vs_count": _side_spearman(bins["count"][filled], bins["sum"][filled]),
+        "spearman_bin_mean_vs_count": rank_correlation(bins["count"][filled], bins["mean"][filled]),
+        "spearman_bin_sum_vs_count": rank_correlation(bins["count"][filled], bins["sum"][filled]),
     }
     return bins, heat
 
