@@ -32,6 +32,7 @@ def test_reproduce_writes_results_folder(tmp_path, stochastic):
     seed = summary["seeds"][0]
     assert seed["n_samples"] == 5 * 4 * 2
     assert np.isfinite(seed["return_mean"]) and np.isfinite(seed["J_hat"])
+    assert summary["return_ci"] == pytest.approx([seed["return_mean"]] * 2)   # one seed
     config = json.loads((run / "config.json").read_text())
     assert config["experiment"] == "pendulum-grid" and config["n_updates"] == 4
     assert config["task"]["n_theta"] == 5

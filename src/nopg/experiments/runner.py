@@ -49,6 +49,7 @@ from ..model_config import plain_bounds
 from ..plots import plot_learning_curve, plot_learning_curves
 from ..policies import DeterministicMLPPolicy, GaussianMLPPolicy, input_scaling_from_data
 from ..policy_selection import JudgeScore, best_score, judge_model, score_policy
+from ..run_evaluation import bootstrap_mean_ci
 from .common import TaskSettings, check_task_value, suggestion
 from .recipes import AUTO, apply_recipe, check_recipes, discount_horizon, recipes_report, resolve_recipes
 
@@ -574,6 +575,7 @@ def _run_seeds(task: Task, config: ExperimentConfig, kind: str, run_dir: Path,
             "task": task.name, "algorithm": kind, "run_dir": str(run_dir),
             "return_mean": float(means.mean()) if means.size else None,
             "return_std": float(means.std()) if means.size else None,
+            "return_ci": list(bootstrap_mean_ci(means)) if means.size else None,   # over seeds
             "J_hat_mean": float(j_hats.mean()),
             "wall_time_s": time.perf_counter() - start, "seeds": seeds,
         }
@@ -586,8 +588,9 @@ def _run_seeds(task: Task, config: ExperimentConfig, kind: str, run_dir: Path,
                              run_dir / "learning_curves.png",
                              labels=[f"seed {s}" for s in config.seeds], title=f"{task.name} ({kind})")
         if means.size:
-            logger.info("%s %s: return %.2f ± %.2f over %d seeds, %.1f s", task.name, kind,
-                        summary["return_mean"], summary["return_std"], len(seeds),
+            logger.info("%s %s: return %.2f ± %.2f [95%% bootstrap interval of the mean %.2f, "
+                        "%.2f] over %d seeds, %.1f s", task.name, kind, summary["return_mean"],
+                        summary["return_std"], *summary["return_ci"], len(seeds),
                         summary["wall_time_s"])
         else:
             logger.info("%s %s: J_hat %.4f over %d seeds (no evaluation environment), %.1f s",
