@@ -1,8 +1,8 @@
 """Recipes: several fits per seed, one kept by the judge (one anchored model of the data).
 
 - the judge's score is the model's undiscounted episode return (the true return up to a bound on
-  linear dynamics, the last step's reward included) and its ``J_hat``; scores rank by the return
-  first;
+  linear dynamics, the last step's reward included); a later candidate is kept only where its
+  return is higher by more than 1%;
 - each recipe's fit in a multi-recipe run is the fit that recipe gives alone, the kept one is
   the judge's best, and its log becomes ``log.csv``;
 - the run's report: each recipe's mean return and seeds kept, Spearman of the judge and of
@@ -34,7 +34,14 @@ from nopg.experiments.recipes import (
     resolve_recipes,
 )
 from nopg.experiments.runner import judge_steps
-from nopg.policy_selection import JudgeScore, anchored_config, best_score, judge_model, score_policy
+from nopg.policy_selection import (
+    FORECAST_RTOL,
+    JudgeScore,
+    anchored_config,
+    best_score,
+    judge_model,
+    score_policy,
+)
 
 BOUND = [[None, None], [1.0, None]]
 
@@ -51,7 +58,7 @@ def _true_episode(start: np.ndarray, force: float, steps: int) -> tuple[float, i
     return ret, steps
 
 
-def test_the_judge_scores_episode_length_then_j_hat():
+def test_the_judge_forecasts_the_true_return_and_length():
     config = NOPGConfig(gamma=0.9, top_k=None, n_mc_next=None,
                         terminal_bounds=BOUND, state_circles=None)
     assert anchored_config(config).successors == "anchored" and anchored_config(config).top_k == "auto"
@@ -72,12 +79,32 @@ def test_the_judge_scores_episode_length_then_j_hat():
     with pytest.raises(ValueError, match="steps"):
         judge.episode_returns(_pushing(0.0), START, 0)
     assert still.episode_return_mean > pushed.episode_return_mean
-    assert best_score([pushed, still]) == 1              # the higher return wins ...
-    richer = JudgeScore(still.episode_return_mean, 55.0, 50, 60, still.J_hat + 1.0, 0.0)
-    assert best_score([still, richer]) == 1              # ... then the higher J_hat
-    assert best_score([still, still]) == 0               # the first of equal ones
+    assert best_score([pushed, still]) == 1              # the clearly higher return wins
+
+
+def _forecast(value: float, j_hat: float = 0.0) -> JudgeScore:
+    return JudgeScore(value, 10.0, 10, 10, j_hat, 0.0)
+
+
+def test_a_later_candidate_is_kept_only_when_clearly_better():
+    assert FORECAST_RTOL == 0.01
+    # a tie within 1% of the larger magnitude keeps the earlier candidate, whatever J_hat says
+    assert best_score([_forecast(9999.8, 99.0), _forecast(9999.9, 99.9)]) == 0
+    assert best_score([_forecast(100.0), _forecast(100.99)]) == 0
+    assert best_score([_forecast(100.0), _forecast(101.5)]) == 1
+    assert best_score([_forecast(-400.0), _forecast(-397.0)]) == 0           # 3 < 4
+    assert best_score([_forecast(-400.0), _forecast(-390.0)]) == 1
+    assert best_score([_forecast(118.1), _forecast(9998.6)]) == 1
+    assert best_score([_forecast(5.0), _forecast(5.0)]) == 0
+    # each later one is compared with the one kept so far
+    assert best_score([_forecast(100.0), _forecast(200.0), _forecast(201.0)]) == 1
+    assert best_score([_forecast(100.0), _forecast(100.5), _forecast(300.0)]) == 2
+    assert best_score([_forecast(100.0), _forecast(50.0)], rtol=0.0) == 0
+    assert best_score([_forecast(100.0), _forecast(100.5)], rtol=0.0) == 1
     with pytest.raises(ValueError, match="no scores"):
         best_score([])
+    with pytest.raises(ValueError, match="rtol"):
+        best_score([_forecast(1.0)], rtol=-0.1)
 
 
 def test_episode_returns_weight_each_reward_by_the_models_survival(monkeypatch):
@@ -118,10 +145,9 @@ def test_recipes_fit_each_alone_and_keep_the_judges_best(tmp_path, monkeypatch):
     rows = {r["recipe"]: r for r in res["recipes"]}
     assert set(rows) == {"given", "stabilise"} and res["recipes"][0]["kept"]
     assert sum(r["kept"] for r in rows.values()) == 1
-    keys = {name: (r["judge"]["episode_return_mean"], r["judge"]["J_hat"])
-            for name, r in rows.items()}
     kept = res["recipe"]
-    assert keys[kept] == max(keys.values()) and rows[kept]["kept"]
+    forecasts = [JudgeScore(**rows[name]["judge"]) for name in ("given", "stabilise")]
+    assert kept == ("given", "stabilise")[best_score(forecasts)] and rows[kept]["kept"]
     assert res["J_hat"] == pytest.approx(rows[kept]["J_hat"], rel=1e-12)
     assert res["return_mean"] == pytest.approx(rows[kept]["return_mean"], rel=1e-12)
     assert (both / "log.csv").read_text() == \

@@ -3,22 +3,28 @@
 Fits that differ in their model (the kernel model, the anchored one), their policy class or their
 optimiser each ascend their own ``J_hat``; those numbers are not comparable (the kernel model's
 ``J_hat`` is over-optimistic where its policy leaves the data). A *judge*, one anchored model of
-the data (:mod:`nopg.anchored`, the same bandwidths), scores every candidate policy the same way:
+the data (:mod:`nopg.anchored`, the same bandwidths), scores every candidate policy the same way.
 
-1. the undiscounted return of the judge's mean rollout of the policy over ``steps`` (an
-   evaluation's length), each reward weighted by the model's probability that the episode is
-   still going, the mean over the initial states
-   (:meth:`~nopg.anchored.AnchoredBellman.episode_returns`): the model's forecast of the
-   evaluation's return. An end the discount hides (a pole dropped after 300 steps) costs the
-   rewards after it; an end at a goal (mountain car) keeps the goal's reward;
-2. ``J_hat`` under the judge, with the judge's draws seeded, where the returns tie (episodes
-   that all last ``steps`` on a reward of 1 per step).
+The score is the undiscounted return of the judge's mean rollout of the policy over ``steps``
+(an evaluation's length), each reward weighted by the model's probability that the episode is
+still going, the mean over the initial states
+(:meth:`~nopg.anchored.AnchoredBellman.episode_returns`): the model's forecast of the
+evaluation's return. An end the discount hides (a pole dropped after 300 steps) costs the
+rewards after it; an end at a goal (mountain car) keeps the goal's reward. ``J_hat`` under the
+judge is recorded beside it.
 
-Candidates rank lexicographically by ``(return, J_hat)``, higher first.
+The candidates come in order of preference (the experiment's own configuration first), and a
+later one replaces the one kept only where its forecast is higher by more than
+:data:`FORECAST_RTOL` of the larger magnitude of the two (:func:`best_score`). Forecasts within
+that margin are a tie the judge cannot break: where two balancing policies both last the whole
+evaluation in the model, the forecasts differ in the last digits. A recipe that searches the
+anchored model itself (``stabilise``) is optimised against a model of the judge's kind, so the
+judge is most optimistic about it (the optimiser's curse); a tie keeps the earlier candidate.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
@@ -33,7 +39,12 @@ from .bellman import NonparametricBellman, as_states
 from .config import NOPGConfig
 from .data import TransitionDataset
 
-__all__ = ["JudgeScore", "anchored_config", "judge_model", "score_policy", "best_score"]
+__all__ = ["FORECAST_RTOL", "JudgeScore", "anchored_config", "judge_model", "score_policy",
+           "best_score"]
+
+FORECAST_RTOL = 0.01
+"""A later candidate must beat the kept one's forecast by more than this share of the larger
+magnitude of the two."""
 
 
 @dataclass(frozen=True)
@@ -61,11 +72,6 @@ class JudgeScore:
     steps: int
     J_hat: float
     support_gap: float
-
-    @property
-    def key(self) -> tuple[float, float]:
-        """What the candidates rank by (higher is better)."""
-        return (self.episode_return_mean, self.J_hat)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -102,8 +108,17 @@ def score_policy(judge: AnchoredBellman, policy: nn.Module,
                       int(steps), float(sol.J), float(sol.support_gap))
 
 
-def best_score(scores: Sequence[JudgeScore]) -> int:
-    """The index of the best score (the first of equal ones)."""
+def best_score(scores: Sequence[JudgeScore], rtol: float = FORECAST_RTOL) -> int:
+    """The index of the score kept from ``scores``, in order of preference: the first, replaced
+    by each later one whose forecast (``episode_return_mean``) is higher than the kept one's by
+    more than ``rtol`` times the larger of their magnitudes (module docstring)."""
     if not scores:
         raise ValueError("no scores to choose from")
-    return max(range(len(scores)), key=lambda i: (scores[i].key, -i))
+    if not (math.isfinite(rtol) and rtol >= 0):
+        raise ValueError(f"The 'rtol' parameter must be a finite number >= 0. Got {rtol!r} instead.")
+    kept = 0
+    for i in range(1, len(scores)):
+        old, new = scores[kept].episode_return_mean, scores[i].episode_return_mean
+        if new - old > rtol * max(abs(old), abs(new)):
+            kept = i
+    return kept

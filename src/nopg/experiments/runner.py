@@ -384,7 +384,7 @@ def _fit_recipes(task: Task, config: ExperimentConfig, data: TransitionDataset, 
         returns = task.evaluate(algo.policy, rconfig, seed, rconfig.final_eval_episodes)
         score: JudgeScore = score_policy(judge, algo.policy, s0, steps, seed)
         logger.info("seed %d recipe %s: return %s, J_hat %.4f (its own model); the judge: "
-                    "return %.4g over %d steps (episodes %.1f steps, shortest %d), J_hat %.4f "
+                    "return %.2f over %d steps (episodes %.1f steps, shortest %d), J_hat %.4f "
                     "(support gap %.3f); %.1f s", seed, name, _format_return(_mean(returns)),
                     algo.J_hat(), score.episode_return_mean, steps, score.episode_steps_mean,
                     score.episode_steps_min, score.J_hat, score.support_gap, seconds)
