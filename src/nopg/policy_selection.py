@@ -10,16 +10,16 @@ The score is the undiscounted return of the judge's mean rollout of the policy o
 still going, the mean over the initial states
 (:meth:`~nopg.anchored.AnchoredBellman.episode_returns`): the model's forecast of the
 evaluation's return. An end the discount hides (a pole dropped after 300 steps) costs the
-rewards after it; an end at a goal (mountain car) keeps the goal's reward. ``J_hat`` under the
-judge is recorded beside it.
+rewards after it; an end at a goal (mountain car) keeps the goal's reward.
 
 The candidates come in order of preference (the experiment's own configuration first), and a
-later one replaces the one kept only where its forecast is higher by more than
-:data:`FORECAST_RTOL` of the larger magnitude of the two (:func:`best_score`). Forecasts within
-that margin are a tie the judge cannot break: where two balancing policies both last the whole
-evaluation in the model, the forecasts differ in the last digits. A recipe that searches the
-anchored model itself (``stabilise``) is optimised against a model of the judge's kind, so the
-judge is most optimistic about it (the optimiser's curse); a tie keeps the earlier candidate.
+later one replaces the one kept where its forecast is higher by more than :data:`FORECAST_RTOL`
+of the larger magnitude of the two (:func:`best_score`). Forecasts within that margin tie:
+where two balancing policies both last the whole evaluation in the mean rollout, the forecasts
+differ in the last digits. A tie goes to the higher ``J_hat`` under the judge (the judge's draws
+seeded): the Bellman solution weighs the whole spread of the model's next states, where the
+mean rollout follows one path, so a policy whose mean path balances while much of the
+distribution falls has the lower ``J_hat``. Equal ones keep the earlier candidate.
 """
 
 from __future__ import annotations
@@ -111,14 +111,17 @@ def score_policy(judge: AnchoredBellman, policy: nn.Module,
 def best_score(scores: Sequence[JudgeScore], rtol: float = FORECAST_RTOL) -> int:
     """The index of the score kept from ``scores``, in order of preference: the first, replaced
     by each later one whose forecast (``episode_return_mean``) is higher than the kept one's by
-    more than ``rtol`` times the larger of their magnitudes (module docstring)."""
+    more than ``rtol`` times the larger of their magnitudes, or, within that margin, whose
+    ``J_hat`` under the judge is higher (module docstring)."""
     if not scores:
         raise ValueError("no scores to choose from")
     if not (math.isfinite(rtol) and rtol >= 0):
         raise ValueError(f"The 'rtol' parameter must be a finite number >= 0. Got {rtol!r} instead.")
     kept = 0
     for i in range(1, len(scores)):
-        old, new = scores[kept].episode_return_mean, scores[i].episode_return_mean
-        if new - old > rtol * max(abs(old), abs(new)):
+        old, new = scores[kept], scores[i]
+        margin = rtol * max(abs(old.episode_return_mean), abs(new.episode_return_mean))
+        gain = new.episode_return_mean - old.episode_return_mean
+        if gain > margin or (abs(gain) <= margin and new.J_hat > old.J_hat):
             kept = i
     return kept
