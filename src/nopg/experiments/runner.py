@@ -51,7 +51,7 @@ from ..policies import DeterministicMLPPolicy, GaussianMLPPolicy, input_scaling_
 from ..policy_selection import JudgeScore, best_score, judge_model, score_policy
 from ..run_evaluation import bootstrap_mean_ci
 from .common import TaskSettings, check_task_value, suggestion
-from .recipes import AUTO, apply_recipe, check_recipes, discount_horizon, recipes_report, resolve_recipes
+from .recipes import apply_recipe, check_recipes, discount_horizon, recipes_report, resolve_recipes
 
 logger = logging.getLogger("nopg.experiments")
 
@@ -427,11 +427,11 @@ def run_seed(task: Task, config: ExperimentConfig, seed: int, out_dir: Path,
     s0 = task.initial_states(data, config, seed)
     logger.info("seed %d: %r; bandwidths state=%s action=%s", seed, data,
                 np.round(bw.state, 4).tolist(), np.round(bw.action, 4).tolist())
-    if tuple(config.recipes) == (AUTO,):
-        config = config.replace(recipes=resolve_recipes(config.recipes, len(data),
-                                                        config.restarts))
-        logger.info("seed %d: recipes %s = %s (%d transitions, %d restart(s))", seed, AUTO,
-                    ", ".join(config.recipes), len(data), config.restarts)
+    recipes = resolve_recipes(config.recipes, len(data), config.restarts)
+    if recipes != tuple(config.recipes):                      # "auto", chosen by the data
+        logger.info("seed %d: recipes %s = %s (%d transitions, %d restart(s))", seed,
+                    ", ".join(config.recipes), ", ".join(recipes), len(data), config.restarts)
+        config = config.replace(recipes=recipes)
     if len(config.recipes) > 1:
         algo, returns, fit_time, config, recipes = _fit_recipes(task, config, data, bw, s0, seed,
                                                                 out_dir, progress, tensorboard)
