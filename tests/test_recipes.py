@@ -7,7 +7,9 @@
   the judge's best, and its log becomes ``log.csv``;
 - the run's report: each recipe's mean return and seeds kept, Spearman of the judge and of
   ``J_hat`` with the return over all fits;
-- ``auto`` adds ``stabilise`` up to a data size and one restart, and runs as the explicit list;
+- ``auto`` adds ``stabilise`` where the episodes end in failures (terminals, a positive mean
+  reward on the steps that go on), up to a data size and one restart, and runs as the
+  explicit list;
 - ``stabilise`` resolves its horizon and ``top_k``; bad recipe lists are refused.
 """
 
@@ -18,11 +20,12 @@ import json
 import numpy as np
 import pytest
 import torch
+from conftest import make_arrays
 from test_anchored import A_TRUE, B_TRUE, START, _linear_data
 from test_search_horizon import _true_length
 from test_terminal_bounds import BW, _pushing
 
-from nopg import NOPGConfig
+from nopg import NOPGConfig, TransitionDataset
 from nopg.experiments import get_task, run_experiment, run_seed
 from nopg.experiments import recipes as recipes_module
 from nopg.experiments.recipes import (
@@ -30,6 +33,7 @@ from nopg.experiments.recipes import (
     STABILISE_MAX_SAMPLES,
     apply_recipe,
     discount_horizon,
+    ends_in_failure,
     recipes_report,
     resolve_recipes,
 )
@@ -42,6 +46,8 @@ from nopg.policy_selection import (
     judge_model,
     score_policy,
 )
+
+pytestmark = pytest.mark.auto_recipes      # auto keeps the library's limit here (conftest)
 
 BOUND = [[None, None], [1.0, None]]
 
@@ -175,7 +181,7 @@ def test_recipes_fit_each_alone_and_keep_the_judges_best(tmp_path, monkeypatch):
 def test_stabilise_resolves_its_settings_and_bad_recipes_are_refused():
     task = get_task("cartpole-random")
     config = task.default_config()
-    assert config.recipes == ("given",) and config.nopg.top_k is None
+    assert config.recipes == ("auto",) and config.nopg.top_k is None
     stab = apply_recipe(config, "stabilise")
     assert stab.recipes == ("stabilise",) and stab.hidden == () and stab.normalize_states
     assert (stab.nopg.successors, stab.nopg.optimizer, stab.nopg.top_k) == \
@@ -183,7 +189,7 @@ def test_stabilise_resolves_its_settings_and_bad_recipes_are_refused():
     assert stab.nopg.search_horizon == 1000 and stab.n_updates == 50      # 10 / (1 - 0.99)
     assert apply_recipe(config.replace(**{"nopg.gamma": 0.95}), "stabilise").nopg.search_horizon \
         == 200
-    assert apply_recipe(config, "given") == config
+    assert apply_recipe(config, "given") == config.replace(recipes=["given"])   # only the list
     assert judge_steps(config) == 10_000                   # the task's evaluation length
     assert judge_steps(config.replace(task={"eval_steps": None})) == 1000 == discount_horizon(0.99)
     anchored = apply_recipe(config, "anchored")
@@ -197,25 +203,44 @@ def test_stabilise_resolves_its_settings_and_bad_recipes_are_refused():
         config.replace(recipes=["given", "stabilise"], restarts=2)
 
 
-def test_auto_adds_stabilise_on_small_data_and_runs_as_the_explicit_list(tmp_path, monkeypatch):
-    n = STABILISE_MAX_SAMPLES
-    assert resolve_recipes(("auto",), n) == ("given", "stabilise")
-    assert resolve_recipes(("auto",), n + 1) == ("given",)
-    assert resolve_recipes(("auto",), 10, restarts=2) == ("given",)
-    assert resolve_recipes(("anchored", "given"), 10 ** 7) == ("anchored", "given")
+def test_auto_adds_stabilise_where_episodes_fail_on_small_data_and_runs_as_the_list(tmp_path, monkeypatch):
+    arrays = make_arrays()                         # 40 transitions, 2 terminal
+    centred = arrays["rewards"] - arrays["rewards"][~arrays["terminals"]].mean()
+    # the steps that go on earn 0.1 on the mean (an end forfeits it), or cost 0.1 (a goal)
+    failing = TransitionDataset(**{**arrays, "rewards": centred + 0.1})
+    goal = TransitionDataset(**{**arrays, "rewards": centred - 0.1})
+    endless = TransitionDataset(**{**arrays, "rewards": arrays["rewards"] + 10.0,
+                                   "terminals": np.zeros(40, dtype=bool)})
+    everything_ends = TransitionDataset(**{**arrays, "rewards": arrays["rewards"] + 10.0,
+                                           "terminals": np.ones(40, dtype=bool)})
+    assert 0 < (failing.rewards[~failing.terminals] > 0).mean() < 1   # positive on the mean only
+    assert ends_in_failure(failing) and not ends_in_failure(goal)
+    assert not ends_in_failure(endless) and not ends_in_failure(everything_ends)
+    assert STABILISE_MAX_SAMPLES >= 40
+    assert resolve_recipes(("auto",), failing) == ("given", "stabilise")
+    for data in (goal, endless, everything_ends):
+        assert resolve_recipes(("auto",), data) == ("given",)
+    assert resolve_recipes(("auto",), failing, restarts=2) == ("given",)
+    assert resolve_recipes(("anchored", "given"), goal) == ("anchored", "given")
+    monkeypatch.setattr(recipes_module, "STABILISE_MAX_SAMPLES", 39)
+    assert resolve_recipes(("auto",), failing) == ("given",)
+    monkeypatch.setattr(recipes_module, "STABILISE_MAX_SAMPLES", STABILISE_MAX_SAMPLES)
     for bad, match in ((["auto", "given"], "cannot stand beside"), (["atuo"], "or 'auto' alone")):
         with pytest.raises(ValueError, match=match):
-            resolve_recipes(tuple(bad), 10)
+            resolve_recipes(tuple(bad), failing)
     with pytest.raises(ValueError, match="resolve it first"):
         apply_recipe(get_task("cartpole-random").default_config(), "auto")
     monkeypatch.setitem(RECIPES["stabilise"], "n_updates", 2)
-    task, config = _config(recipes=["auto"])                  # 50 transitions
+    task = get_task("cartpole-random")                        # 40 transitions, 1 pole fallen
+    config = task.default_config().replace(
+        n_updates=3, eval_every=100, recipes=["auto"],
+        task={"n_samples": 40, "n_initial_states": 3, "eval_steps": 50, "plot_steps": 20})
     auto = run_seed(task, config, 0, tmp_path / "auto", progress=False)
     explicit = run_seed(task, config.replace(recipes=["given", "stabilise"]), 0,
                         tmp_path / "explicit", progress=False)
     assert [r["recipe"] for r in auto["recipes"]] == [r["recipe"] for r in explicit["recipes"]]
     assert auto["J_hat"] == pytest.approx(explicit["J_hat"], rel=1e-12)
-    monkeypatch.setattr(recipes_module, "STABILISE_MAX_SAMPLES", 49)
+    monkeypatch.setattr(recipes_module, "STABILISE_MAX_SAMPLES", 39)
     alone = run_seed(task, config, 0, tmp_path / "large", progress=False)
     given = run_seed(task, config.replace(recipes=["given"]), 0, tmp_path / "given",
                      progress=False)

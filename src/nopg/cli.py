@@ -104,7 +104,7 @@ def _add_training_args(parser: argparse.ArgumentParser, seeds: str) -> None:
                              "model, CMA-ES, linear policy; anchored: the anchored model) and "
                              "keep the policy one anchored model of the data rates best; auto: "
                              "given and stabilise up to 5000 transitions, else given "
-                             "(default: given)")
+                             "(default: auto)")
     parser.add_argument("--seeds", type=int, nargs="+", help=f"seeds (default {seeds})")
     parser.add_argument("--n-updates", type=int, help="policy updates per seed")
     parser.add_argument("--bandwidth", choices=METHODS, help="bandwidth rule (default auto)")

@@ -15,10 +15,14 @@ policy that one anchored model of the data rates best (:mod:`nopg.policy_selecti
 - ``anchored``: the experiment's policy and optimiser on the anchored model (the option that
   swings pendulum-uniform's random data up, where the kernel model learns to spin).
 
-``auto`` (alone) names a list by the data: ``given`` and ``stabilise`` where the data hold at
-most :data:`STABILISE_MAX_SAMPLES` transitions and one restart is asked for, else ``given``
-alone (``stabilise``'s CMA-ES rolls every candidate out from every initial state, which grows
-past a fit's cost on large data) -- :func:`resolve_recipes`.
+``auto`` (alone, the default) names a list by the data: ``given`` and ``stabilise`` where the
+data's episodes end in failures (:func:`ends_in_failure`), the data hold at most
+:data:`STABILISE_MAX_SAMPLES` transitions and one restart is asked for, else ``given`` alone
+(:func:`resolve_recipes`). ``stabilise`` ranks its candidates by how long they keep the episode
+going, which is the task only where an end is a failure; where an end is a goal (mountain car)
+it prefers episodes that never reach it, and where nothing ends (a swing-up, a maze without
+terminals) it is a linear policy on a model the judge rates with no end to see. Its CMA-ES
+rolls every candidate out from every initial state, which grows past a fit's cost on large data.
 """
 
 from __future__ import annotations
@@ -35,10 +39,11 @@ from ..policy_selection import anchored_config
 from ..run_evaluation import bootstrap_mean_ci
 
 if TYPE_CHECKING:
+    from ..data import TransitionDataset
     from .runner import ExperimentConfig
 
 __all__ = ["AUTO", "RECIPES", "STABILISE_MAX_SAMPLES", "apply_recipe", "check_recipes",
-           "discount_horizon", "recipes_report", "resolve_recipes"]
+           "discount_horizon", "ends_in_failure", "recipes_report", "resolve_recipes"]
 
 STABILISE_GENERATIONS = 50
 STABILISE_PATIENCE = 8
@@ -82,15 +87,27 @@ def check_recipes(recipes: tuple[str, ...]) -> None:
         raise ValueError(f"The 'recipes' parameter names a recipe twice: {list(recipes)!r}")
 
 
-def resolve_recipes(recipes: tuple[str, ...], n_samples: int, restarts: int = 1
+def ends_in_failure(data: TransitionDataset) -> bool:
+    """Whether the data's episodes end in failures: some transitions are terminal, and the
+    transitions that go on earn a positive mean reward, which an end forfeits (an alive bonus:
+    cart-pole, the inverted pendulum, hopper). Where the steps that go on cost (mountain car's
+    -1 a step, an action cost), an end is a goal; without terminals nothing ends."""
+    terminals = np.asarray(data.terminals, dtype=bool)
+    if not terminals.any() or terminals.all():
+        return False
+    return float(np.asarray(data.rewards, dtype=float)[~terminals].mean()) > 0.0
+
+
+def resolve_recipes(recipes: tuple[str, ...], data: TransitionDataset, restarts: int = 1
                     ) -> tuple[str, ...]:
-    """The recipes to fit: ``recipes`` itself, unless it is ``("auto",)``, which gives
-    ``("given", "stabilise")`` for at most :data:`STABILISE_MAX_SAMPLES` transitions and one
+    """The recipes to fit on ``data``: ``recipes`` itself, unless it is ``("auto",)``, which
+    gives ``("given", "stabilise")`` where the episodes end in failures
+    (:func:`ends_in_failure`), with at most :data:`STABILISE_MAX_SAMPLES` transitions and one
     restart, else ``("given",)``."""
     check_recipes(recipes)
     if tuple(recipes) != (AUTO,):
         return tuple(recipes)
-    if restarts == 1 and n_samples <= STABILISE_MAX_SAMPLES:
+    if restarts == 1 and len(data) <= STABILISE_MAX_SAMPLES and ends_in_failure(data):
         return ("given", "stabilise")
     return ("given",)
 

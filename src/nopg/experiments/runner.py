@@ -51,7 +51,14 @@ from ..policies import DeterministicMLPPolicy, GaussianMLPPolicy, input_scaling_
 from ..policy_selection import JudgeScore, best_score, judge_model, score_policy
 from ..run_evaluation import bootstrap_mean_ci
 from .common import TaskSettings, check_task_value, suggestion
-from .recipes import apply_recipe, check_recipes, discount_horizon, recipes_report, resolve_recipes
+from .recipes import (
+    apply_recipe,
+    check_recipes,
+    discount_horizon,
+    ends_in_failure,
+    recipes_report,
+    resolve_recipes,
+)
 
 logger = logging.getLogger("nopg.experiments")
 
@@ -74,7 +81,7 @@ class ExperimentConfig:
     env_terminal_bounds: bool = True          # moved successors: nopg.terminal_bounds from the task
     restarts: int = 1                         # fits per seed from other initialisations; best J_hat
     restart_updates: int | None = None        # updates per restart before choosing (None: all)
-    recipes: tuple[str, ...] = ("given",)     # fits per seed (recipes.py; "auto": by data size)
+    recipes: tuple[str, ...] = ("auto",)      # fits per seed (recipes.py; "auto": by data size)
     eval_every: int = 100                     # evaluate in the environment every N updates
     eval_episodes: int = 1                    # episodes per evaluation
     final_eval_episodes: int = 1              # episodes of the final evaluation
@@ -427,10 +434,12 @@ def run_seed(task: Task, config: ExperimentConfig, seed: int, out_dir: Path,
     s0 = task.initial_states(data, config, seed)
     logger.info("seed %d: %r; bandwidths state=%s action=%s", seed, data,
                 np.round(bw.state, 4).tolist(), np.round(bw.action, 4).tolist())
-    recipes = resolve_recipes(config.recipes, len(data), config.restarts)
+    recipes = resolve_recipes(config.recipes, data, config.restarts)
     if recipes != tuple(config.recipes):                      # "auto", chosen by the data
-        logger.info("seed %d: recipes %s = %s (%d transitions, %d restart(s))", seed,
-                    ", ".join(config.recipes), ", ".join(recipes), len(data), config.restarts)
+        logger.info("seed %d: recipes %s = %s (%d transitions, episodes %s, %d restart(s))",
+                    seed, ", ".join(config.recipes), ", ".join(recipes), len(data),
+                    "end in failures" if ends_in_failure(data) else "end in no failure",
+                    config.restarts)
         config = config.replace(recipes=recipes)
     if len(config.recipes) > 1:
         algo, returns, fit_time, config, recipes = _fit_recipes(task, config, data, bw, s0, seed,
