@@ -247,6 +247,32 @@ def test_auto_adds_stabilise_where_episodes_fail_on_small_data_and_runs_as_the_l
     assert "recipes" not in alone and alone["J_hat"] == pytest.approx(given["J_hat"], rel=1e-12)
 
 
+def test_the_tasks_data_end_in_failures_where_a_pole_falls_and_not_at_a_goal(
+        tmp_path, monkeypatch, caplog):
+    """Small samples of the real tasks' data: the cart-pole's fallen poles and the inverted
+    pendulum's end its episodes in failures; mountain car's goal and the pendulum's endless
+    episodes do not (an explicit ``stabilise`` there is warned about)."""
+    def data(name: str, **settings):
+        task = get_task(name)
+        return task.make_dataset(task.default_config().replace(task=settings), 0)
+
+    assert ends_in_failure(data("cartpole-random", n_samples=200))
+    assert ends_in_failure(data("invertedpendulum-random", n_samples=300))
+    mountain_car = data("mountaincar-uniform", n_samples=3000)
+    assert mountain_car.terminals.any() and not ends_in_failure(mountain_car)
+    assert not ends_in_failure(data("pendulum-grid", n_theta=5, n_theta_dot=5))
+
+    def stop(*args, **kwargs):
+        raise RuntimeError("the fits are not this test's")
+
+    monkeypatch.setattr("nopg.experiments.runner._fit_recipes", stop)
+    task, config = _config(recipes=["given", "stabilise"])
+    with caplog.at_level("WARNING", logger="nopg.experiments.runner"), \
+            pytest.raises(RuntimeError, match="not this test's"):
+        run_seed(task, config, 0, tmp_path, progress=False)
+    assert "do not end in failures" in caplog.text
+
+
 def _row(recipe: str, kept: bool, ret: float | None, j_hat: float, forecast: float) -> dict:
     return {"recipe": recipe, "kept": kept, "return_mean": ret, "J_hat": j_hat,
             "judge": {"episode_return_mean": forecast}}

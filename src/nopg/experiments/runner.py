@@ -441,6 +441,11 @@ def run_seed(task: Task, config: ExperimentConfig, seed: int, out_dir: Path,
                     "end in failures" if ends_in_failure(data) else "end in no failure",
                     config.restarts)
         config = config.replace(recipes=recipes)
+    elif "stabilise" in recipes and not ends_in_failure(data):
+        logger.warning("seed %d: recipe stabilise on data whose episodes do not end in failures: "
+                       "it ranks policies by how long their episodes last, which prefers never "
+                       "reaching a goal, and the judge's forecast can count a goal's reward "
+                       "more than once (docs/bandwidths.md); 'auto' fits given alone here", seed)
     if len(config.recipes) > 1:
         algo, returns, fit_time, config, recipes = _fit_recipes(task, config, data, bw, s0, seed,
                                                                 out_dir, progress, tensorboard)
