@@ -205,29 +205,36 @@ def test_stabilise_resolves_its_settings_and_bad_recipes_are_refused():
 
 def test_auto_adds_stabilise_where_episodes_fail_on_small_data_and_runs_as_the_list(tmp_path, monkeypatch):
     arrays = make_arrays()                         # 40 transitions, 2 terminal
-    centred = arrays["rewards"] - arrays["rewards"][~arrays["terminals"]].mean()
-    # the steps that go on earn 0.1 on the mean (an end forfeits it), or cost 0.1 (a goal)
-    failing = TransitionDataset(**{**arrays, "rewards": centred + 0.1})
-    goal = TransitionDataset(**{**arrays, "rewards": centred - 0.1})
-    endless = TransitionDataset(**{**arrays, "rewards": arrays["rewards"] + 10.0,
-                                   "terminals": np.zeros(40, dtype=bool)})
-    everything_ends = TransitionDataset(**{**arrays, "rewards": arrays["rewards"] + 10.0,
-                                           "terminals": np.ones(40, dtype=bool)})
-    assert 0 < (failing.rewards[~failing.terminals] > 0).mean() < 1   # positive on the mean only
-    assert ends_in_failure(failing) and not ends_in_failure(goal)
-    assert not ends_in_failure(endless) and not ends_in_failure(everything_ends)
+    term = arrays["terminals"]
+
+    def with_rewards(going: float, ending: float, **changes) -> TransitionDataset:
+        """The steps that go on earn ``going`` on the mean, the terminal ones ``ending``."""
+        rewards = arrays["rewards"] - arrays["rewards"][~term].mean() + going
+        rewards[term] = ending
+        return TransitionDataset(**{**arrays, "rewards": rewards, **changes})
+
+    gamma = 0.9                                    # the steps that go on keep 10 x their mean
+    failing = with_rewards(0.1, 0.5)               # an end forfeits 1.0 for 0.5: a failure
+    bonus = with_rewards(0.1, 2.0)                 # an end pays 2.0 for 1.0: a goal
+    goal = with_rewards(-0.1, 0.5)                 # the steps that go on cost: a goal
+    endless = with_rewards(0.1, 0.5, terminals=np.zeros(40, dtype=bool))
+    everything_ends = with_rewards(0.1, 0.5, terminals=np.ones(40, dtype=bool))
+    assert 0 < (failing.rewards[~term] > 0).mean() < 1      # positive on the mean only
+    assert ends_in_failure(failing, gamma) and ends_in_failure(bonus, 0.99)   # keeps 10.0
+    for data in (bonus, goal, endless, everything_ends):
+        assert not ends_in_failure(data, gamma)
     assert STABILISE_MAX_SAMPLES >= 40
-    assert resolve_recipes(("auto",), failing) == ("given", "stabilise")
-    for data in (goal, endless, everything_ends):
-        assert resolve_recipes(("auto",), data) == ("given",)
-    assert resolve_recipes(("auto",), failing, restarts=2) == ("given",)
-    assert resolve_recipes(("anchored", "given"), goal) == ("anchored", "given")
+    assert resolve_recipes(("auto",), failing, gamma) == ("given", "stabilise")
+    for data in (bonus, goal, endless, everything_ends):
+        assert resolve_recipes(("auto",), data, gamma) == ("given",)
+    assert resolve_recipes(("auto",), failing, gamma, restarts=2) == ("given",)
+    assert resolve_recipes(("anchored", "given"), goal, gamma) == ("anchored", "given")
     monkeypatch.setattr(recipes_module, "STABILISE_MAX_SAMPLES", 39)
-    assert resolve_recipes(("auto",), failing) == ("given",)
+    assert resolve_recipes(("auto",), failing, gamma) == ("given",)
     monkeypatch.setattr(recipes_module, "STABILISE_MAX_SAMPLES", STABILISE_MAX_SAMPLES)
     for bad, match in ((["auto", "given"], "cannot stand beside"), (["atuo"], "or 'auto' alone")):
         with pytest.raises(ValueError, match=match):
-            resolve_recipes(tuple(bad), failing)
+            resolve_recipes(tuple(bad), failing, gamma)
     with pytest.raises(ValueError, match="resolve it first"):
         apply_recipe(get_task("cartpole-random").default_config(), "auto")
     monkeypatch.setitem(RECIPES["stabilise"], "n_updates", 2)
@@ -256,11 +263,13 @@ def test_the_tasks_data_end_in_failures_where_a_pole_falls_and_not_at_a_goal(
         task = get_task(name)
         return task.make_dataset(task.default_config().replace(task=settings), 0)
 
-    assert ends_in_failure(data("cartpole-random", n_samples=200))
-    assert ends_in_failure(data("invertedpendulum-random", n_samples=300))
-    mountain_car = data("mountaincar-uniform", n_samples=3000)
-    assert mountain_car.terminals.any() and not ends_in_failure(mountain_car)
-    assert not ends_in_failure(data("pendulum-grid", n_theta=5, n_theta_dot=5))
+    assert ends_in_failure(data("cartpole-random", n_samples=200), 0.99)
+    assert ends_in_failure(data("invertedpendulum-random", n_samples=300), 0.99)
+    mountain_car = data("mountaincar-uniform", n_samples=3000)    # +100 at the goal
+    assert mountain_car.terminals.any() and not ends_in_failure(mountain_car, 0.99)
+    human = data("mountaincar-human")                 # -1 a step, the goal's too
+    assert human.terminals.any() and not ends_in_failure(human, 0.99)
+    assert not ends_in_failure(data("pendulum-grid", n_theta=5, n_theta_dot=5), 0.99)
 
     def stop(*args, **kwargs):
         raise RuntimeError("the fits are not this test's")

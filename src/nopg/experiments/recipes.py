@@ -87,27 +87,30 @@ def check_recipes(recipes: tuple[str, ...]) -> None:
         raise ValueError(f"The 'recipes' parameter names a recipe twice: {list(recipes)!r}")
 
 
-def ends_in_failure(data: TransitionDataset) -> bool:
-    """Whether the data's episodes end in failures: some transitions are terminal, and the
-    transitions that go on earn a positive mean reward, which an end forfeits (an alive bonus:
-    cart-pole, the inverted pendulum, hopper). Where the steps that go on cost (mountain car's
-    -1 a step, an action cost), an end is a goal; without terminals nothing ends."""
+def ends_in_failure(data: TransitionDataset, gamma: float) -> bool:
+    """Whether the data's episodes end in failures: some transitions (not all) are terminal, and
+    they earn less on the mean than the steps that go on would keep earning, their mean reward
+    over ``1 / (1 - gamma)`` steps. An end then forfeits more than it gives: an alive bonus
+    (cart-pole, the inverted pendulum, hopper). Where the steps that go on cost (mountain car's
+    -1 a step, an action cost) or the end pays a bonus worth more, an end is a goal; without
+    terminals nothing ends."""
     terminals = np.asarray(data.terminals, dtype=bool)
     if not terminals.any() or terminals.all():
         return False
-    return float(np.asarray(data.rewards, dtype=float)[~terminals].mean()) > 0.0
+    rewards = np.asarray(data.rewards, dtype=float)
+    return float(rewards[terminals].mean()) < float(rewards[~terminals].mean()) / (1.0 - gamma)
 
 
-def resolve_recipes(recipes: tuple[str, ...], data: TransitionDataset, restarts: int = 1
-                    ) -> tuple[str, ...]:
-    """The recipes to fit on ``data``: ``recipes`` itself, unless it is ``("auto",)``, which
-    gives ``("given", "stabilise")`` where the episodes end in failures
+def resolve_recipes(recipes: tuple[str, ...], data: TransitionDataset, gamma: float,
+                    restarts: int = 1) -> tuple[str, ...]:
+    """The recipes to fit on ``data`` (discount ``gamma``): ``recipes`` itself, unless it is
+    ``("auto",)``, which gives ``("given", "stabilise")`` where the episodes end in failures
     (:func:`ends_in_failure`), with at most :data:`STABILISE_MAX_SAMPLES` transitions and one
     restart, else ``("given",)``."""
     check_recipes(recipes)
     if tuple(recipes) != (AUTO,):
         return tuple(recipes)
-    if restarts == 1 and len(data) <= STABILISE_MAX_SAMPLES and ends_in_failure(data):
+    if restarts == 1 and len(data) <= STABILISE_MAX_SAMPLES and ends_in_failure(data, gamma):
         return ("given", "stabilise")
     return ("given",)
 

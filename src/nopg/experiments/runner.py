@@ -434,14 +434,14 @@ def run_seed(task: Task, config: ExperimentConfig, seed: int, out_dir: Path,
     s0 = task.initial_states(data, config, seed)
     logger.info("seed %d: %r; bandwidths state=%s action=%s", seed, data,
                 np.round(bw.state, 4).tolist(), np.round(bw.action, 4).tolist())
-    recipes = resolve_recipes(config.recipes, data, config.restarts)
+    recipes = resolve_recipes(config.recipes, data, config.nopg.gamma, config.restarts)
     if recipes != tuple(config.recipes):                      # "auto", chosen by the data
         logger.info("seed %d: recipes %s = %s (%d transitions, episodes %s, %d restart(s))",
                     seed, ", ".join(config.recipes), ", ".join(recipes), len(data),
-                    "end in failures" if ends_in_failure(data) else "end in no failure",
+                    "end in failures" if ends_in_failure(data, config.nopg.gamma) else "end in no failure",
                     config.restarts)
         config = config.replace(recipes=recipes)
-    elif "stabilise" in recipes and not ends_in_failure(data):
+    elif "stabilise" in recipes and not ends_in_failure(data, config.nopg.gamma):
         logger.warning("seed %d: recipe stabilise on data whose episodes do not end in failures: "
                        "it ranks policies by how long their episodes last, which prefers never "
                        "reaching a goal, and the judge's forecast can count a goal's reward "
