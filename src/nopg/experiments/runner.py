@@ -81,7 +81,7 @@ class ExperimentConfig:
     env_terminal_bounds: bool = True          # moved successors: nopg.terminal_bounds from the task
     restarts: int = 1                         # fits per seed from other initialisations; best J_hat
     restart_updates: int | None = None        # updates per restart before choosing (None: all)
-    recipes: tuple[str, ...] = ("auto",)      # fits per seed (recipes.py; "auto": by data size)
+    recipes: tuple[str, ...] = ("auto",)      # fits per seed (recipes.py; "auto": by the data)
     eval_every: int = 100                     # evaluate in the environment every N updates
     eval_episodes: int = 1                    # episodes per evaluation
     final_eval_episodes: int = 1              # episodes of the final evaluation
@@ -436,10 +436,10 @@ def run_seed(task: Task, config: ExperimentConfig, seed: int, out_dir: Path,
                 np.round(bw.state, 4).tolist(), np.round(bw.action, 4).tolist())
     recipes = resolve_recipes(config.recipes, data, config.nopg.gamma, config.restarts)
     if recipes != tuple(config.recipes):                      # "auto", chosen by the data
-        logger.info("seed %d: recipes %s = %s (%d transitions, episodes %s, %d restart(s))",
-                    seed, ", ".join(config.recipes), ", ".join(recipes), len(data),
-                    "end in failures" if ends_in_failure(data, config.nopg.gamma) else "end in no failure",
-                    config.restarts)
+        failing = ends_in_failure(data, config.nopg.gamma)
+        logger.info("seed %d: recipes %s = %s (%d transitions, episodes that %s in failures, "
+                    "%d restart(s))", seed, ", ".join(config.recipes), ", ".join(recipes),
+                    len(data), "end" if failing else "do not end", config.restarts)
         config = config.replace(recipes=recipes)
     elif "stabilise" in recipes and not ends_in_failure(data, config.nopg.gamma):
         logger.warning("seed %d: recipe stabilise on data whose episodes do not end in failures: "
