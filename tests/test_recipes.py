@@ -31,6 +31,7 @@ from nopg.experiments import recipes as recipes_module
 from nopg.experiments.recipes import (
     RECIPES,
     STABILISE_MAX_SAMPLES,
+    STABILISE_MAX_STARTS,
     apply_recipe,
     discount_horizon,
     ends_in_failure,
@@ -224,17 +225,20 @@ def test_auto_adds_stabilise_where_episodes_fail_on_small_data_and_runs_as_the_l
     for data in (bonus, goal, endless, everything_ends):
         assert not ends_in_failure(data, gamma)
     assert STABILISE_MAX_SAMPLES >= 40
-    assert resolve_recipes(("auto",), failing, gamma) == ("given", "stabilise")
+    assert resolve_recipes(("auto",), failing, gamma, 3) == ("given", "stabilise")
     for data in (bonus, goal, endless, everything_ends):
-        assert resolve_recipes(("auto",), data, gamma) == ("given",)
-    assert resolve_recipes(("auto",), failing, gamma, restarts=2) == ("given",)
-    assert resolve_recipes(("anchored", "given"), goal, gamma) == ("anchored", "given")
+        assert resolve_recipes(("auto",), data, gamma, 3) == ("given",)
+    assert resolve_recipes(("auto",), failing, gamma, 3, restarts=2) == ("given",)
+    assert resolve_recipes(("anchored", "given"), goal, gamma, 10 ** 4) == ("anchored", "given")
+    n_starts = STABILISE_MAX_STARTS
+    assert resolve_recipes(("auto",), failing, gamma, n_starts) == ("given", "stabilise")
+    assert resolve_recipes(("auto",), failing, gamma, n_starts + 1) == ("given",)
     monkeypatch.setattr(recipes_module, "STABILISE_MAX_SAMPLES", 39)
-    assert resolve_recipes(("auto",), failing, gamma) == ("given",)
+    assert resolve_recipes(("auto",), failing, gamma, 3) == ("given",)
     monkeypatch.setattr(recipes_module, "STABILISE_MAX_SAMPLES", STABILISE_MAX_SAMPLES)
     for bad, match in ((["auto", "given"], "cannot stand beside"), (["atuo"], "or 'auto' alone")):
         with pytest.raises(ValueError, match=match):
-            resolve_recipes(tuple(bad), failing, gamma)
+            resolve_recipes(tuple(bad), failing, gamma, 3)
     with pytest.raises(ValueError, match="resolve it first"):
         apply_recipe(get_task("cartpole-random").default_config(), "auto")
     monkeypatch.setitem(RECIPES["stabilise"], "n_updates", 2)

@@ -17,12 +17,15 @@ policy that one anchored model of the data rates best (:mod:`nopg.policy_selecti
 
 ``auto`` (alone, the default) names a list by the data: ``given`` and ``stabilise`` where the
 data's episodes end in failures (:func:`ends_in_failure`), the data hold at most
-:data:`STABILISE_MAX_SAMPLES` transitions and one restart is asked for, else ``given`` alone
-(:func:`resolve_recipes`). ``stabilise`` ranks its candidates by how long they keep the episode
-going, which is the task only where an end is a failure; where an end is a goal (mountain car)
-it prefers episodes that never reach it, and where nothing ends (a swing-up, a maze without
-terminals) it is a linear policy on a model the judge rates with no end to see. Its CMA-ES
-rolls every candidate out from every initial state, which grows past a fit's cost on large data.
+:data:`STABILISE_MAX_SAMPLES` transitions, there are at most :data:`STABILISE_MAX_STARTS`
+initial states and one restart is asked for, else ``given`` alone (:func:`resolve_recipes`).
+``stabilise`` ranks its candidates by how long they keep the episode going, which is the task
+only where an end is a failure; where an end is a goal (mountain car) it prefers episodes that
+never reach it, and where nothing ends (a swing-up, a maze without terminals) it is a linear
+policy on a model the judge rates with no end to see. Its CMA-ES
+rolls every candidate out from every initial state and solves a model with an anchor per step of
+every rollout, which grows past a fit's cost on large data and on many initial states (the
+states that start a user's episodes, by default).
 """
 
 from __future__ import annotations
@@ -42,13 +45,14 @@ if TYPE_CHECKING:
     from ..data import TransitionDataset
     from .runner import ExperimentConfig
 
-__all__ = ["AUTO", "RECIPES", "STABILISE_MAX_SAMPLES", "apply_recipe", "check_recipes",
-           "discount_horizon", "ends_in_failure", "recipes_report", "resolve_recipes"]
+__all__ = ["AUTO", "RECIPES", "STABILISE_MAX_SAMPLES", "STABILISE_MAX_STARTS", "apply_recipe",
+           "check_recipes", "discount_horizon", "ends_in_failure", "recipes_report", "resolve_recipes"]
 
 STABILISE_GENERATIONS = 50
 STABILISE_PATIENCE = 8
 STABILISE_HORIZON_DISCOUNTS = 10.0     # search_horizon = 10 / (1 - gamma) steps
 STABILISE_MAX_SAMPLES = 5000           # auto adds stabilise up to this many transitions
+STABILISE_MAX_STARTS = 16              # ... and this many initial states
 AUTO = "auto"
 
 RECIPES: dict[str, dict[str, Any]] = {
@@ -102,15 +106,17 @@ def ends_in_failure(data: TransitionDataset, gamma: float) -> bool:
 
 
 def resolve_recipes(recipes: tuple[str, ...], data: TransitionDataset, gamma: float,
-                    restarts: int = 1) -> tuple[str, ...]:
-    """The recipes to fit on ``data`` (discount ``gamma``): ``recipes`` itself, unless it is
-    ``("auto",)``, which gives ``("given", "stabilise")`` where the episodes end in failures
-    (:func:`ends_in_failure`), with at most :data:`STABILISE_MAX_SAMPLES` transitions and one
-    restart, else ``("given",)``."""
+                    n_starts: int, restarts: int = 1) -> tuple[str, ...]:
+    """The recipes to fit on ``data`` (discount ``gamma``, ``n_starts`` initial states):
+    ``recipes`` itself, unless it is ``("auto",)``, which gives ``("given", "stabilise")`` where
+    the episodes end in failures (:func:`ends_in_failure`), with at most
+    :data:`STABILISE_MAX_SAMPLES` transitions, :data:`STABILISE_MAX_STARTS` initial states and
+    one restart, else ``("given",)``."""
     check_recipes(recipes)
     if tuple(recipes) != (AUTO,):
         return tuple(recipes)
-    if restarts == 1 and len(data) <= STABILISE_MAX_SAMPLES and ends_in_failure(data, gamma):
+    if (restarts == 1 and len(data) <= STABILISE_MAX_SAMPLES and n_starts <= STABILISE_MAX_STARTS
+            and ends_in_failure(data, gamma)):
         return ("given", "stabilise")
     return ("given",)
 

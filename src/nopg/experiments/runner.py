@@ -434,12 +434,13 @@ def run_seed(task: Task, config: ExperimentConfig, seed: int, out_dir: Path,
     s0 = task.initial_states(data, config, seed)
     logger.info("seed %d: %r; bandwidths state=%s action=%s", seed, data,
                 np.round(bw.state, 4).tolist(), np.round(bw.action, 4).tolist())
-    recipes = resolve_recipes(config.recipes, data, config.nopg.gamma, config.restarts)
+    recipes = resolve_recipes(config.recipes, data, config.nopg.gamma, len(s0), config.restarts)
     if recipes != tuple(config.recipes):                      # "auto", chosen by the data
         failing = ends_in_failure(data, config.nopg.gamma)
         logger.info("seed %d: recipes %s = %s (%d transitions, episodes that %s in failures, "
-                    "%d restart(s))", seed, ", ".join(config.recipes), ", ".join(recipes),
-                    len(data), "end" if failing else "do not end", config.restarts)
+                    "%d initial states, %d restart(s))", seed, ", ".join(config.recipes),
+                    ", ".join(recipes), len(data), "end" if failing else "do not end", len(s0),
+                    config.restarts)
         config = config.replace(recipes=recipes)
     elif "stabilise" in recipes and not ends_in_failure(data, config.nopg.gamma):
         logger.warning("seed %d: recipe stabilise on data whose episodes do not end in failures: "
