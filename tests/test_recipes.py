@@ -7,9 +7,9 @@
   the judge's best, and its log becomes ``log.csv``;
 - the run's report: each recipe's mean return and seeds kept, Spearman of the judge and of
   ``J_hat`` with the return over all fits;
-- ``auto`` adds ``stabilise`` where the episodes end in failures (terminals, a positive mean
-  reward on the steps that go on), up to a data size and one restart, and runs as the
-  explicit list;
+- ``auto`` adds ``stabilise`` where the episodes end in failures (terminals that earn less than
+  the steps that go on keep earning over ``1 / (1 - gamma)`` steps), up to a data size, a
+  number of initial states and one restart, and runs as the explicit list;
 - ``stabilise`` resolves its horizon and ``top_k``; bad recipe lists are refused.
 """
 

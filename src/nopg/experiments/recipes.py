@@ -22,10 +22,10 @@ initial states and one restart is asked for, else ``given`` alone (:func:`resolv
 ``stabilise`` ranks its candidates by how long they keep the episode going, which is the task
 only where an end is a failure; where an end is a goal (mountain car) it prefers episodes that
 never reach it, and where nothing ends (a swing-up, a maze without terminals) it is a linear
-policy on a model the judge rates with no end to see. Its CMA-ES
-rolls every candidate out from every initial state and solves a model with an anchor per step of
-every rollout, which grows past a fit's cost on large data and on many initial states (the
-states that start a user's episodes, by default).
+policy on a model the judge rates with no end to see. Its CMA-ES rolls every candidate out
+from every initial state and solves a model with an anchor per step of every rollout, which
+grows past a fit's cost on large data and on many initial states (the states that start a
+user's episodes, by default).
 """
 
 from __future__ import annotations
