@@ -2,7 +2,8 @@
 
 - a local-linear successor past the bounds carries no value onwards (its row of ``T`` is empty),
   one within them keeps the model's row unchanged, and the reward is still paid;
-- the clipping box reaches out to the bounds, so that a successor can cross them;
+- the clipping box reaches out to the bounds, so that a successor can cross them, and one
+  clipped onto a bound it crossed stays past it;
 - the anchored model ends its rollout's episode at the bounds: the anchors past them do not go
   on, and ``J_hat`` of a controller that drives the state out of them comes close to the true
   return of the episode that ends there (without the bounds it is far from it);
@@ -82,6 +83,26 @@ def test_the_box_reaches_out_to_the_bounds():
                                                                                [3.95, None]])
     succ, _ = clipped._moved(x, torch.zeros((1, 1, 1), dtype=torch.float64), torch.tensor([[0]]))
     assert float(succ[0, 0, 0]) == pytest.approx(3.95)
+
+
+@pytest.mark.parametrize("state_high", [None, 5.0])
+def test_a_successor_clipped_onto_a_bound_it_crossed_stays_past_it(state_high):
+    """The box ends on the bound at 5 (the data lie within +-3.2), or ``state_bounds`` put a
+    limit on it: a successor that crosses it (5.08) is clipped one float past it, not onto it,
+    and is terminal, while one that stops short of it keeps its place and its value."""
+    model = _model(terminal_bounds=[[None, None], [5.0, None]],
+                   state_bounds=[[None, None], [state_high, None]])
+    assert float(model.state_box[1][0]) == 5.0
+    x = torch.tensor([[4.98, 0.8], [4.8, 0.5]], dtype=torch.float64)
+    u = torch.zeros((2, 1, 1), dtype=torch.float64)
+    succ, _ = model._moved(x, u, torch.tensor([[0], [0]]))
+    assert 5.0 < float(succ[0, 0, 0]) < 5.0 + 1e-12
+    torch.testing.assert_close(succ[1, 0], torch.tensor([4.85, 0.5], dtype=torch.float64),
+                               atol=1e-6, rtol=0)
+    assert model.within_terminal_bounds(succ[:, 0]).tolist() == [0.0, 1.0]
+    T, _, _ = model.successor_rows(x, u)
+    sums = T.values.sum(1)
+    assert float(sums[0]) == 0.0 and float(sums[1]) > 0.5
 
 
 def _true_return(force: float, high: float, gamma: float = 0.9, steps: int = 400) -> float:

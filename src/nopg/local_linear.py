@@ -43,8 +43,11 @@ end).
 Where the episode ends at limits the data never reach (a cart's track limit, which random data
 near the centre never meet), the configuration's ``terminal_bounds`` say so: a moved successor
 outside them is terminal (its ``M(y_j)`` is dropped, ``c = 0`` for it), and the clipping box
-reaches out to them so that a successor can cross them. The crossing is a piecewise constant
-input of ``T``, like the neighbour sets: it has no gradient of its own.
+reaches out to them so that a successor can cross them. Where the box ends on a bound (the data
+lie well inside it), a successor that crossed it is clipped to one float past it, not onto it:
+clipped onto the limit, which counts as inside, a cart pushed off the track would stay on it.
+The crossing is a piecewise constant input of ``T``, like the neighbour sets: it has no gradient
+of its own.
 
 Row ``l`` of ``T`` is the query at ``s'_l`` (the mean over ``n_mc_next`` states drawn around it
 when those are on); ``eps`` is NOPG's sparsified responsibility (``top_k`` entries), averaged over
@@ -190,6 +193,10 @@ class LocalLinearBellman(NonparametricBellman):
             lo, hi = np.fmin(lo, low), np.fmax(hi, high)     # NaN (no bound) keeps the box's
             self.terminal_box = (self._tensor(np.nan_to_num(low, nan=-np.inf)),
                                  self._tensor(np.nan_to_num(high, nan=np.inf)))
+            self._past_low = torch.nextafter(self.terminal_box[0],
+                                             torch.full_like(self.terminal_box[0], -np.inf))
+            self._past_high = torch.nextafter(self.terminal_box[1],
+                                              torch.full_like(self.terminal_box[1], np.inf))
         if self.config.state_bounds is not None:
             low, high = _bound_arrays(self.config.state_bounds, "state_bounds", d.state_dim)
             lo, hi = np.fmax(lo, low), np.fmin(hi, high)     # NaN (no bound) keeps the box's
@@ -225,7 +232,15 @@ class LocalLinearBellman(NonparametricBellman):
         succ = project_to_circles(gather_rows(self.next_states, idx) + dx + pred[..., :ds],
                                   self.circles)
         # Likewise a linear successor: the data's state box, widened, bounds it.
-        succ = torch.clamp(succ, *self.state_box)
+        clipped = torch.clamp(succ, *self.state_box)
+        if self.terminal_box is not None:
+            # The box reaches the terminal bounds but may end on them (where the data lie well
+            # inside): a successor clipped back onto a bound it crossed stays past it, by one
+            # float, so that the episode ends there (limits count as inside).
+            low, high = self.terminal_box
+            clipped = torch.where(succ < low, torch.minimum(clipped, self._past_low), clipped)
+            clipped = torch.where(succ > high, torch.maximum(clipped, self._past_high), clipped)
+        succ = clipped
         # A linear reward extrapolates without bound; the data's range bounds it (and J_hat).
         reward = (gather_rows(self.data_rewards, idx) + pred[..., ds]).clamp(*self.reward_range)
         return succ, reward
