@@ -105,6 +105,24 @@ def test_a_successor_clipped_onto_a_bound_it_crossed_stays_past_it(state_high):
     assert float(sums[0]) == 0.0 and float(sums[1]) > 0.5
 
 
+def test_the_anchored_rollout_ends_at_a_bound_the_box_ends_on():
+    """The judge's rollout (``episode_returns``, ``episode_lengths``) of a controller that pushes
+    the state past a bound the box ends on: the episode ends there, as the true one does (clipped
+    onto the bound, the state stayed on it and the episode went on to the last step)."""
+    policy = _pushing(0.5)
+    model = _model("anchored", terminal_bounds=[[None, None], [5.0, None]])
+    assert float(model.state_box[1][0]) == 5.0
+    steps = 300
+    lengths = model.episode_lengths(policy, START, steps)
+    returns, lengths_r = model.episode_returns(policy, START, steps)
+    assert np.all(lengths < steps) and np.all(lengths_r < steps)
+    s, t = START[0].copy(), 0                 # the true episode from the first start
+    while s[0] <= 5.0:
+        s, t = A_TRUE @ s + B_TRUE[:, 0] * 0.5, t + 1
+    assert abs(int(lengths[0]) - t) <= 0.2 * t
+    assert np.all(np.isfinite(returns))
+
+
 def _true_return(force: float, high: float, gamma: float = 0.9, steps: int = 400) -> float:
     """The discounted return of the constant action from ``START`` on the true dynamics, the
     episode ending on the step whose next state has ``x > high``."""
