@@ -105,6 +105,17 @@ def test_a_successor_clipped_onto_a_bound_it_crossed_stays_past_it(state_high):
     assert float(sums[0]) == 0.0 and float(sums[1]) > 0.5
 
 
+def test_a_state_bound_inside_a_terminal_bound_holds_the_successor():
+    """``state_bounds`` are hard limits: with one at 4.9 inside the terminal bound at 5, the
+    successor that would cross 5 stays at 4.9 and goes on."""
+    model = _model(terminal_bounds=[[None, None], [5.0, None]],
+                   state_bounds=[[None, None], [4.9, None]])
+    x = torch.tensor([[4.98, 0.8]], dtype=torch.float64)
+    succ, _ = model._moved(x, torch.zeros((1, 1, 1), dtype=torch.float64), torch.tensor([[0]]))
+    assert float(succ[0, 0, 0]) == pytest.approx(4.9)
+    assert model.within_terminal_bounds(succ[:, 0]).tolist() == [1.0]
+
+
 def test_the_anchored_rollout_ends_at_a_bound_the_box_ends_on():
     """The judge's rollout (``episode_returns``, ``episode_lengths``) of a controller that pushes
     the state past a bound the box ends on: the episode ends there, as the true one does (clipped

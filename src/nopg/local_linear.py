@@ -46,6 +46,7 @@ outside them is terminal (its ``M(y_j)`` is dropped, ``c = 0`` for it), and the 
 reaches out to them so that a successor can cross them. Where the box ends on a bound (the data
 lie well inside it), a successor that crossed it is clipped to one float past it, not onto it:
 clipped onto the limit, which counts as inside, a cart pushed off the track would stay on it.
+``state_bounds`` inside a terminal bound are hard limits: the successor stays within them.
 The crossing is a piecewise constant input of ``T``, like the neighbour sets: it has no gradient
 of its own.
 
@@ -236,10 +237,13 @@ class LocalLinearBellman(NonparametricBellman):
         if self.terminal_box is not None:
             # The box reaches the terminal bounds but may end on them (where the data lie well
             # inside): a successor clipped back onto a bound it crossed stays past it, by one
-            # float, so that the episode ends there (limits count as inside).
+            # float, so that the episode ends there (limits count as inside). A state bound
+            # inside the terminal one is a hard limit and keeps the successor within it.
             low, high = self.terminal_box
-            clipped = torch.where(succ < low, torch.minimum(clipped, self._past_low), clipped)
-            clipped = torch.where(succ > high, torch.maximum(clipped, self._past_high), clipped)
+            clipped = torch.where((succ < low) & (clipped <= low),
+                                  torch.minimum(clipped, self._past_low), clipped)
+            clipped = torch.where((succ > high) & (clipped >= high),
+                                  torch.maximum(clipped, self._past_high), clipped)
         succ = clipped
         # A linear reward extrapolates without bound; the data's range bounds it (and J_hat).
         reward = (gather_rows(self.data_rewards, idx) + pred[..., ds]).clamp(*self.reward_range)
