@@ -48,6 +48,7 @@ from .loggers import (
 )
 from .policies import is_stochastic
 from .search import EvolutionSearch, fitness_key
+from .starts import farthest_data_states
 from .validation import renamed_attribute, renamed_keyword, warn_user
 
 logger = logging.getLogger(__name__)
@@ -201,6 +202,10 @@ class NOPG:
             self.model_.load_solver_state(previous)
         self.initial_states_ = as_states(initial_states, data.state_dim, "initial_states")
         self.starts_ = self._drawn_starts(self.initial_states_, bandwidths)
+        if self.config.data_starts is not None:
+            picked = farthest_data_states(data.states, self.initial_states_,
+                                          self.config.data_starts)
+            self.starts_ = np.concatenate([self.starts_, np.asarray(data.states, np.float64)[picked]])
         self._solution = None
         if isinstance(self.optimizer, EvolutionSearch):   # the objective changed: score it anew
             self.optimizer.rescore()
@@ -209,7 +214,8 @@ class NOPG:
 
     def _drawn_starts(self, initial_states: np.ndarray, bandwidths: Bandwidths) -> np.ndarray:
         """The starts ``J_hat`` averages over: the initial states, or with ``start_draws`` that
-        many draws around each, ``z + start_draw_scale * h_s * xi`` (:class:`NOPGConfig`)."""
+        many draws around each, ``z + start_draw_scale * h_s * xi`` (:class:`NOPGConfig`; the
+        ``data_starts`` are appended by :meth:`setup`)."""
         k = self.config.start_draws
         if k is None:
             return initial_states

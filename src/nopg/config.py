@@ -202,6 +202,13 @@ class NOPGConfig(TorchPlacement):
         ``None`` (default): the initial states as given.
     start_draw_scale : float
         Spread of the drawn starts in state bandwidths (``start_draws``).
+    data_starts : int or None
+        If set, the objective's starts also include this many of the data's states, spread over
+        them by farthest-point sampling from the initial states (:mod:`nopg.starts`), and
+        ``J_hat`` is the mean return over all the starts. The policy is then improved where the
+        data go, not only along its own path from the initial states (a swing-up's catch at the
+        top is learnt before the swing gets there). ``None`` (default): the initial states (and
+        their ``start_draws``) alone.
     support_warning : float
         ``fit`` warns when the final ``support_gap`` (share of the policy's discounted
         visitation where the data are thin) exceeds this.
@@ -295,6 +302,7 @@ class NOPGConfig(TorchPlacement):
     state_circles: str | list[list[int]] | None = MODEL_DEFAULTS["state_circles"]
     start_draws: int | None = None
     start_draw_scale: float = 2.0
+    data_starts: int | None = None
     support_warning: float = 0.25
     continuation: float | None = None
     continuation_updates: int | None = None
@@ -331,6 +339,7 @@ class NOPGConfig(TorchPlacement):
                  self.search_horizon, _OWNER)
         check_positive_int("start_draws", self.start_draws, _OWNER, allow_none=True)
         check_positive_float("start_draw_scale", self.start_draw_scale, _OWNER)
+        check_positive_int("data_starts", self.data_starts, _OWNER, allow_none=True)
         check_model_settings({name: getattr(self, name) for name in MODEL_FIELDS}, _OWNER)
         plain_model_settings(self)
         self._check_schedules()
