@@ -196,6 +196,7 @@ def test_stabilise_resolves_its_settings_and_bad_recipes_are_refused():
     anchored = apply_recipe(config, "anchored")
     assert (anchored.nopg.successors, anchored.nopg.top_k, anchored.nopg.optimizer) == \
         ("anchored", "auto", "adam") and anchored.hidden == config.hidden
+    assert anchored.nopg.data_starts == 7 and config.nopg.data_starts is None
     for bad, match in (([], "non-empty"), (["given", "given"], "twice"),
                        (["given", "stabilize"], "unknown recipe 'stabilize'")):
         with pytest.raises(ValueError, match=match):

@@ -12,8 +12,12 @@ policy that one anchored model of the data rates best (:mod:`nopg.policy_selecti
   how long the model keeps their episodes going over ``10 / (1 - gamma)`` steps
   (``search_horizon``): the recipe of the balancing tasks (cart-pole, the inverted pendulum),
   where gradient ascent on the kernel model's ``J_hat`` drives the policy off the data.
-- ``anchored``: the experiment's policy and optimiser on the anchored model (the option that
-  swings pendulum-uniform's random data up, where the kernel model learns to spin).
+- ``anchored``: the experiment's policy and optimiser on the anchored model, with
+  :data:`ANCHORED_DATA_STARTS` data states as extra starts of the objective
+  (``NOPGConfig.data_starts``, :mod:`nopg.starts`): the option that swings pendulum-uniform's
+  random data up, where the kernel model learns to spin. From the initial states alone,
+  gradient ascent on this model often settles in a spinning policy the model itself rates far
+  below the swing-up; from starts spread over the data it learns the catch at the top too.
 
 ``auto`` (alone, the default) names a list by the data: ``given`` and ``stabilise`` where the
 data's episodes end in failures (:func:`ends_in_failure`), the data hold at most
@@ -45,14 +49,16 @@ if TYPE_CHECKING:
     from ..data import TransitionDataset
     from .runner import ExperimentConfig
 
-__all__ = ["AUTO", "RECIPES", "STABILISE_MAX_SAMPLES", "STABILISE_MAX_STARTS", "apply_recipe",
-           "check_recipes", "discount_horizon", "ends_in_failure", "recipes_report", "resolve_recipes"]
+__all__ = ["ANCHORED_DATA_STARTS", "AUTO", "RECIPES", "STABILISE_MAX_SAMPLES",
+           "STABILISE_MAX_STARTS", "apply_recipe", "check_recipes", "discount_horizon",
+           "ends_in_failure", "recipes_report", "resolve_recipes"]
 
 STABILISE_GENERATIONS = 50
 STABILISE_PATIENCE = 8
 STABILISE_HORIZON_DISCOUNTS = 10.0     # search_horizon = 10 / (1 - gamma) steps
 STABILISE_MAX_SAMPLES = 5000           # auto adds stabilise up to this many transitions
 STABILISE_MAX_STARTS = 16              # ... and this many initial states
+ANCHORED_DATA_STARTS = 7               # the anchored recipe's data states as extra starts
 AUTO = "auto"
 
 RECIPES: dict[str, dict[str, Any]] = {
@@ -60,7 +66,7 @@ RECIPES: dict[str, dict[str, Any]] = {
     "stabilise": {"hidden": (), "normalize_states": True, "n_updates": STABILISE_GENERATIONS,
                   "nopg.successors": "anchored", "nopg.optimizer": "cma-es",
                   "nopg.search_patience": STABILISE_PATIENCE, "nopg.search_restart": "fresh"},
-    "anchored": {"nopg.successors": "anchored"},
+    "anchored": {"nopg.successors": "anchored", "nopg.data_starts": ANCHORED_DATA_STARTS},
 }
 """The recipes by name: their settings over the experiment's (``stabilise``'s
 ``search_horizon``, and ``top_k`` for the anchored ones, are filled in by :func:`apply_recipe`)."""
