@@ -8,8 +8,9 @@
 - the run's report: each recipe's mean return and seeds kept, Spearman of the judge and of
   ``J_hat`` with the return over all fits;
 - ``auto`` adds ``stabilise`` where the episodes end in failures (terminals that earn less than
-  the steps that go on keep earning over ``1 / (1 - gamma)`` steps), up to a data size, a
-  number of initial states and one restart, and runs as the explicit list;
+  the steps that go on keep earning over ``1 / (1 - gamma)`` steps) and ``anchored`` where no
+  transition is terminal, each up to a data size, a number of initial states and one restart,
+  and runs as the explicit list;
 - ``stabilise`` resolves its horizon and ``top_k``; bad recipe lists are refused.
 """
 
@@ -29,12 +30,14 @@ from nopg import NOPGConfig, TransitionDataset
 from nopg.experiments import get_task, run_experiment, run_seed
 from nopg.experiments import recipes as recipes_module
 from nopg.experiments.recipes import (
+    ANCHORED_MAX_SAMPLES,
     RECIPES,
     STABILISE_MAX_SAMPLES,
     STABILISE_MAX_STARTS,
     apply_recipe,
     discount_horizon,
     ends_in_failure,
+    never_ends,
     recipes_report,
     resolve_recipes,
 )
@@ -225,18 +228,28 @@ def test_auto_adds_stabilise_where_episodes_fail_on_small_data_and_runs_as_the_l
     assert ends_in_failure(failing, gamma) and ends_in_failure(bonus, 0.99)   # keeps 10.0
     for data in (bonus, goal, endless, everything_ends):
         assert not ends_in_failure(data, gamma)
-    assert STABILISE_MAX_SAMPLES >= 40
+    assert never_ends(endless) and not any(map(never_ends, (failing, goal, everything_ends)))
+    assert STABILISE_MAX_SAMPLES >= 40 and ANCHORED_MAX_SAMPLES >= 40
     assert resolve_recipes(("auto",), failing, gamma, 3) == ("given", "stabilise")
-    for data in (bonus, goal, endless, everything_ends):
+    assert resolve_recipes(("auto",), endless, gamma, 3) == ("given", "anchored")
+    for data in (bonus, goal, everything_ends):
         assert resolve_recipes(("auto",), data, gamma, 3) == ("given",)
-    assert resolve_recipes(("auto",), failing, gamma, 3, restarts=2) == ("given",)
+    for data in (failing, endless):
+        assert resolve_recipes(("auto",), data, gamma, 3, restarts=2) == ("given",)
     assert resolve_recipes(("anchored", "given"), goal, gamma, 10 ** 4) == ("anchored", "given")
     n_starts = STABILISE_MAX_STARTS
     assert resolve_recipes(("auto",), failing, gamma, n_starts) == ("given", "stabilise")
-    assert resolve_recipes(("auto",), failing, gamma, n_starts + 1) == ("given",)
+    assert resolve_recipes(("auto",), endless, gamma, n_starts) == ("given", "anchored")
+    for data in (failing, endless):
+        assert resolve_recipes(("auto",), data, gamma, n_starts + 1) == ("given",)
     monkeypatch.setattr(recipes_module, "STABILISE_MAX_SAMPLES", 39)
     assert resolve_recipes(("auto",), failing, gamma, 3) == ("given",)
+    assert resolve_recipes(("auto",), endless, gamma, 3) == ("given", "anchored")
     monkeypatch.setattr(recipes_module, "STABILISE_MAX_SAMPLES", STABILISE_MAX_SAMPLES)
+    monkeypatch.setattr(recipes_module, "ANCHORED_MAX_SAMPLES", 39)
+    assert resolve_recipes(("auto",), endless, gamma, 3) == ("given",)
+    assert resolve_recipes(("auto",), failing, gamma, 3) == ("given", "stabilise")
+    monkeypatch.setattr(recipes_module, "ANCHORED_MAX_SAMPLES", ANCHORED_MAX_SAMPLES)
     for bad, match in ((["auto", "given"], "cannot stand beside"), (["atuo"], "or 'auto' alone")):
         with pytest.raises(ValueError, match=match):
             resolve_recipes(tuple(bad), failing, gamma, 3)
@@ -259,6 +272,22 @@ def test_auto_adds_stabilise_where_episodes_fail_on_small_data_and_runs_as_the_l
     assert "recipes" not in alone and alone["J_hat"] == pytest.approx(given["J_hat"], rel=1e-12)
 
 
+def test_auto_fits_anchored_beside_given_where_nothing_ends(tmp_path):
+    """The swing-up's data never end: ``auto`` fits ``given`` and ``anchored`` (its data starts
+    included) and keeps the judge's choice, as the explicit list does."""
+    task, config = _config()
+    assert config.recipes == ("auto",)
+    auto = run_seed(task, config, 0, tmp_path / "auto", progress=False)
+    explicit = run_seed(task, config.replace(recipes=["given", "anchored"]), 0,
+                        tmp_path / "explicit", progress=False)
+    assert [r["recipe"] for r in auto["recipes"]] == ["given", "anchored"]
+    for mine, theirs in zip(auto["recipes"], explicit["recipes"]):
+        assert mine["J_hat"] == pytest.approx(theirs["J_hat"], rel=1e-12)
+        assert mine["kept"] == theirs["kept"]
+    anchored = apply_recipe(config, "anchored").nopg
+    assert anchored.successors == "anchored" and anchored.data_starts == 7
+
+
 def test_the_tasks_data_end_in_failures_where_a_pole_falls_and_not_at_a_goal(
         tmp_path, monkeypatch, caplog):
     """Small samples of the real tasks' data: the cart-pole's fallen poles and the inverted
@@ -274,7 +303,9 @@ def test_the_tasks_data_end_in_failures_where_a_pole_falls_and_not_at_a_goal(
     assert mountain_car.terminals.any() and not ends_in_failure(mountain_car, 0.99)
     human = data("mountaincar-human")                 # -1 a step, the goal's too
     assert human.terminals.any() and not ends_in_failure(human, 0.99)
-    assert not ends_in_failure(data("pendulum-grid", n_theta=5, n_theta_dot=5), 0.99)
+    swing_up = data("pendulum-grid", n_theta=5, n_theta_dot=5)
+    assert not ends_in_failure(swing_up, 0.99) and never_ends(swing_up)
+    assert not never_ends(mountain_car) and not never_ends(human)
 
     def stop(*args, **kwargs):
         raise RuntimeError("the fits are not this test's")

@@ -56,6 +56,7 @@ from .recipes import (
     check_recipes,
     discount_horizon,
     ends_in_failure,
+    never_ends,
     recipes_report,
     resolve_recipes,
 )
@@ -436,17 +437,17 @@ def run_seed(task: Task, config: ExperimentConfig, seed: int, out_dir: Path,
                 np.round(bw.state, 4).tolist(), np.round(bw.action, 4).tolist())
     recipes = resolve_recipes(config.recipes, data, config.nopg.gamma, len(s0), config.restarts)
     if recipes != tuple(config.recipes):                      # "auto", chosen by the data
-        failing = ends_in_failure(data, config.nopg.gamma)
-        logger.info("seed %d: recipes %s = %s (%d transitions, episodes that %s in failures, "
+        ends = ("never end" if never_ends(data) else "end in failures"
+                if ends_in_failure(data, config.nopg.gamma) else "end elsewhere (a goal)")
+        logger.info("seed %d: recipes %s = %s (%d transitions, episodes that %s, "
                     "%d initial states, %d restart(s))", seed, ", ".join(config.recipes),
-                    ", ".join(recipes), len(data), "end" if failing else "do not end", len(s0),
-                    config.restarts)
+                    ", ".join(recipes), len(data), ends, len(s0), config.restarts)
         config = config.replace(recipes=recipes)
     elif "stabilise" in recipes and not ends_in_failure(data, config.nopg.gamma):
         logger.warning("seed %d: recipe stabilise on data whose episodes do not end in failures: "
                        "it ranks policies by how long their episodes last, which prefers never "
                        "reaching a goal, and the judge's forecast can count a goal's reward "
-                       "more than once (docs/bandwidths.md); 'auto' fits given alone here", seed)
+                       "more than once (docs/bandwidths.md); 'auto' does not fit it here", seed)
     if len(config.recipes) > 1:
         algo, returns, fit_time, config, recipes = _fit_recipes(task, config, data, bw, s0, seed,
                                                                 out_dir, progress, tensorboard)
