@@ -27,8 +27,8 @@ and the data hold at most :data:`STABILISE_MAX_SAMPLES` transitions; ``given`` a
 :data:`ANCHORED_MAX_SAMPLES`; else ``given`` alone. An ``anchored`` fit costs several times a
 ``given`` one: every solve adds the policy's mean rollout from each start (the initial
 states and the data starts, ``anchor_horizon`` points each) to the data's ``n`` unknowns
-(:mod:`nopg.anchored`). That bounds the data and the starts it is added on (the measured
-costs: ``docs/bandwidths.md``).
+(:mod:`nopg.anchored`), so ``auto`` adds it only up to the starts and the data size it was
+checked on (the measurements: ``docs/bandwidths.md``).
 ``stabilise`` ranks its candidates by how long they keep the episode going, which is the task
 only where an end is a failure; where an end is a goal (mountain car) it prefers episodes that
 never reach it, and where nothing ends (a swing-up, a maze without terminals) it is a linear
