@@ -27,6 +27,7 @@ from test_search_horizon import _true_length
 from test_terminal_bounds import BW, _pushing
 
 from nopg import NOPGConfig, TransitionDataset
+from nopg.behaviour import resolve_behaviour_weight
 from nopg.experiments import get_task, run_experiment, run_seed
 from nopg.experiments import recipes as recipes_module
 from nopg.experiments.recipes import (
@@ -242,6 +243,9 @@ def test_auto_adds_stabilise_where_episodes_fail_on_small_data_and_runs_as_the_l
     assert resolve_recipes(("auto",), endless, gamma, n_starts) == ("given", "anchored")
     for data in (failing, endless):
         assert resolve_recipes(("auto",), data, gamma, n_starts + 1) == ("given",)
+    assert resolve_recipes(("auto",), endless, gamma, 3, logged_by_policy=True) == ("given",)
+    assert resolve_recipes(("auto",), failing, gamma, 3,
+                           logged_by_policy=True) == ("given", "stabilise")
     monkeypatch.setattr(recipes_module, "STABILISE_MAX_SAMPLES", 39)
     assert resolve_recipes(("auto",), failing, gamma, 3) == ("given",)
     assert resolve_recipes(("auto",), endless, gamma, 3) == ("given", "anchored")
@@ -286,6 +290,23 @@ def test_auto_fits_anchored_beside_given_where_nothing_ends(tmp_path):
         assert mine["kept"] == theirs["kept"]
     anchored = apply_recipe(config, "anchored").nopg
     assert anchored.successors == "anchored" and anchored.data_starts == 7
+
+
+def test_auto_fits_given_alone_on_endless_data_logged_by_a_policy(tmp_path, caplog):
+    """The controller's swing-up data never end either, but their actions follow the states (the
+    behaviour term is on): ``auto`` fits ``given`` alone, the explicit list's first fit."""
+    task = get_task("pendulum-controller")
+    config = task.default_config().replace(
+        n_updates=3, eval_every=100,
+        task={"n_episodes": 2, "episode_length": 40, "eval_steps": 50, "reference_episodes": 1})
+    data = task.make_dataset(config, 0)
+    assert never_ends(data) and resolve_behaviour_weight("auto", data)[0] > 0
+    with caplog.at_level("INFO", logger="nopg.experiments"):
+        auto = run_seed(task, config, 0, tmp_path / "auto", progress=False)
+    assert "recipes auto = given (" in caplog.text and "logged by a policy" in caplog.text
+    given = run_seed(task, config.replace(recipes=["given"]), 0, tmp_path / "given",
+                     progress=False)
+    assert "recipes" not in auto and auto["J_hat"] == pytest.approx(given["J_hat"], rel=1e-12)
 
 
 def test_the_tasks_data_end_in_failures_where_a_pole_falls_and_not_at_a_goal(

@@ -23,12 +23,15 @@ policy that one anchored model of the data rates best (:mod:`nopg.policy_selecti
 restart is asked for and there are at most :data:`STABILISE_MAX_STARTS` initial states:
 ``given`` and ``stabilise`` where the data's episodes end in failures (:func:`ends_in_failure`)
 and the data hold at most :data:`STABILISE_MAX_SAMPLES` transitions; ``given`` and
-``anchored`` where no transition ends an episode (:func:`never_ends`) and the data hold at most
-:data:`ANCHORED_MAX_SAMPLES`; else ``given`` alone. An ``anchored`` fit costs several times a
-``given`` one: every solve adds the policy's mean rollout from each start (the initial
-states and the data starts, ``anchor_horizon`` points each) to the data's ``n`` unknowns
-(:mod:`nopg.anchored`), so ``auto`` adds it only up to the starts and the data size it was
-checked on (the measurements: ``docs/bandwidths.md``).
+``anchored`` where no transition ends an episode (:func:`never_ends`), the data hold at most
+:data:`ANCHORED_MAX_SAMPLES` transitions and were not logged by a policy (the behaviour term is
+off: :func:`nopg.behaviour.resolve_behaviour_weight`); else ``given`` alone. Data logged by a
+policy lie along its path, and a policy that leaves that path is forecast by the judge from
+extrapolation, not from data: there the judge can prefer a fit that fails. An ``anchored``
+fit costs several times a ``given`` one: every solve adds the policy's mean rollout from each
+start (the initial states and the data starts, ``anchor_horizon`` points each) to the data's
+``n`` unknowns (:mod:`nopg.anchored`), so ``auto`` adds it only up to the starts and the data
+size it was checked on (the measurements: ``docs/bandwidths.md``).
 ``stabilise`` ranks its candidates by how long they keep the episode going, which is the task
 only where an end is a failure; where an end is a goal (mountain car) it prefers episodes that
 never reach it, and where nothing ends (a swing-up, a maze without terminals) it is a linear
@@ -125,20 +128,22 @@ def never_ends(data: TransitionDataset) -> bool:
 
 
 def resolve_recipes(recipes: tuple[str, ...], data: TransitionDataset, gamma: float,
-                    n_starts: int, restarts: int = 1) -> tuple[str, ...]:
+                    n_starts: int, restarts: int = 1, logged_by_policy: bool = False
+                    ) -> tuple[str, ...]:
     """The recipes to fit on ``data`` (discount ``gamma``, ``n_starts`` initial states):
     ``recipes`` itself, unless it is ``("auto",)``. With one restart and at most
     :data:`STABILISE_MAX_STARTS` initial states, ``auto`` gives ``("given", "stabilise")`` where
     the episodes end in failures (:func:`ends_in_failure`) on at most
     :data:`STABILISE_MAX_SAMPLES` transitions, and ``("given", "anchored")`` where they never end
-    (:func:`never_ends`) on at most :data:`ANCHORED_MAX_SAMPLES`; else ``("given",)``."""
+    (:func:`never_ends`) on at most :data:`ANCHORED_MAX_SAMPLES` transitions that were not
+    ``logged_by_policy`` (the behaviour term is on); else ``("given",)``."""
     check_recipes(recipes)
     if tuple(recipes) != (AUTO,):
         return tuple(recipes)
     if restarts == 1 and n_starts <= STABILISE_MAX_STARTS:
         if len(data) <= STABILISE_MAX_SAMPLES and ends_in_failure(data, gamma):
             return ("given", "stabilise")
-        if len(data) <= ANCHORED_MAX_SAMPLES and never_ends(data):
+        if len(data) <= ANCHORED_MAX_SAMPLES and never_ends(data) and not logged_by_policy:
             return ("given", "anchored")
     return ("given",)
 

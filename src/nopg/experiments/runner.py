@@ -43,6 +43,7 @@ from ..anchored import AnchoredBellman
 from ..bandwidth import ACTION_EFFECT_MAX, METHODS, Bandwidths, check_max_action_effect
 from ..bandwidth_plots import plot_bandwidth_report
 from ..bandwidth_report import bandwidth_report
+from ..behaviour import resolve_behaviour_weight
 from ..config import NOPGConfig
 from ..data import TransitionDataset
 from ..model_config import plain_bounds
@@ -52,6 +53,7 @@ from ..policy_selection import JudgeScore, best_score, judge_model, score_policy
 from ..run_evaluation import bootstrap_mean_ci
 from .common import TaskSettings, check_task_value, suggestion
 from .recipes import (
+    AUTO,
     apply_recipe,
     check_recipes,
     discount_horizon,
@@ -435,13 +437,18 @@ def run_seed(task: Task, config: ExperimentConfig, seed: int, out_dir: Path,
     s0 = task.initial_states(data, config, seed)
     logger.info("seed %d: %r; bandwidths state=%s action=%s", seed, data,
                 np.round(bw.state, 4).tolist(), np.round(bw.action, 4).tolist())
-    recipes = resolve_recipes(config.recipes, data, config.nopg.gamma, len(s0), config.restarts)
+    logged = tuple(config.recipes) == (AUTO,) and resolve_behaviour_weight(
+        config.nopg.behaviour_weight, data)[0] > 0            # the behaviour term is on
+    recipes = resolve_recipes(config.recipes, data, config.nopg.gamma, len(s0), config.restarts,
+                              logged_by_policy=logged)
     if recipes != tuple(config.recipes):                      # "auto", chosen by the data
         ends = ("never end" if never_ends(data) else "end in failures"
                 if ends_in_failure(data, config.nopg.gamma) else "end elsewhere (a goal)")
-        logger.info("seed %d: recipes %s = %s (%d transitions, episodes that %s, "
+        logger.info("seed %d: recipes %s = %s (%d transitions, episodes that %s, %s, "
                     "%d initial states, %d restart(s))", seed, ", ".join(config.recipes),
-                    ", ".join(recipes), len(data), ends, len(s0), config.restarts)
+                    ", ".join(recipes), len(data), ends,
+                    "logged by a policy" if logged else "not logged by a policy", len(s0),
+                    config.restarts)
         config = config.replace(recipes=recipes)
     elif "stabilise" in recipes and not ends_in_failure(data, config.nopg.gamma):
         logger.warning("seed %d: recipe stabilise on data whose episodes do not end in failures: "
