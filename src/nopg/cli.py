@@ -107,7 +107,8 @@ def _add_training_args(parser: argparse.ArgumentParser, seeds: str) -> None:
                              "initial states: given and stabilise where the data's episodes end "
                              "in failures (terminals that earn less than the steps that go on "
                              "keep earning), up to 5000 transitions; given and anchored where no "
-                             "transition is terminal, up to 2000; else given")
+                             "transition is terminal and the data were not logged by a policy "
+                             "(behaviour term off), up to 2000; else given")
     parser.add_argument("--seeds", type=int, nargs="+", help=f"seeds (default {seeds})")
     parser.add_argument("--n-updates", type=int, help="policy updates per seed")
     parser.add_argument("--bandwidth", choices=METHODS, help="bandwidth rule (default auto)")
