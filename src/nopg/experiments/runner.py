@@ -413,6 +413,31 @@ def _fit_recipes(task: Task, config: ExperimentConfig, data: TransitionDataset, 
     return kept["algo"], kept["returns"], fit_time, kept["config"], rows
 
 
+def _seed_recipes(config: ExperimentConfig, data: TransitionDataset, n_starts: int,
+                  seed: int) -> ExperimentConfig:
+    """``config`` with ``auto`` resolved for ``data`` (:func:`resolve_recipes`, logged), and a
+    warning for an explicit ``stabilise`` on data whose episodes do not end in failures."""
+    logged = tuple(config.recipes) == (AUTO,) and resolve_behaviour_weight(
+        config.nopg.behaviour_weight, data)[0] > 0            # the behaviour term is on
+    recipes = resolve_recipes(config.recipes, data, config.nopg.gamma, n_starts, config.restarts,
+                              logged_by_policy=logged)
+    if recipes != tuple(config.recipes):                      # "auto", chosen by the data
+        ends = ("never end" if never_ends(data) else "end in failures"
+                if ends_in_failure(data, config.nopg.gamma) else "end elsewhere (a goal)")
+        logger.info("seed %d: recipes %s = %s (%d transitions, episodes that %s, %s, "
+                    "%d initial states, %d restart(s))", seed, ", ".join(config.recipes),
+                    ", ".join(recipes), len(data), ends,
+                    "logged by a policy" if logged else "not logged by a policy", n_starts,
+                    config.restarts)
+        config = config.replace(recipes=recipes)
+    elif "stabilise" in recipes and not ends_in_failure(data, config.nopg.gamma):
+        logger.warning("seed %d: recipe stabilise on data whose episodes do not end in failures: "
+                       "it ranks policies by how long their episodes last, which prefers never "
+                       "reaching a goal, and the judge's forecast can count a goal's reward "
+                       "more than once (docs/bandwidths.md); 'auto' does not fit it here", seed)
+    return config
+
+
 def run_seed(task: Task, config: ExperimentConfig, seed: int, out_dir: Path,
              progress: bool = True, tensorboard: bool = False) -> dict[str, Any]:
     """Collect data, select bandwidths, optimise, evaluate and plot for one seed.
@@ -437,24 +462,7 @@ def run_seed(task: Task, config: ExperimentConfig, seed: int, out_dir: Path,
     s0 = task.initial_states(data, config, seed)
     logger.info("seed %d: %r; bandwidths state=%s action=%s", seed, data,
                 np.round(bw.state, 4).tolist(), np.round(bw.action, 4).tolist())
-    logged = tuple(config.recipes) == (AUTO,) and resolve_behaviour_weight(
-        config.nopg.behaviour_weight, data)[0] > 0            # the behaviour term is on
-    recipes = resolve_recipes(config.recipes, data, config.nopg.gamma, len(s0), config.restarts,
-                              logged_by_policy=logged)
-    if recipes != tuple(config.recipes):                      # "auto", chosen by the data
-        ends = ("never end" if never_ends(data) else "end in failures"
-                if ends_in_failure(data, config.nopg.gamma) else "end elsewhere (a goal)")
-        logger.info("seed %d: recipes %s = %s (%d transitions, episodes that %s, %s, "
-                    "%d initial states, %d restart(s))", seed, ", ".join(config.recipes),
-                    ", ".join(recipes), len(data), ends,
-                    "logged by a policy" if logged else "not logged by a policy", len(s0),
-                    config.restarts)
-        config = config.replace(recipes=recipes)
-    elif "stabilise" in recipes and not ends_in_failure(data, config.nopg.gamma):
-        logger.warning("seed %d: recipe stabilise on data whose episodes do not end in failures: "
-                       "it ranks policies by how long their episodes last, which prefers never "
-                       "reaching a goal, and the judge's forecast can count a goal's reward "
-                       "more than once (docs/bandwidths.md); 'auto' does not fit it here", seed)
+    config = _seed_recipes(config, data, len(s0), seed)
     if len(config.recipes) > 1:
         algo, returns, fit_time, config, recipes = _fit_recipes(task, config, data, bw, s0, seed,
                                                                 out_dir, progress, tensorboard)
