@@ -8,9 +8,8 @@
 - the run's report: each recipe's mean return and seeds kept, Spearman of the judge and of
   ``J_hat`` with the return over all fits;
 - ``auto`` adds ``stabilise`` where the episodes end in failures (terminals that earn less than
-  the steps that go on keep earning over ``1 / (1 - gamma)`` steps) and ``anchored`` where no
-  transition is terminal, each up to a data size, a number of initial states and one restart,
-  and runs as the explicit list;
+  the steps that go on keep earning over ``1 / (1 - gamma)`` steps), up to a data size, a
+  number of initial states and one restart, and runs as the explicit list;
 - ``stabilise`` resolves its horizon and ``top_k``; bad recipe lists are refused.
 """
 
@@ -27,18 +26,15 @@ from test_search_horizon import _true_length
 from test_terminal_bounds import BW, _pushing
 
 from nopg import NOPGConfig, TransitionDataset
-from nopg.behaviour import resolve_behaviour_weight
 from nopg.experiments import get_task, run_experiment, run_seed
 from nopg.experiments import recipes as recipes_module
 from nopg.experiments.recipes import (
-    ANCHORED_MAX_SAMPLES,
     RECIPES,
     STABILISE_MAX_SAMPLES,
     STABILISE_MAX_STARTS,
     apply_recipe,
     discount_horizon,
     ends_in_failure,
-    never_ends,
     recipes_report,
     resolve_recipes,
 )
@@ -229,31 +225,18 @@ def test_auto_adds_stabilise_where_episodes_fail_on_small_data_and_runs_as_the_l
     assert ends_in_failure(failing, gamma) and ends_in_failure(bonus, 0.99)   # keeps 10.0
     for data in (bonus, goal, endless, everything_ends):
         assert not ends_in_failure(data, gamma)
-    assert never_ends(endless) and not any(map(never_ends, (failing, goal, everything_ends)))
-    assert STABILISE_MAX_SAMPLES >= 40 and ANCHORED_MAX_SAMPLES >= 40
+    assert STABILISE_MAX_SAMPLES >= 40
     assert resolve_recipes(("auto",), failing, gamma, 3) == ("given", "stabilise")
-    assert resolve_recipes(("auto",), endless, gamma, 3) == ("given", "anchored")
-    for data in (bonus, goal, everything_ends):
+    for data in (bonus, goal, endless, everything_ends):
         assert resolve_recipes(("auto",), data, gamma, 3) == ("given",)
-    for data in (failing, endless):
-        assert resolve_recipes(("auto",), data, gamma, 3, restarts=2) == ("given",)
+    assert resolve_recipes(("auto",), failing, gamma, 3, restarts=2) == ("given",)
     assert resolve_recipes(("anchored", "given"), goal, gamma, 10 ** 4) == ("anchored", "given")
     n_starts = STABILISE_MAX_STARTS
     assert resolve_recipes(("auto",), failing, gamma, n_starts) == ("given", "stabilise")
-    assert resolve_recipes(("auto",), endless, gamma, n_starts) == ("given", "anchored")
-    for data in (failing, endless):
-        assert resolve_recipes(("auto",), data, gamma, n_starts + 1) == ("given",)
-    assert resolve_recipes(("auto",), endless, gamma, 3, logged_by_policy=True) == ("given",)
-    assert resolve_recipes(("auto",), failing, gamma, 3,
-                           logged_by_policy=True) == ("given", "stabilise")
+    assert resolve_recipes(("auto",), failing, gamma, n_starts + 1) == ("given",)
     monkeypatch.setattr(recipes_module, "STABILISE_MAX_SAMPLES", 39)
     assert resolve_recipes(("auto",), failing, gamma, 3) == ("given",)
-    assert resolve_recipes(("auto",), endless, gamma, 3) == ("given", "anchored")
     monkeypatch.setattr(recipes_module, "STABILISE_MAX_SAMPLES", STABILISE_MAX_SAMPLES)
-    monkeypatch.setattr(recipes_module, "ANCHORED_MAX_SAMPLES", 39)
-    assert resolve_recipes(("auto",), endless, gamma, 3) == ("given",)
-    assert resolve_recipes(("auto",), failing, gamma, 3) == ("given", "stabilise")
-    monkeypatch.setattr(recipes_module, "ANCHORED_MAX_SAMPLES", ANCHORED_MAX_SAMPLES)
     for bad, match in ((["auto", "given"], "cannot stand beside"), (["atuo"], "or 'auto' alone")):
         with pytest.raises(ValueError, match=match):
             resolve_recipes(tuple(bad), failing, gamma, 3)
@@ -276,39 +259,6 @@ def test_auto_adds_stabilise_where_episodes_fail_on_small_data_and_runs_as_the_l
     assert "recipes" not in alone and alone["J_hat"] == pytest.approx(given["J_hat"], rel=1e-12)
 
 
-def test_auto_fits_anchored_beside_given_where_nothing_ends(tmp_path):
-    """The swing-up's data never end: ``auto`` fits ``given`` and ``anchored`` (its data starts
-    included) and keeps the judge's choice, as the explicit list does."""
-    task, config = _config()
-    assert config.recipes == ("auto",)
-    auto = run_seed(task, config, 0, tmp_path / "auto", progress=False)
-    explicit = run_seed(task, config.replace(recipes=["given", "anchored"]), 0,
-                        tmp_path / "explicit", progress=False)
-    assert [r["recipe"] for r in auto["recipes"]] == ["given", "anchored"]
-    for mine, theirs in zip(auto["recipes"], explicit["recipes"]):
-        assert mine["J_hat"] == pytest.approx(theirs["J_hat"], rel=1e-12)
-        assert mine["kept"] == theirs["kept"]
-    anchored = apply_recipe(config, "anchored").nopg
-    assert anchored.successors == "anchored" and anchored.data_starts == 7
-
-
-def test_auto_fits_given_alone_on_endless_data_logged_by_a_policy(tmp_path, caplog):
-    """The controller's swing-up data never end either, but their actions follow the states (the
-    behaviour term is on): ``auto`` fits ``given`` alone, the explicit list's first fit."""
-    task = get_task("pendulum-controller")
-    config = task.default_config().replace(
-        n_updates=3, eval_every=100,
-        task={"n_episodes": 2, "episode_length": 40, "eval_steps": 50, "reference_episodes": 1})
-    data = task.make_dataset(config, 0)
-    assert never_ends(data) and resolve_behaviour_weight("auto", data)[0] > 0
-    with caplog.at_level("INFO", logger="nopg.experiments"):
-        auto = run_seed(task, config, 0, tmp_path / "auto", progress=False)
-    assert "recipes auto = given (" in caplog.text and "logged by a policy" in caplog.text
-    given = run_seed(task, config.replace(recipes=["given"]), 0, tmp_path / "given",
-                     progress=False)
-    assert "recipes" not in auto and auto["J_hat"] == pytest.approx(given["J_hat"], rel=1e-12)
-
-
 def test_the_tasks_data_end_in_failures_where_a_pole_falls_and_not_at_a_goal(
         tmp_path, monkeypatch, caplog):
     """Small samples of the real tasks' data: the cart-pole's fallen poles and the inverted
@@ -324,9 +274,7 @@ def test_the_tasks_data_end_in_failures_where_a_pole_falls_and_not_at_a_goal(
     assert mountain_car.terminals.any() and not ends_in_failure(mountain_car, 0.99)
     human = data("mountaincar-human")                 # -1 a step, the goal's too
     assert human.terminals.any() and not ends_in_failure(human, 0.99)
-    swing_up = data("pendulum-grid", n_theta=5, n_theta_dot=5)
-    assert not ends_in_failure(swing_up, 0.99) and never_ends(swing_up)
-    assert not never_ends(mountain_car) and not never_ends(human)
+    assert not ends_in_failure(data("pendulum-grid", n_theta=5, n_theta_dot=5), 0.99)
 
     def stop(*args, **kwargs):
         raise RuntimeError("the fits are not this test's")

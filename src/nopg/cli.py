@@ -101,14 +101,12 @@ def _add_training_args(parser: argparse.ArgumentParser, seeds: str) -> None:
     parser.add_argument("--stochastic", action="store_true", help="NOPG-S instead of NOPG-D")
     parser.add_argument("--recipes", nargs="+", metavar="RECIPE",
                         help="fit each recipe (given: the configuration; stabilise: anchored "
-                             "model, CMA-ES, linear policy; anchored: the anchored model with "
-                             "data states as extra starts) and keep the policy one anchored "
-                             "model of the data rates best; auto (the default), with up to 16 "
-                             "initial states: given and stabilise where the data's episodes end "
-                             "in failures (terminals that earn less than the steps that go on "
-                             "keep earning), up to 5000 transitions; given and anchored where no "
-                             "transition is terminal and the data were not logged by a policy "
-                             "(behaviour term off), up to 2000; else given")
+                             "model, CMA-ES, linear policy; anchored: the anchored model) and "
+                             "keep the policy one anchored model of the data rates best; auto (the "
+                             "default): given and stabilise where the data's episodes end in "
+                             "failures (terminals that earn less than the steps that go on "
+                             "keep earning), up to 5000 transitions and 16 initial states, else "
+                             "given")
     parser.add_argument("--seeds", type=int, nargs="+", help=f"seeds (default {seeds})")
     parser.add_argument("--n-updates", type=int, help="policy updates per seed")
     parser.add_argument("--bandwidth", choices=METHODS, help="bandwidth rule (default auto)")

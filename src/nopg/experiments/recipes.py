@@ -19,19 +19,10 @@ policy that one anchored model of the data rates best (:mod:`nopg.policy_selecti
   gradient ascent on this model often settles in a spinning policy the model itself rates far
   below the swing-up; from starts spread over the data it learns the catch at the top too.
 
-``auto`` (alone, the default) names a list by the data (:func:`resolve_recipes`), where one
-restart is asked for and there are at most :data:`STABILISE_MAX_STARTS` initial states:
-``given`` and ``stabilise`` where the data's episodes end in failures (:func:`ends_in_failure`)
-and the data hold at most :data:`STABILISE_MAX_SAMPLES` transitions; ``given`` and
-``anchored`` where no transition ends an episode (:func:`never_ends`), the data hold at most
-:data:`ANCHORED_MAX_SAMPLES` transitions and were not logged by a policy (the behaviour term is
-off: :func:`nopg.behaviour.resolve_behaviour_weight`); else ``given`` alone. Data logged by a
-policy lie along its path, and a policy that leaves that path is forecast by the judge from
-extrapolation, not from data: there the judge can prefer a fit that fails. An ``anchored``
-fit costs several times a ``given`` one: every solve adds the policy's mean rollout from each
-start (the initial states and the data starts, ``anchor_horizon`` points each) to the data's
-``n`` unknowns (:mod:`nopg.anchored`), so ``auto`` adds it only up to the starts and the data
-size it was checked on (the measurements: ``docs/bandwidths.md``).
+``auto`` (alone, the default) names a list by the data: ``given`` and ``stabilise`` where the
+data's episodes end in failures (:func:`ends_in_failure`), the data hold at most
+:data:`STABILISE_MAX_SAMPLES` transitions, there are at most :data:`STABILISE_MAX_STARTS`
+initial states and one restart is asked for, else ``given`` alone (:func:`resolve_recipes`).
 ``stabilise`` ranks its candidates by how long they keep the episode going, which is the task
 only where an end is a failure; where an end is a goal (mountain car) it prefers episodes that
 never reach it, and where nothing ends (a swing-up, a maze without terminals) it is a linear
@@ -58,9 +49,9 @@ if TYPE_CHECKING:
     from ..data import TransitionDataset
     from .runner import ExperimentConfig
 
-__all__ = ["ANCHORED_DATA_STARTS", "ANCHORED_MAX_SAMPLES", "AUTO", "RECIPES", "STABILISE_MAX_SAMPLES",
+__all__ = ["ANCHORED_DATA_STARTS", "AUTO", "RECIPES", "STABILISE_MAX_SAMPLES",
            "STABILISE_MAX_STARTS", "apply_recipe", "check_recipes", "discount_horizon",
-           "ends_in_failure", "never_ends", "recipes_report", "resolve_recipes"]
+           "ends_in_failure", "recipes_report", "resolve_recipes"]
 
 STABILISE_GENERATIONS = 50
 STABILISE_PATIENCE = 8
@@ -68,7 +59,6 @@ STABILISE_HORIZON_DISCOUNTS = 10.0     # search_horizon = 10 / (1 - gamma) steps
 STABILISE_MAX_SAMPLES = 5000           # auto adds stabilise up to this many transitions
 STABILISE_MAX_STARTS = 16              # ... and this many initial states
 ANCHORED_DATA_STARTS = 7               # the anchored recipe's data states as extra starts
-ANCHORED_MAX_SAMPLES = 2000            # auto adds anchored up to this many transitions
 AUTO = "auto"
 
 RECIPES: dict[str, dict[str, Any]] = {
@@ -121,30 +111,19 @@ def ends_in_failure(data: TransitionDataset, gamma: float) -> bool:
     return float(rewards[terminals].mean()) < float(rewards[~terminals].mean()) / (1.0 - gamma)
 
 
-def never_ends(data: TransitionDataset) -> bool:
-    """Whether no transition of ``data`` is terminal: the episodes only stop at a time limit
-    (a swing-up, a maze without terminals), so the judge's forecast has no end to weigh."""
-    return not np.asarray(data.terminals, dtype=bool).any()
-
-
 def resolve_recipes(recipes: tuple[str, ...], data: TransitionDataset, gamma: float,
-                    n_starts: int, restarts: int = 1, logged_by_policy: bool = False
-                    ) -> tuple[str, ...]:
+                    n_starts: int, restarts: int = 1) -> tuple[str, ...]:
     """The recipes to fit on ``data`` (discount ``gamma``, ``n_starts`` initial states):
-    ``recipes`` itself, unless it is ``("auto",)``. With one restart and at most
-    :data:`STABILISE_MAX_STARTS` initial states, ``auto`` gives ``("given", "stabilise")`` where
-    the episodes end in failures (:func:`ends_in_failure`) on at most
-    :data:`STABILISE_MAX_SAMPLES` transitions, and ``("given", "anchored")`` where they never end
-    (:func:`never_ends`) on at most :data:`ANCHORED_MAX_SAMPLES` transitions that were not
-    ``logged_by_policy`` (the behaviour term is on); else ``("given",)``."""
+    ``recipes`` itself, unless it is ``("auto",)``, which gives ``("given", "stabilise")`` where
+    the episodes end in failures (:func:`ends_in_failure`), with at most
+    :data:`STABILISE_MAX_SAMPLES` transitions, :data:`STABILISE_MAX_STARTS` initial states and
+    one restart, else ``("given",)``."""
     check_recipes(recipes)
     if tuple(recipes) != (AUTO,):
         return tuple(recipes)
-    if restarts == 1 and n_starts <= STABILISE_MAX_STARTS:
-        if len(data) <= STABILISE_MAX_SAMPLES and ends_in_failure(data, gamma):
-            return ("given", "stabilise")
-        if len(data) <= ANCHORED_MAX_SAMPLES and never_ends(data) and not logged_by_policy:
-            return ("given", "anchored")
+    if (restarts == 1 and len(data) <= STABILISE_MAX_SAMPLES and n_starts <= STABILISE_MAX_STARTS
+            and ends_in_failure(data, gamma)):
+        return ("given", "stabilise")
     return ("given",)
 
 

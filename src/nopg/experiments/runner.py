@@ -43,7 +43,6 @@ from ..anchored import AnchoredBellman
 from ..bandwidth import ACTION_EFFECT_MAX, METHODS, Bandwidths, check_max_action_effect
 from ..bandwidth_plots import plot_bandwidth_report
 from ..bandwidth_report import bandwidth_report
-from ..behaviour import resolve_behaviour_weight
 from ..config import NOPGConfig
 from ..data import TransitionDataset
 from ..model_config import plain_bounds
@@ -53,12 +52,10 @@ from ..policy_selection import JudgeScore, best_score, judge_model, score_policy
 from ..run_evaluation import bootstrap_mean_ci
 from .common import TaskSettings, check_task_value, suggestion
 from .recipes import (
-    AUTO,
     apply_recipe,
     check_recipes,
     discount_horizon,
     ends_in_failure,
-    never_ends,
     recipes_report,
     resolve_recipes,
 )
@@ -413,31 +410,6 @@ def _fit_recipes(task: Task, config: ExperimentConfig, data: TransitionDataset, 
     return kept["algo"], kept["returns"], fit_time, kept["config"], rows
 
 
-def _seed_recipes(config: ExperimentConfig, data: TransitionDataset, n_starts: int,
-                  seed: int) -> ExperimentConfig:
-    """``config`` with ``auto`` resolved for ``data`` (:func:`resolve_recipes`, logged), and a
-    warning for an explicit ``stabilise`` on data whose episodes do not end in failures."""
-    logged = tuple(config.recipes) == (AUTO,) and resolve_behaviour_weight(
-        config.nopg.behaviour_weight, data)[0] > 0            # the behaviour term is on
-    recipes = resolve_recipes(config.recipes, data, config.nopg.gamma, n_starts, config.restarts,
-                              logged_by_policy=logged)
-    if recipes != tuple(config.recipes):                      # "auto", chosen by the data
-        ends = ("never end" if never_ends(data) else "end in failures"
-                if ends_in_failure(data, config.nopg.gamma) else "end elsewhere (a goal)")
-        logger.info("seed %d: recipes %s = %s (%d transitions, episodes that %s, %s, "
-                    "%d initial states, %d restart(s))", seed, ", ".join(config.recipes),
-                    ", ".join(recipes), len(data), ends,
-                    "logged by a policy" if logged else "not logged by a policy", n_starts,
-                    config.restarts)
-        config = config.replace(recipes=recipes)
-    elif "stabilise" in recipes and not ends_in_failure(data, config.nopg.gamma):
-        logger.warning("seed %d: recipe stabilise on data whose episodes do not end in failures: "
-                       "it ranks policies by how long their episodes last, which prefers never "
-                       "reaching a goal, and the judge's forecast can count a goal's reward "
-                       "more than once (docs/bandwidths.md); 'auto' does not fit it here", seed)
-    return config
-
-
 def run_seed(task: Task, config: ExperimentConfig, seed: int, out_dir: Path,
              progress: bool = True, tensorboard: bool = False) -> dict[str, Any]:
     """Collect data, select bandwidths, optimise, evaluate and plot for one seed.
@@ -462,7 +434,19 @@ def run_seed(task: Task, config: ExperimentConfig, seed: int, out_dir: Path,
     s0 = task.initial_states(data, config, seed)
     logger.info("seed %d: %r; bandwidths state=%s action=%s", seed, data,
                 np.round(bw.state, 4).tolist(), np.round(bw.action, 4).tolist())
-    config = _seed_recipes(config, data, len(s0), seed)
+    recipes = resolve_recipes(config.recipes, data, config.nopg.gamma, len(s0), config.restarts)
+    if recipes != tuple(config.recipes):                      # "auto", chosen by the data
+        failing = ends_in_failure(data, config.nopg.gamma)
+        logger.info("seed %d: recipes %s = %s (%d transitions, episodes that %s in failures, "
+                    "%d initial states, %d restart(s))", seed, ", ".join(config.recipes),
+                    ", ".join(recipes), len(data), "end" if failing else "do not end", len(s0),
+                    config.restarts)
+        config = config.replace(recipes=recipes)
+    elif "stabilise" in recipes and not ends_in_failure(data, config.nopg.gamma):
+        logger.warning("seed %d: recipe stabilise on data whose episodes do not end in failures: "
+                       "it ranks policies by how long their episodes last, which prefers never "
+                       "reaching a goal, and the judge's forecast can count a goal's reward "
+                       "more than once (docs/bandwidths.md); 'auto' fits given alone here", seed)
     if len(config.recipes) > 1:
         algo, returns, fit_time, config, recipes = _fit_recipes(task, config, data, bw, s0, seed,
                                                                 out_dir, progress, tensorboard)
