@@ -533,6 +533,13 @@ class NOPG:
                 self._solution = model.solution(self.policy, self.starts_, gen, self._warm)
         return self._solution
 
+    def load_policy_state(self, state: dict[str, torch.Tensor]) -> None:
+        """Set the policy's parameters and buffers to ``state`` (a ``state_dict``, e.g. a
+        :class:`~nopg.snapshots.Snapshot`'s); the model, the optimiser's state and the update
+        count stay, and the solution is solved anew for this policy."""
+        self.policy.load_state_dict(state)
+        self._solution = None
+
     def J_hat(self) -> float:
         """``J_hat`` of the current policy: the model's discounted return from the initial
         states (:meth:`solution`, solved once per policy update and cached)."""

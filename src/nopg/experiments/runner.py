@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import math
 import shutil
 import time
 import warnings
@@ -50,6 +51,7 @@ from ..plots import plot_learning_curve, plot_learning_curves
 from ..policies import DeterministicMLPPolicy, GaussianMLPPolicy, input_scaling_from_data
 from ..policy_selection import JudgeScore, best_score, judge_model, score_policy
 from ..run_evaluation import bootstrap_mean_ci
+from ..snapshots import PolicySnapshots, choose_snapshot
 from .common import TaskSettings, check_task_value, suggestion
 from .recipes import (
     apply_recipe,
@@ -82,6 +84,8 @@ class ExperimentConfig:
     restarts: int = 1                         # fits per seed from other initialisations; best J_hat
     restart_updates: int | None = None        # updates per restart before choosing (None: all)
     recipes: tuple[str, ...] = ("auto",)      # fits per seed (recipes.py; "auto": by the data)
+    snapshot_every: int | None = 100          # judged policy snapshots every N updates (None: off)
+    snapshot_from: float = 0.5                # ... from this share of n_updates on
     eval_every: int = 100                     # evaluate in the environment every N updates
     eval_episodes: int = 1                    # episodes per evaluation
     final_eval_episodes: int = 1              # episodes of the final evaluation
@@ -102,6 +106,7 @@ class ExperimentConfig:
             raise ValueError(f"The 'restart_updates' parameter must be a positive int or None. "
                              f"Got {self.restart_updates!r} instead.")
         check_recipes(self.recipes)
+        self._check_snapshots()
         if len(self.recipes) > 1 and self.restarts > 1:
             raise ValueError(f"'recipes' ({len(self.recipes)}) and 'restarts' ({self.restarts}) "
                              "both choose among fits: set one of them")
@@ -109,6 +114,15 @@ class ExperimentConfig:
         if self.bandwidth_method not in METHODS:
             raise ValueError(f"The 'bandwidth_method' parameter must be one of {', '.join(METHODS)}. "
                              f"Got {self.bandwidth_method!r} instead.")
+
+    def _check_snapshots(self) -> None:
+        every, share = self.snapshot_every, self.snapshot_from
+        if every is not None and (isinstance(every, bool) or not isinstance(every, int) or every < 1):
+            raise ValueError(f"The 'snapshot_every' parameter must be a positive int or None. "
+                             f"Got {every!r} instead.")
+        if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share <= 1:
+            raise ValueError(f"The 'snapshot_from' parameter must be a number in [0, 1]. "
+                             f"Got {share!r} instead.")
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
@@ -224,10 +238,12 @@ def _format_return(value: float | None) -> str:
 
 
 def _fit_with(algo: NOPG, task: Task, evaluator: EvalCallback, tensorboard: Path | None,
-              *args: Any, **kwargs: Any) -> None:
-    """``algo.fit(*args, **kwargs)`` with the task's evaluation (if it evaluates) and, with a
-    ``tensorboard`` folder, a TensorBoard writer after it (so it sees the evaluation return)."""
+              snapshots: PolicySnapshots | None, *args: Any, **kwargs: Any) -> None:
+    """``algo.fit(*args, **kwargs)`` with the task's evaluation (if it evaluates), the policy
+    ``snapshots`` (if any) and, with a ``tensorboard`` folder, a TensorBoard writer after them
+    (so it sees the evaluation return)."""
     callbacks: list[Any] = [evaluator] if getattr(task, "evaluates", True) else []
+    callbacks += [] if snapshots is None else [snapshots]
     board = None
     if tensorboard is not None:
         from ..tensorboard import TensorBoardCallback
@@ -299,17 +315,57 @@ def with_task_bounds(task: Task, config: ExperimentConfig, state_dim: int) -> Ex
 
 def _fit_once(task: Task, config: ExperimentConfig, data: TransitionDataset, bw: Bandwidths,
               s0: np.ndarray, seed: int, restart: int, log_path: Path, progress: bool,
-              n_updates: int, tensorboard: Path | None = None) -> tuple[NOPG, EvalCallback]:
-    """A fit from the policy initialisation of ``(seed, restart)``; restart 0 uses ``seed``."""
+              n_updates: int, tensorboard: Path | None = None
+              ) -> tuple[NOPG, EvalCallback, PolicySnapshots | None]:
+    """A fit from the policy initialisation of ``(seed, restart)``; restart 0 uses ``seed``.
+    Also returns the evaluation callback and the policy snapshots (:func:`_snapshots`)."""
     torch.manual_seed(seed + 100_003 * restart)  # policy initialisation only
     policy = make_policy(task, config, data)
     algo = NOPG(policy, dataclasses.replace(config.nopg, seed=seed), stochastic=config.stochastic)
     evaluator = EvalCallback(
         lambda pol: float(np.mean(task.evaluate(pol, config, seed, config.eval_episodes))),
         every=config.eval_every)
-    _fit_with(algo, task, evaluator, tensorboard, data, bw, s0, n_updates, log_path=log_path,
-              progress=progress)
-    return algo, evaluator
+    snapshots = _snapshots(config)
+    _fit_with(algo, task, evaluator, tensorboard, snapshots, data, bw, s0, n_updates,
+              log_path=log_path, progress=progress)
+    return algo, evaluator, snapshots
+
+
+def _snapshots(config: ExperimentConfig) -> PolicySnapshots | None:
+    """The policy snapshots of a gradient fit (``snapshot_every`` updates apart, from
+    ``snapshot_from`` of ``n_updates`` on); ``None`` when off or for ``optimizer="cma-es"``,
+    whose search keeps its best candidate itself."""
+    if config.snapshot_every is None or config.nopg.optimizer == "cma-es":
+        return None
+    return PolicySnapshots(config.snapshot_every,
+                           int(math.ceil(config.snapshot_from * config.n_updates - 1e-9)))
+
+
+def judge_for(task: Task, config: ExperimentConfig, data: TransitionDataset, bw: Bandwidths
+              ) -> AnchoredBellman:
+    """The judge of ``config``'s fits on ``data`` (:func:`nopg.policy_selection.judge_model`,
+    with the task's bounds)."""
+    judge_cfg = with_task_bounds(task, config.replace(**{"nopg.successors": "anchored"}),
+                                 data.state_dim)
+    return judge_model(data, bw, judge_cfg.nopg, config.stochastic)
+
+
+def _keep_snapshot(config: ExperimentConfig, judge: AnchoredBellman, algo: NOPG,
+                   snapshots: PolicySnapshots | None, s0: np.ndarray, seed: int, label: str
+                   ) -> tuple[dict[str, Any], JudgeScore | None]:
+    """Load the judge's choice among ``algo``'s final policy and ``snapshots`` into ``algo``
+    (:func:`nopg.snapshots.choose_snapshot`), logged; the record for the summary and the kept
+    policy's score (empty and ``None`` without snapshots)."""
+    if snapshots is None:
+        return {}, None
+    choice = choose_snapshot(judge, algo, snapshots.snapshots, s0, judge_steps(config), seed)
+    kept = choice.scores[choice.updates.index(choice.update)]
+    final = choice.scores[0]
+    logger.info("seed %d%s: the judge keeps the policy of update %d of %d (forecast %.2f; the "
+                "final policy's %.2f; %d snapshots from update %d)", seed, label, choice.update,
+                choice.updates[0], kept.episode_return_mean, final.episode_return_mean,
+                len(choice.updates) - 1, snapshots.start)
+    return {"snapshot": choice.to_dict()}, kept
 
 
 def model_episode_report(config: ExperimentConfig, algo: NOPG, seed: int) -> dict[str, Any]:
@@ -374,9 +430,7 @@ def _fit_recipes(task: Task, config: ExperimentConfig, data: TransitionDataset, 
     ``log.csv``, the others' fits are saved to ``checkpoint_<recipe>``. Returns the kept fit,
     its evaluation returns, the fits' time, its configuration and one row per recipe (the kept
     one first)."""
-    judge_cfg = with_task_bounds(task, config.replace(**{"nopg.successors": "anchored"}),
-                                 data.state_dim)
-    judge = judge_model(data, bw, judge_cfg.nopg, config.stochastic)
+    judge = judge_for(task, config, data, bw)
     steps = judge_steps(config)
     fits, fit_time = [], 0.0
     for name in config.recipes:
@@ -384,19 +438,21 @@ def _fit_recipes(task: Task, config: ExperimentConfig, data: TransitionDataset, 
         log_path = out_dir / f"log_{name}.csv"
         board = out_dir / "tensorboard" / name if tensorboard else None
         fit_start = time.perf_counter()
-        algo, _ = _fit_once(task, rconfig, data, bw, s0, seed, 0, log_path, progress,
-                            rconfig.n_updates, board)
+        algo, _, snapshots = _fit_once(task, rconfig, data, bw, s0, seed, 0, log_path, progress,
+                                       rconfig.n_updates, board)
+        record, kept_score = _keep_snapshot(rconfig, judge, algo, snapshots, s0, seed,
+                                            f" recipe {name}")
         seconds = time.perf_counter() - fit_start
         fit_time += seconds
         returns = task.evaluate(algo.policy, rconfig, seed, rconfig.final_eval_episodes)
-        score: JudgeScore = score_policy(judge, algo.policy, s0, steps, seed)
+        score: JudgeScore = kept_score or score_policy(judge, algo.policy, s0, steps, seed)
         logger.info("seed %d recipe %s: return %s, J_hat %.4f (its own model); the judge: "
                     "return %.2f over %d steps (episodes %.1f steps, shortest %d), J_hat %.4f "
                     "(support gap %.3f); %.1f s", seed, name, _format_return(_mean(returns)),
                     algo.J_hat(), score.episode_return_mean, steps, score.episode_steps_mean,
                     score.episode_steps_min, score.J_hat, score.support_gap, seconds)
         fits.append({"recipe": name, "algo": algo, "config": rconfig, "returns": returns,
-                     "score": score, "log": log_path, "fit_time_s": seconds})
+                     "score": score, "log": log_path, "fit_time_s": seconds, **record})
     kept = fits[best_score([f["score"] for f in fits])]
     logger.info("seed %d: the judge keeps recipe %s", seed, kept["recipe"])
     shutil.copyfile(kept["log"], out_dir / "log.csv")
@@ -405,7 +461,8 @@ def _fit_recipes(task: Task, config: ExperimentConfig, data: TransitionDataset, 
             f["algo"].save(out_dir / f"checkpoint_{f['recipe']}")
     rows = [{"recipe": f["recipe"], "kept": f is kept, "return_mean": _mean(f["returns"]),
              "J_hat": f["algo"].J_hat(), "support_gap": f["algo"].support_gap_,
-             "fit_time_s": f["fit_time_s"], "judge": f["score"].to_dict()}
+             "fit_time_s": f["fit_time_s"], "judge": f["score"].to_dict(),
+             **({"snapshot": f["snapshot"]} if "snapshot" in f else {})}
             for f in sorted(fits, key=lambda f: f is not kept)]
     return kept["algo"], kept["returns"], fit_time, kept["config"], rows
 
@@ -453,8 +510,20 @@ def run_seed(task: Task, config: ExperimentConfig, seed: int, out_dir: Path,
         return _finish_seed(task, config, seed, out_dir, data, algo, returns, [], bw, bw_time,
                             start, fit_time, {"recipe": recipes[0]["recipe"], "recipes": recipes})
     config = with_task_bounds(task, apply_recipe(config, config.recipes[0]), data.state_dim)
-    fit_time = 0.0                    # the fits only (with their periodic evaluations)
-    runs = []
+    algo, returns, runs, fit_time, extra = _fit_restarts(task, config, data, bw, s0, seed, out_dir,
+                                                         progress, tensorboard)
+    return _finish_seed(task, config, seed, out_dir, data, algo, returns, runs, bw, bw_time, start,
+                        fit_time, extra)
+
+
+def _fit_restarts(task: Task, config: ExperimentConfig, data: TransitionDataset, bw: Bandwidths,
+                  s0: np.ndarray, seed: int, out_dir: Path, progress: bool, tensorboard: bool
+                  ) -> tuple[NOPG, list[float], list[dict[str, Any]], float, dict[str, Any]]:
+    """One recipe's fit of a seed with ``config.restarts`` restarts (:func:`run_seed`), then the
+    judge's choice among the kept fit's snapshots: the kept fit, its evaluation returns, the
+    restarts' records, the fits' time (with their periodic evaluations and the choice) and the
+    choice's record for the summary."""
+    fit_time, runs = 0.0, []
     first = config.n_updates if config.restarts == 1 else \
         min(config.restart_updates or config.n_updates, config.n_updates)
     for r in range(config.restarts):
@@ -462,29 +531,32 @@ def run_seed(task: Task, config: ExperimentConfig, seed: int, out_dir: Path,
         fit_start = time.perf_counter()
         board = None if not tensorboard else \
             out_dir / "tensorboard" / ("" if config.restarts == 1 else f"restart{r}")
-        algo, evaluator = _fit_once(task, config, data, bw, s0, seed, r, log_path, progress, first,
-                                    board)
+        algo, evaluator, snapshots = _fit_once(task, config, data, bw, s0, seed, r, log_path,
+                                               progress, first, board)
         fit_time += time.perf_counter() - fit_start
         returns = task.evaluate(algo.policy, config, seed, config.final_eval_episodes)
         runs.append({"restart": r, "algo": algo, "evaluator": evaluator, "returns": returns,
-                     "board": board,
+                     "board": board, "snapshots": snapshots,
                      "J_hat": algo.J_hat(), "support_gap": algo.support_gap_, "log": log_path})
         logger.info("seed %d restart %d after %d updates: J_hat %.4f (support gap %.3f), "
                     "return %s", seed, r, first, algo.J_hat(), algo.support_gap_,
                     _format_return(_mean(returns)))
     chosen = max(runs, key=lambda run: run["J_hat"])
-    algo, returns = chosen["algo"], chosen["returns"]
+    algo, returns, snapshots = chosen["algo"], chosen["returns"], chosen["snapshots"]
+    fit_start = time.perf_counter()
+    continued = config.restarts > 1 and first < config.n_updates
     if config.restarts > 1:
         logger.info("seed %d: restart %d has the highest J_hat and is kept", seed, chosen["restart"])
-        if first < config.n_updates:
-            fit_start = time.perf_counter()
-            _fit_with(algo, task, chosen["evaluator"], chosen["board"], data, bw, s0,
+        if continued:
+            _fit_with(algo, task, chosen["evaluator"], chosen["board"], snapshots, data, bw, s0,
                       config.n_updates - first, log_path=chosen["log"], progress=progress)
-            fit_time += time.perf_counter() - fit_start
-            returns = task.evaluate(algo.policy, config, seed, config.final_eval_episodes)
         shutil.copyfile(chosen["log"], out_dir / "log.csv")
-    return _finish_seed(task, config, seed, out_dir, data, algo, returns, runs, bw, bw_time, start,
-                        fit_time, {})
+    record, _ = _keep_snapshot(config, judge_for(task, config, data, bw), algo, snapshots, s0,
+                               seed, "") if snapshots is not None else ({}, None)
+    fit_time += time.perf_counter() - fit_start
+    if continued or (record and not record["snapshot"]["kept_final"]):
+        returns = task.evaluate(algo.policy, config, seed, config.final_eval_episodes)
+    return algo, returns, runs, fit_time, record
 
 
 def _finish_seed(task: Task, config: ExperimentConfig, seed: int, out_dir: Path,

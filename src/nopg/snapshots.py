@@ -1,0 +1,119 @@
+"""Policy snapshots along a fit, and the judge's choice among them.
+
+Gradient ascent on the kernel model's ``J_hat`` can lose a good policy late in a fit while
+``J_hat`` barely moves: the model cannot tell the policy that swings the pendulum over the top
+from one that, a few parameter steps further, falls back, because the difference lies where the
+data are thin. The judge of :mod:`nopg.policy_selection` (an anchored model of the same data,
+scoring a policy by its forecast of the evaluation's undiscounted return) does see it.
+
+:class:`PolicySnapshots` is a :meth:`nopg.NOPG.fit` callback that keeps a copy of the policy's
+parameters every ``every`` updates from update ``start`` on. :func:`choose_snapshot` scores the
+final policy and the snapshots under the judge and keeps one by :func:`~nopg.policy_selection.
+best_score` with the final policy first, then the snapshots from the latest back: an earlier
+policy replaces the kept one only where its forecast is higher by more than ``rtol`` of the
+larger magnitude of the two (or, within that margin, its ``J_hat`` under the judge is higher).
+The kept policy's parameters are loaded into the fit (:meth:`nopg.NOPG.load_policy_state`).
+
+A snapshot holds the parameters and buffers of the policy only: the optimiser's state, the
+update count and, for NOPG-S with a decaying ``sigma``, the decay stay those of the end of the
+fit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from .anchored import AnchoredBellman
+from .policy_selection import FORECAST_RTOL, JudgeScore, best_score, score_policy
+
+if TYPE_CHECKING:
+    from .algorithm import NOPG
+
+__all__ = ["PolicySnapshots", "Snapshot", "SnapshotChoice", "choose_snapshot"]
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The policy's parameters and buffers (copies) after update ``update``."""
+
+    update: int
+    state: dict[str, torch.Tensor]
+
+
+class PolicySnapshots:
+    """A :meth:`nopg.NOPG.fit` callback keeping the policy every ``every`` updates from update
+    ``start`` on (counted as the fit's metrics count them, after the update).
+
+    Parameters
+    ----------
+    every : int
+        Updates between snapshots (>= 1).
+    start : int
+        The first update that may be kept (>= 0).
+    """
+
+    def __init__(self, every: int, start: int = 0) -> None:
+        for name, value, low in (("every", every, 1), ("start", start, 0)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ValueError(f"The '{name}' parameter must be an int >= {low}. "
+                                 f"Got {value!r} instead.")
+        self.every, self.start = every, start
+        self.snapshots: list[Snapshot] = []
+
+    def __call__(self, algo: NOPG, metrics: dict[str, Any]) -> None:
+        update = int(metrics["update"])
+        if update >= self.start and update % self.every == 0:
+            state = {k: v.detach().clone() for k, v in algo.policy.state_dict().items()}
+            self.snapshots.append(Snapshot(update, state))
+
+
+@dataclass(frozen=True)
+class SnapshotChoice:
+    """The judge's choice among a fit's final policy and its snapshots.
+
+    Attributes
+    ----------
+    update : int
+        The kept policy's update (the fit's last update where the final policy is kept).
+    updates : list of int
+        The candidates' updates, in order of preference (the final policy first).
+    scores : list of JudgeScore
+        Their scores under the judge, in the same order.
+    """
+
+    update: int
+    updates: list[int]
+    scores: list[JudgeScore]
+
+    @property
+    def kept_final(self) -> bool:
+        return self.update == self.updates[0]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"update": self.update, "kept_final": self.kept_final, "updates": list(self.updates),
+                "forecasts": [s.episode_return_mean for s in self.scores],
+                "judge_J_hat": [s.J_hat for s in self.scores],
+                "support_gaps": [s.support_gap for s in self.scores]}
+
+
+def choose_snapshot(judge: AnchoredBellman, algo: NOPG, snapshots: Sequence[Snapshot],
+                    initial_states: np.ndarray | torch.Tensor, steps: int, seed: int,
+                    rtol: float = FORECAST_RTOL) -> SnapshotChoice:
+    """Score ``algo``'s final policy and ``snapshots`` under ``judge`` (episodes of ``steps``
+    steps from ``initial_states``, draws seeded by ``seed``), keep one (module docstring) and
+    load it into ``algo``. A snapshot of the final update itself is not scored twice."""
+    final = {k: v.detach().clone() for k, v in algo.policy.state_dict().items()}
+    candidates = [Snapshot(algo.update_, final)]
+    candidates += [s for s in sorted(snapshots, key=lambda s: -s.update) if s.update != algo.update_]
+    scores = []
+    for snap in candidates:
+        algo.load_policy_state(snap.state)
+        scores.append(score_policy(judge, algo.policy, initial_states, steps, seed))
+    kept = candidates[best_score(scores, rtol)]
+    algo.load_policy_state(kept.state)
+    return SnapshotChoice(kept.update, [c.update for c in candidates], scores)
