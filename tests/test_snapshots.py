@@ -116,3 +116,15 @@ def test_bad_snapshot_settings_are_refused():
     for bad in (-0.1, 1.5, "half", True):
         with pytest.raises(ValueError, match="'snapshot_from' parameter"):
             task.default_config().replace(snapshot_from=bad)
+
+
+def test_within_the_margin_the_later_policy_stays():
+    """Along one fit a tie keeps the later policy; among recipes the judge's ``J_hat`` breaks it."""
+    from test_recipes import _forecast
+
+    from nopg.policy_selection import best_score
+
+    final, earlier = _forecast(-400.0, 0.0), _forecast(-397.0, 9.0)       # 3 < 1% of 400
+    assert best_score([final, earlier], tie_break=False) == 0
+    assert best_score([final, earlier]) == 1
+    assert best_score([final, _forecast(-390.0, 0.0)], tie_break=False) == 1

@@ -108,11 +108,12 @@ def score_policy(judge: AnchoredBellman, policy: nn.Module,
                       int(steps), float(sol.J), float(sol.support_gap))
 
 
-def best_score(scores: Sequence[JudgeScore], rtol: float = FORECAST_RTOL) -> int:
+def best_score(scores: Sequence[JudgeScore], rtol: float = FORECAST_RTOL,
+               tie_break: bool = True) -> int:
     """The index of the score kept from ``scores``, in order of preference: the first, replaced
     by each later one whose forecast (``episode_return_mean``) is higher than the kept one's by
-    more than ``rtol`` times the larger of their magnitudes, or, within that margin, whose
-    ``J_hat`` under the judge is higher (module docstring)."""
+    more than ``rtol`` times the larger of their magnitudes, or, within that margin and with
+    ``tie_break``, whose ``J_hat`` under the judge is higher (module docstring)."""
     if not scores:
         raise ValueError("no scores to choose from")
     if not (math.isfinite(rtol) and rtol >= 0):
@@ -122,6 +123,6 @@ def best_score(scores: Sequence[JudgeScore], rtol: float = FORECAST_RTOL) -> int
         old, new = scores[kept], scores[i]
         margin = rtol * max(abs(old.episode_return_mean), abs(new.episode_return_mean))
         gain = new.episode_return_mean - old.episode_return_mean
-        if gain > margin or (abs(gain) <= margin and new.J_hat > old.J_hat):
+        if gain > margin or (tie_break and abs(gain) <= margin and new.J_hat > old.J_hat):
             kept = i
     return kept

@@ -11,8 +11,10 @@ parameters every ``every`` updates from update ``start`` on. :func:`choose_snaps
 final policy and the snapshots under the judge and keeps one by :func:`~nopg.policy_selection.
 best_score` with the final policy first, then the snapshots from the latest back: an earlier
 policy replaces the kept one only where its forecast is higher by more than ``rtol`` of the
-larger magnitude of the two (or, within that margin, its ``J_hat`` under the judge is higher).
-The kept policy's parameters are loaded into the fit (:meth:`nopg.NOPG.load_policy_state`).
+larger magnitude of the two. Unlike the choice among recipes, forecasts within that margin keep
+the later policy (no tie-break by the judge's ``J_hat``): along one fit the policies differ
+little, and a tie-break would trade the end of the fit for noise. The kept policy's parameters
+are loaded into the fit (:meth:`nopg.NOPG.load_policy_state`).
 
 A snapshot holds the parameters and buffers of the policy only: the optimiser's state, the
 update count and, for NOPG-S with a decaying ``sigma``, the decay stay those of the end of the
@@ -114,6 +116,6 @@ def choose_snapshot(judge: AnchoredBellman, algo: NOPG, snapshots: Sequence[Snap
     for snap in candidates:
         algo.load_policy_state(snap.state)
         scores.append(score_policy(judge, algo.policy, initial_states, steps, seed))
-    kept = candidates[best_score(scores, rtol)]
+    kept = candidates[best_score(scores, rtol, tie_break=False)]
     algo.load_policy_state(kept.state)
     return SnapshotChoice(kept.update, [c.update for c in candidates], scores)
