@@ -105,6 +105,8 @@ def test_the_runner_records_the_choice_and_evaluates_the_kept_policy(tmp_path):
     assert "snapshot" not in off
     if choice["kept_final"]:
         assert res["J_hat"] == pytest.approx(off["J_hat"], rel=1e-12)
+    none = run_seed(task, config.replace(snapshot_every=10), 0, tmp_path / "none", progress=False)
+    assert "snapshot" not in none and none["J_hat"] == pytest.approx(off["J_hat"], rel=1e-12)
     json.dumps(res["snapshot"])
 
 

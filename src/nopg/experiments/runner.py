@@ -341,6 +341,12 @@ def _snapshots(config: ExperimentConfig) -> PolicySnapshots | None:
                            int(math.ceil(config.snapshot_from * config.n_updates - 1e-9)))
 
 
+def _has_earlier(snapshots: PolicySnapshots | None, algo: NOPG) -> bool:
+    """Whether ``snapshots`` hold a policy other than the final one (else there is no choice,
+    and no judge is built)."""
+    return snapshots is not None and any(s.update != algo.update_ for s in snapshots.snapshots)
+
+
 def judge_for(task: Task, config: ExperimentConfig, data: TransitionDataset, bw: Bandwidths
               ) -> AnchoredBellman:
     """The judge of ``config``'s fits on ``data`` (:func:`nopg.policy_selection.judge_model`,
@@ -356,8 +362,9 @@ def _keep_snapshot(config: ExperimentConfig, judge: AnchoredBellman, algo: NOPG,
     """Load the judge's choice among ``algo``'s final policy and ``snapshots`` into ``algo``
     (:func:`nopg.snapshots.choose_snapshot`), logged; the record for the summary and the kept
     policy's score (empty and ``None`` without snapshots)."""
-    if snapshots is None:
+    if not _has_earlier(snapshots, algo):
         return {}, None
+    assert snapshots is not None
     choice = choose_snapshot(judge, algo, snapshots.snapshots, s0, judge_steps(config), seed)
     kept = choice.scores[choice.updates.index(choice.update)]
     final = choice.scores[0]
@@ -552,7 +559,7 @@ def _fit_restarts(task: Task, config: ExperimentConfig, data: TransitionDataset,
                       config.n_updates - first, log_path=chosen["log"], progress=progress)
         shutil.copyfile(chosen["log"], out_dir / "log.csv")
     record, _ = _keep_snapshot(config, judge_for(task, config, data, bw), algo, snapshots, s0,
-                               seed, "") if snapshots is not None else ({}, None)
+                               seed, "") if _has_earlier(snapshots, algo) else ({}, None)
     fit_time += time.perf_counter() - fit_start
     if continued or (record and not record["snapshot"]["kept_final"]):
         returns = task.evaluate(algo.policy, config, seed, config.final_eval_episodes)
