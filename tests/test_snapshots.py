@@ -23,14 +23,10 @@ import nopg
 from nopg import NOPG, NOPGConfig
 from nopg.experiments import get_task, run_seed
 from nopg.policy_selection import judge_model, score_policy
-from nopg.snapshots import PolicySnapshots, Snapshot, choose_snapshot
+from nopg.snapshots import PolicySnapshots, Snapshot, choose_snapshot, policy_state
 
 CONFIG = NOPGConfig(gamma=0.9, top_k=None, n_mc_next=None, terminal_bounds=BOUND,
                     state_circles=None)
-
-
-def _state(policy: torch.nn.Module) -> dict[str, torch.Tensor]:
-    return {k: v.detach().clone() for k, v in policy.state_dict().items()}
 
 
 def test_snapshots_are_copies_at_the_asked_updates_and_give_the_logged_j_hat():
@@ -40,7 +36,7 @@ def test_snapshots_are_copies_at_the_asked_updates_and_give_the_logged_j_hat():
     snaps = PolicySnapshots(every=2, start=3)
     algo.fit(_linear_data(200), BW, START, 7, callbacks=[snaps], progress=False)
     assert [s.update for s in snaps.snapshots] == [4, 6]
-    final = _state(algo.policy)
+    final = policy_state(algo.policy)
     assert not all(torch.equal(final[k], v) for k, v in snaps.snapshots[0].state.items())
     for snap in snaps.snapshots:
         algo.load_policy_state(snap.state)
@@ -67,7 +63,8 @@ def test_the_judge_keeps_a_snapshot_only_where_it_forecasts_clearly_more(final_f
     judge = judge_model(_linear_data(), BW, CONFIG)
     algo = _fitted(final_force)
     other = 0.5 if final_force == 0.0 else 0.0
-    snaps = [Snapshot(10, _state(_pushing(final_force))), Snapshot(30, _state(_pushing(other)))]
+    snaps = [Snapshot(10, policy_state(_pushing(final_force))),
+             Snapshot(30, policy_state(_pushing(other)))]
     choice = choose_snapshot(judge, algo, snaps, START, 60, seed=0)
     assert choice.updates == [0, 30, 10] and choice.update == kept_update
     assert choice.kept_final == (kept_update == 0)

@@ -36,7 +36,12 @@ from .policy_selection import FORECAST_RTOL, JudgeScore, best_score, score_polic
 if TYPE_CHECKING:
     from .algorithm import NOPG
 
-__all__ = ["PolicySnapshots", "Snapshot", "SnapshotChoice", "choose_snapshot"]
+__all__ = ["PolicySnapshots", "Snapshot", "SnapshotChoice", "choose_snapshot", "policy_state"]
+
+
+def policy_state(policy: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """Copies (not views) of ``policy``'s parameters and buffers, its ``state_dict``."""
+    return {k: v.detach().clone() for k, v in policy.state_dict().items()}
 
 
 @dataclass(frozen=True)
@@ -70,8 +75,7 @@ class PolicySnapshots:
     def __call__(self, algo: NOPG, metrics: dict[str, Any]) -> None:
         update = int(metrics["update"])
         if update >= self.start and update % self.every == 0:
-            state = {k: v.detach().clone() for k, v in algo.policy.state_dict().items()}
-            self.snapshots.append(Snapshot(update, state))
+            self.snapshots.append(Snapshot(update, policy_state(algo.policy)))
 
 
 @dataclass(frozen=True)
@@ -96,6 +100,11 @@ class SnapshotChoice:
     def kept_final(self) -> bool:
         return self.update == self.updates[0]
 
+    @property
+    def kept_score(self) -> JudgeScore:
+        """The kept policy's score."""
+        return self.scores[self.updates.index(self.update)]
+
     def to_dict(self) -> dict[str, Any]:
         return {"update": self.update, "kept_final": self.kept_final, "updates": list(self.updates),
                 "forecasts": [s.episode_return_mean for s in self.scores],
@@ -109,8 +118,7 @@ def choose_snapshot(judge: AnchoredBellman, algo: NOPG, snapshots: Sequence[Snap
     """Score ``algo``'s final policy and ``snapshots`` under ``judge`` (episodes of ``steps``
     steps from ``initial_states``, draws seeded by ``seed``), keep one (module docstring) and
     load it into ``algo``. A snapshot of the final update itself is not scored twice."""
-    final = {k: v.detach().clone() for k, v in algo.policy.state_dict().items()}
-    candidates = [Snapshot(algo.update_, final)]
+    candidates = [Snapshot(algo.update_, policy_state(algo.policy))]
     candidates += [s for s in sorted(snapshots, key=lambda s: -s.update) if s.update != algo.update_]
     scores = []
     for snap in candidates:

@@ -28,7 +28,7 @@ import math
 import shutil
 import time
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -341,12 +341,6 @@ def _snapshots(config: ExperimentConfig) -> PolicySnapshots | None:
                            int(math.ceil(config.snapshot_from * config.n_updates - 1e-9)))
 
 
-def _has_earlier(snapshots: PolicySnapshots | None, algo: NOPG) -> bool:
-    """Whether ``snapshots`` hold a policy other than the final one (else there is no choice,
-    and no judge is built)."""
-    return snapshots is not None and any(s.update != algo.update_ for s in snapshots.snapshots)
-
-
 def judge_for(task: Task, config: ExperimentConfig, data: TransitionDataset, bw: Bandwidths
               ) -> AnchoredBellman:
     """The judge of ``config``'s fits on ``data`` (:func:`nopg.policy_selection.judge_model`,
@@ -356,18 +350,18 @@ def judge_for(task: Task, config: ExperimentConfig, data: TransitionDataset, bw:
     return judge_model(data, bw, judge_cfg.nopg, config.stochastic)
 
 
-def _keep_snapshot(config: ExperimentConfig, judge: AnchoredBellman, algo: NOPG,
-                   snapshots: PolicySnapshots | None, s0: np.ndarray, seed: int, label: str
-                   ) -> tuple[dict[str, Any], JudgeScore | None]:
+def _keep_snapshot(config: ExperimentConfig, make_judge: Callable[[], AnchoredBellman],
+                   algo: NOPG, snapshots: PolicySnapshots | None, s0: np.ndarray, seed: int,
+                   label: str) -> tuple[dict[str, Any], JudgeScore | None]:
     """Load the judge's choice among ``algo``'s final policy and ``snapshots`` into ``algo``
     (:func:`nopg.snapshots.choose_snapshot`), logged; the record for the summary and the kept
-    policy's score (empty and ``None`` without snapshots)."""
-    if not _has_earlier(snapshots, algo):
+    policy's score (empty and ``None`` without an earlier snapshot, where ``make_judge`` is
+    not called)."""
+    if snapshots is None or all(s.update == algo.update_ for s in snapshots.snapshots):
         return {}, None
-    assert snapshots is not None
-    choice = choose_snapshot(judge, algo, snapshots.snapshots, s0, judge_steps(config), seed)
-    kept = choice.scores[choice.updates.index(choice.update)]
-    final = choice.scores[0]
+    choice = choose_snapshot(make_judge(), algo, snapshots.snapshots, s0, judge_steps(config),
+                             seed)
+    kept, final = choice.kept_score, choice.scores[0]
     logger.info("seed %d%s: the judge keeps the policy of update %d of %d (forecast %.2f; the "
                 "final policy's %.2f; %d snapshots from update %d)", seed, label, choice.update,
                 choice.updates[0], kept.episode_return_mean, final.episode_return_mean,
@@ -447,7 +441,7 @@ def _fit_recipes(task: Task, config: ExperimentConfig, data: TransitionDataset, 
         fit_start = time.perf_counter()
         algo, _, snapshots = _fit_once(task, rconfig, data, bw, s0, seed, 0, log_path, progress,
                                        rconfig.n_updates, board)
-        record, kept_score = _keep_snapshot(rconfig, judge, algo, snapshots, s0, seed,
+        record, kept_score = _keep_snapshot(rconfig, lambda: judge, algo, snapshots, s0, seed,
                                             f" recipe {name}")
         seconds = time.perf_counter() - fit_start
         fit_time += seconds
@@ -558,8 +552,8 @@ def _fit_restarts(task: Task, config: ExperimentConfig, data: TransitionDataset,
             _fit_with(algo, task, chosen["evaluator"], chosen["board"], snapshots, data, bw, s0,
                       config.n_updates - first, log_path=chosen["log"], progress=progress)
         shutil.copyfile(chosen["log"], out_dir / "log.csv")
-    record, _ = _keep_snapshot(config, judge_for(task, config, data, bw), algo, snapshots, s0,
-                               seed, "") if _has_earlier(snapshots, algo) else ({}, None)
+    record, _ = _keep_snapshot(config, lambda: judge_for(task, config, data, bw), algo,
+                               snapshots, s0, seed, "")
     fit_time += time.perf_counter() - fit_start
     if continued or (record and not record["snapshot"]["kept_final"]):
         returns = task.evaluate(algo.policy, config, seed, config.final_eval_episodes)
