@@ -58,11 +58,14 @@ def make_arrays(n: int = N_SAMPLES, seed: int = 0, terminals=TERMINAL_INDICES) -
 def _default_recipes_fit_given_alone(request: pytest.FixtureRequest,
                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """The default recipes (``auto``) fit ``given`` and ``stabilise`` on data of up to
-    ``STABILISE_MAX_SAMPLES`` transitions, every test's data included. Outside the tests marked
-    ``auto_recipes`` (those of the recipes themselves), ``auto`` resolves to ``given`` alone, so
-    that the runner tests fit what they test and not also 50 CMA-ES generations each."""
+    ``STABILISE_MAX_SAMPLES`` transitions, every test's data included, and escalates to
+    ``anchored`` on data without terminals of up to ``ESCALATE_MAX_SAMPLES``. Outside the tests
+    marked ``auto_recipes`` (those of the recipes themselves), ``auto`` resolves to ``given``
+    alone, so that the runner tests fit what they test and not also 50 CMA-ES generations or an
+    anchored fit each."""
     if request.node.get_closest_marker("auto_recipes") is None:
         monkeypatch.setattr("nopg.experiments.recipes.STABILISE_MAX_SAMPLES", 0)
+        monkeypatch.setattr("nopg.experiments.recipes.ESCALATE_MAX_SAMPLES", 0)
 
 
 @pytest.fixture

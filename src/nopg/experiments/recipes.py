@@ -30,6 +30,19 @@ policy on a model the judge rates with no end to see. Its CMA-ES rolls every can
 from every initial state and solves a model with an anchor per step of every rollout, which
 grows past a fit's cost on large data and on many initial states (the states that start a
 user's episodes, by default).
+
+Where nothing ends (no terminal transition), ``auto`` fits ``given`` and then *escalates* to
+``anchored`` only where the judge forecasts that ``given``'s policy gains nothing along its
+episodes (:func:`gains_nothing`): its mean reward per step over the evaluation is no higher
+than its discounted mean per step, so the policy does not bring the system to better states than
+those it starts from (a pendulum that spins instead of swinging up). The judge then keeps one of
+the two fits as among any recipes. This holds on data of at most
+:data:`ESCALATE_MAX_SAMPLES` transitions, :data:`STABILISE_MAX_STARTS` initial states and one
+restart (:func:`escalation`): an ``anchored`` fit solves a model with anchors along the rollout
+of every start, many times a ``given`` fit's cost. Where ``given``'s policy gains along its
+episodes, the run is the ``given`` fit alone: ``anchored`` fits that fail can look good to the
+judge, an anchored model too, on sparse data or data from one behaviour, so the judge is not
+asked to choose where the first fit already does what a policy should.
 """
 
 from __future__ import annotations
@@ -42,16 +55,17 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..analysis.statistics import rank_correlation
-from ..policy_selection import anchored_config
+from ..policy_selection import JudgeScore, anchored_config
 from ..run_evaluation import bootstrap_mean_ci
 
 if TYPE_CHECKING:
     from ..data import TransitionDataset
     from .runner import ExperimentConfig
 
-__all__ = ["ANCHORED_DATA_STARTS", "AUTO", "RECIPES", "STABILISE_MAX_SAMPLES",
-           "STABILISE_MAX_STARTS", "apply_recipe", "check_recipes", "discount_horizon",
-           "ends_in_failure", "recipes_report", "resolve_recipes"]
+__all__ = ["ANCHORED_DATA_STARTS", "AUTO", "ESCALATE_MAX_SAMPLES", "ESCALATION", "RECIPES",
+           "STABILISE_MAX_SAMPLES", "STABILISE_MAX_STARTS", "apply_recipe", "check_recipes",
+           "discount_horizon", "ends_in_failure", "escalation", "gains_nothing", "recipes_report",
+           "resolve_recipes"]
 
 STABILISE_GENERATIONS = 50
 STABILISE_PATIENCE = 8
@@ -59,6 +73,8 @@ STABILISE_HORIZON_DISCOUNTS = 10.0     # search_horizon = 10 / (1 - gamma) steps
 STABILISE_MAX_SAMPLES = 5000           # auto adds stabilise up to this many transitions
 STABILISE_MAX_STARTS = 16              # ... and this many initial states
 ANCHORED_DATA_STARTS = 7               # the anchored recipe's data states as extra starts
+ESCALATE_MAX_SAMPLES = 2000            # auto escalates to anchored up to this many transitions
+ESCALATION = "anchored"                # ... the recipe it escalates to
 AUTO = "auto"
 
 RECIPES: dict[str, dict[str, Any]] = {
@@ -125,6 +141,30 @@ def resolve_recipes(recipes: tuple[str, ...], data: TransitionDataset, gamma: fl
             and ends_in_failure(data, gamma)):
         return ("given", "stabilise")
     return ("given",)
+
+
+def escalation(recipes: tuple[str, ...], data: TransitionDataset, n_starts: int,
+               restarts: int = 1) -> str | None:
+    """The recipe ``auto`` escalates to where ``given``'s policy gains nothing
+    (:func:`gains_nothing`): :data:`ESCALATION` where ``recipes`` is ``("auto",)`` and no
+    transition of ``data`` is terminal, with at most :data:`ESCALATE_MAX_SAMPLES` transitions,
+    ``n_starts`` <= :data:`STABILISE_MAX_STARTS` initial states and one restart; else ``None``."""
+    check_recipes(recipes)
+    if (tuple(recipes) == (AUTO,) and restarts == 1 and len(data) <= ESCALATE_MAX_SAMPLES
+            and n_starts <= STABILISE_MAX_STARTS
+            and not np.asarray(data.terminals, dtype=bool).any()):
+        return ESCALATION
+    return None
+
+
+def gains_nothing(score: JudgeScore, gamma: float) -> bool:
+    """Whether the judge forecasts that a policy's rewards do not rise along its episodes: the
+    mean reward per step of its forecast (``episode_return_mean`` over ``steps``) is no higher
+    than the discounted mean per step, ``(1 - gamma) J_hat`` under the judge, which weighs the
+    first steps most. A policy that brings the system to better states than those it starts
+    from earns more later than at first, and its undiscounted mean lies above the discounted
+    one."""
+    return score.episode_return_mean / score.steps <= (1.0 - float(gamma)) * score.J_hat
 
 
 def apply_recipe(config: ExperimentConfig, name: str) -> ExperimentConfig:

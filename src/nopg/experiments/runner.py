@@ -58,6 +58,8 @@ from .recipes import (
     check_recipes,
     discount_horizon,
     ends_in_failure,
+    escalation,
+    gains_nothing,
     recipes_report,
     resolve_recipes,
 )
@@ -422,40 +424,72 @@ def judge_steps(config: ExperimentConfig) -> int:
     return int(steps) if steps else discount_horizon(config.nopg.gamma)
 
 
+def _fit_recipe(task: Task, config: ExperimentConfig, name: str, data: TransitionDataset,
+                bw: Bandwidths, s0: np.ndarray, seed: int, out_dir: Path, progress: bool,
+                tensorboard: bool, judge: AnchoredBellman) -> dict[str, Any]:
+    """Recipe ``name``'s fit of a seed (restart 0's initialisation, the judge's choice among its
+    snapshots), evaluated and scored by ``judge``: the fit's record for :func:`_fit_recipes`."""
+    rconfig = with_task_bounds(task, apply_recipe(config, name), data.state_dim)
+    log_path, steps = out_dir / f"log_{name}.csv", judge_steps(config)
+    board = out_dir / "tensorboard" / name if tensorboard else None
+    fit_start = time.perf_counter()
+    algo, _, snapshots = _fit_once(task, rconfig, data, bw, s0, seed, 0, log_path, progress,
+                                   rconfig.n_updates, board)
+    record, kept_score = _keep_snapshot(rconfig, lambda: judge, algo, snapshots, s0, seed,
+                                        f" recipe {name}")
+    seconds = time.perf_counter() - fit_start
+    returns = task.evaluate(algo.policy, rconfig, seed, rconfig.final_eval_episodes)
+    score: JudgeScore = kept_score or score_policy(judge, algo.policy, s0, steps, seed)
+    logger.info("seed %d recipe %s: return %s, J_hat %.4f (its own model); the judge: "
+                "return %.2f over %d steps (episodes %.1f steps, shortest %d), J_hat %.4f "
+                "(support gap %.3f); %.1f s", seed, name, _format_return(_mean(returns)),
+                algo.J_hat(), score.episode_return_mean, steps, score.episode_steps_mean,
+                score.episode_steps_min, score.J_hat, score.support_gap, seconds)
+    return {"recipe": name, "algo": algo, "config": rconfig, "returns": returns,
+            "score": score, "log": log_path, "fit_time_s": seconds, **record}
+
+
+def _escalates(first: Mapping[str, Any], name: str, gamma: float, seed: int) -> dict[str, Any]:
+    """Whether ``auto`` escalates to recipe ``name`` after the ``first`` fit
+    (:func:`nopg.experiments.recipes.gains_nothing`), logged; the record for the summary."""
+    score: JudgeScore = first["score"]
+    fitted = gains_nothing(score, gamma)
+    per_step, discounted = score.episode_return_mean / score.steps, (1.0 - gamma) * score.J_hat
+    logger.info("seed %d: the judge forecasts %.4f a step over %d steps for recipe %s's policy "
+                "against %.4f a step discounted: %s", seed, per_step, score.steps,
+                first["recipe"], discounted,
+                f"no gain along its episodes, recipe {name} is fitted too" if fitted else
+                f"it gains along its episodes, recipe {name} is not fitted")
+    return {"recipe": name, "fitted": fitted, "reward_per_step": per_step,
+            "discounted_reward_per_step": discounted}
+
+
 def _fit_recipes(task: Task, config: ExperimentConfig, data: TransitionDataset, bw: Bandwidths,
-                 s0: np.ndarray, seed: int, out_dir: Path, progress: bool, tensorboard: bool
-                 ) -> tuple[NOPG, list[float], float, ExperimentConfig, list[dict[str, Any]]]:
+                 s0: np.ndarray, seed: int, out_dir: Path, progress: bool, tensorboard: bool,
+                 escalate: bool = False
+                 ) -> tuple[NOPG, list[float], float, ExperimentConfig, dict[str, Any]]:
     """Fit every recipe of ``config.recipes`` (each from the seed's own initialisation, so that
     each fit is the one its recipe gives alone), score the final policies under one anchored
     model (:mod:`nopg.policy_selection`) and keep the best; the kept recipe's log becomes
-    ``log.csv``, the others' fits are saved to ``checkpoint_<recipe>``. Returns the kept fit,
-    its evaluation returns, the fits' time, its configuration and one row per recipe (the kept
-    one first)."""
+    ``log.csv``, the others' fits are saved to ``checkpoint_<recipe>``. With ``escalate``
+    (``auto``'s escalation, :func:`nopg.experiments.recipes.escalation`) the second recipe is
+    fitted only where the judge forecasts that the first one's policy gains nothing along its
+    episodes. Returns the kept fit, its evaluation returns, the fits' time, its configuration
+    and the summary's record: the kept recipe, one row per recipe fitted (the kept one first)
+    and, with ``escalate``, whether the second was fitted."""
     judge = judge_for(task, config, data, bw)
-    steps = judge_steps(config)
-    fits, fit_time = [], 0.0
+    fits: list[dict[str, Any]] = []
+    extra: dict[str, Any] = {}
     for name in config.recipes:
-        rconfig = with_task_bounds(task, apply_recipe(config, name), data.state_dim)
-        log_path = out_dir / f"log_{name}.csv"
-        board = out_dir / "tensorboard" / name if tensorboard else None
-        fit_start = time.perf_counter()
-        algo, _, snapshots = _fit_once(task, rconfig, data, bw, s0, seed, 0, log_path, progress,
-                                       rconfig.n_updates, board)
-        record, kept_score = _keep_snapshot(rconfig, lambda: judge, algo, snapshots, s0, seed,
-                                            f" recipe {name}")
-        seconds = time.perf_counter() - fit_start
-        fit_time += seconds
-        returns = task.evaluate(algo.policy, rconfig, seed, rconfig.final_eval_episodes)
-        score: JudgeScore = kept_score or score_policy(judge, algo.policy, s0, steps, seed)
-        logger.info("seed %d recipe %s: return %s, J_hat %.4f (its own model); the judge: "
-                    "return %.2f over %d steps (episodes %.1f steps, shortest %d), J_hat %.4f "
-                    "(support gap %.3f); %.1f s", seed, name, _format_return(_mean(returns)),
-                    algo.J_hat(), score.episode_return_mean, steps, score.episode_steps_mean,
-                    score.episode_steps_min, score.J_hat, score.support_gap, seconds)
-        fits.append({"recipe": name, "algo": algo, "config": rconfig, "returns": returns,
-                     "score": score, "log": log_path, "fit_time_s": seconds, **record})
+        if escalate and fits:
+            extra["escalation"] = _escalates(fits[0], name, config.nopg.gamma, seed)
+            if not extra["escalation"]["fitted"]:
+                break
+        fits.append(_fit_recipe(task, config, name, data, bw, s0, seed, out_dir, progress,
+                                tensorboard, judge))
     kept = fits[best_score([f["score"] for f in fits])]
-    logger.info("seed %d: the judge keeps recipe %s", seed, kept["recipe"])
+    if len(fits) > 1:
+        logger.info("seed %d: the judge keeps recipe %s", seed, kept["recipe"])
     shutil.copyfile(kept["log"], out_dir / "log.csv")
     for f in fits:                 # the others stay inspectable (the kept one: checkpoint/)
         if f is not kept:
@@ -465,7 +499,9 @@ def _fit_recipes(task: Task, config: ExperimentConfig, data: TransitionDataset, 
              "fit_time_s": f["fit_time_s"], "judge": f["score"].to_dict(),
              **({"snapshot": f["snapshot"]} if "snapshot" in f else {})}
             for f in sorted(fits, key=lambda f: f is not kept)]
-    return kept["algo"], kept["returns"], fit_time, kept["config"], rows
+    fit_time = sum(f["fit_time_s"] for f in fits)
+    return (kept["algo"], kept["returns"], fit_time, kept["config"],
+            {"recipe": kept["recipe"], "recipes": rows, **extra})
 
 
 def run_seed(task: Task, config: ExperimentConfig, seed: int, out_dir: Path,
@@ -483,7 +519,10 @@ def run_seed(task: Task, config: ExperimentConfig, seed: int, out_dir: Path,
     With several ``config.recipes`` (:mod:`nopg.experiments.recipes`) each recipe is fitted
     (restart 0's initialisation each) and the judge of :mod:`nopg.policy_selection`, one
     anchored model of the data, keeps one: every recipe's return, ``J_hat`` and judge's score
-    are recorded under ``recipes``.
+    are recorded under ``recipes``. Where ``auto`` escalates
+    (:func:`nopg.experiments.recipes.escalation`), ``given`` is fitted first and the second
+    recipe only where the judge forecasts that ``given``'s policy gains nothing along its
+    episodes; the test's figures are recorded under ``escalation``.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
@@ -493,23 +532,26 @@ def run_seed(task: Task, config: ExperimentConfig, seed: int, out_dir: Path,
     logger.info("seed %d: %r; bandwidths state=%s action=%s", seed, data,
                 np.round(bw.state, 4).tolist(), np.round(bw.action, 4).tolist())
     recipes = resolve_recipes(config.recipes, data, config.nopg.gamma, len(s0), config.restarts)
+    escalate = escalation(config.recipes, data, len(s0), config.restarts)
     if recipes != tuple(config.recipes):                      # "auto", chosen by the data
         failing = ends_in_failure(data, config.nopg.gamma)
-        logger.info("seed %d: recipes %s = %s (%d transitions, episodes that %s in failures, "
+        logger.info("seed %d: recipes %s = %s%s (%d transitions, episodes that %s in failures, "
                     "%d initial states, %d restart(s))", seed, ", ".join(config.recipes),
-                    ", ".join(recipes), len(data), "end" if failing else "do not end", len(s0),
-                    config.restarts)
-        config = config.replace(recipes=recipes)
+                    ", ".join(recipes), "" if escalate is None else
+                    f", then {escalate} where its policy gains nothing along its episodes",
+                    len(data), "end" if failing else "do not end", len(s0), config.restarts)
+        config = config.replace(recipes=recipes + ((escalate,) if escalate else ()))
     elif "stabilise" in recipes and not ends_in_failure(data, config.nopg.gamma):
         logger.warning("seed %d: recipe stabilise on data whose episodes do not end in failures: "
                        "it ranks policies by how long their episodes last, which prefers never "
                        "reaching a goal, and the judge's forecast can count a goal's reward "
                        "more than once (docs/bandwidths.md); 'auto' fits given alone here", seed)
     if len(config.recipes) > 1:
-        algo, returns, fit_time, config, recipes = _fit_recipes(task, config, data, bw, s0, seed,
-                                                                out_dir, progress, tensorboard)
+        algo, returns, fit_time, config, extra = _fit_recipes(
+            task, config, data, bw, s0, seed, out_dir, progress, tensorboard,
+            escalate=escalate is not None)
         return _finish_seed(task, config, seed, out_dir, data, algo, returns, [], bw, bw_time,
-                            start, fit_time, {"recipe": recipes[0]["recipe"], "recipes": recipes})
+                            start, fit_time, extra)
     config = with_task_bounds(task, apply_recipe(config, config.recipes[0]), data.state_dim)
     algo, returns, runs, fit_time, extra = _fit_restarts(task, config, data, bw, s0, seed, out_dir,
                                                          progress, tensorboard)
