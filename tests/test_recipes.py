@@ -10,6 +10,10 @@
 - ``auto`` adds ``stabilise`` where the episodes end in failures (terminals that earn less than
   the steps that go on keep earning over ``1 / (1 - gamma)`` steps), up to a data size, a
   number of initial states and one restart, and runs as the explicit list;
+- where nothing ends, ``auto`` escalates to ``anchored`` only where the judge forecasts that
+  ``given``'s rewards do not rise along its episodes (mean per step no higher than the
+  discounted mean): escalated, the run equals the explicit ``given, anchored`` run; not
+  escalated, the plain ``given`` run;
 - ``stabilise`` resolves its horizon and ``top_k``; bad recipe lists are refused.
 """
 
@@ -21,7 +25,7 @@ import numpy as np
 import pytest
 import torch
 from conftest import make_arrays
-from test_anchored import A_TRUE, B_TRUE, START, _linear_data
+from test_anchored import A_TRUE, B_TRUE, START, _controller, _linear_data
 from test_search_horizon import _true_length
 from test_terminal_bounds import BW, _pushing
 
@@ -29,12 +33,15 @@ from nopg import NOPGConfig, TransitionDataset
 from nopg.experiments import get_task, run_experiment, run_seed
 from nopg.experiments import recipes as recipes_module
 from nopg.experiments.recipes import (
+    ESCALATE_MAX_SAMPLES,
     RECIPES,
     STABILISE_MAX_SAMPLES,
     STABILISE_MAX_STARTS,
     apply_recipe,
     discount_horizon,
     ends_in_failure,
+    escalation,
+    gains_nothing,
     recipes_report,
     resolve_recipes,
 )
@@ -114,6 +121,67 @@ def test_forecasts_within_one_percent_tie_and_the_judges_j_hat_breaks_the_tie():
         best_score([])
     with pytest.raises(ValueError, match="rtol"):
         best_score([_forecast(1.0)], rtol=-0.1)
+
+
+def test_gains_nothing_compares_the_forecasts_mean_per_step_with_the_discounted_mean():
+    gamma, steps = 0.9, 20
+    # a constant reward r earns r a step both ways: no gain, at the boundary
+    assert gains_nothing(JudgeScore(-2.0 * steps, steps, steps, steps, -2.0 / (1 - gamma), 0), gamma)
+    assert not gains_nothing(JudgeScore(-1.9 * steps, steps, steps, steps, -20.0, 0), gamma)
+    assert gains_nothing(JudgeScore(3.0 * steps, steps, steps, steps, 31.0, 0), gamma)
+    assert not gains_nothing(JudgeScore(3.2 * steps, steps, steps, steps, 31.0, 0), gamma)
+    # the double integrator (reward 1 + 0.5 x + 0.2 a, no end) under a controller that brings
+    # it to rest at x = 0: from x < 0 its rewards rise along the episode, from x > 0 they fall
+    config = NOPGConfig(gamma=gamma, top_k=None, n_mc_next=None, state_circles=None)
+    judge = judge_model(_linear_data(), BW, config)
+    below, above = np.array([[-0.6, 0.0], [-0.4, 0.0]]), np.array([[0.6, 0.0], [0.4, 0.0]])
+    rising = score_policy(judge, _controller(), below, 60, seed=0)
+    falling = score_policy(judge, _controller(), above, 60, seed=0)
+    assert not gains_nothing(rising, gamma) and gains_nothing(falling, gamma)
+
+
+def test_escalation_where_nothing_ends_on_small_data_with_auto_alone(monkeypatch):
+    endless = TransitionDataset(**make_arrays(terminals=()))         # 40 transitions
+    ending = TransitionDataset(**make_arrays())                       # 2 terminal
+    assert ESCALATE_MAX_SAMPLES == 2000 and escalation(("auto",), endless, 3) == "anchored"
+    assert escalation(("auto",), endless, STABILISE_MAX_STARTS) == "anchored"
+    assert escalation(("auto",), endless, STABILISE_MAX_STARTS + 1) is None
+    assert escalation(("auto",), endless, 3, restarts=2) is None
+    assert escalation(("auto",), ending, 3) is None
+    assert escalation(("given",), endless, 3) is None
+    assert escalation(("given", "anchored"), endless, 3) is None
+    with pytest.raises(ValueError, match="unknown recipe 'anchord'"):
+        escalation(("anchord",), endless, 3)
+    monkeypatch.setattr(recipes_module, "ESCALATE_MAX_SAMPLES", 39)
+    assert escalation(("auto",), endless, 3) is None
+
+
+@pytest.mark.parametrize("fires", [True, False])
+def test_auto_escalates_to_anchored_as_the_explicit_list_or_runs_given_alone(
+        tmp_path, monkeypatch, fires):
+    task, config = _config()                        # pendulum-grid, 50 transitions, no end
+    assert config.recipes == ("auto",)
+    monkeypatch.setattr("nopg.experiments.runner.gains_nothing", lambda score, gamma: fires)
+    auto = run_seed(task, config, 0, tmp_path / "auto", progress=False)
+    escalated = auto["escalation"]
+    assert escalated["recipe"] == "anchored" and escalated["fitted"] is fires
+    judged = auto["recipes"][[r["recipe"] for r in auto["recipes"]].index("given")]["judge"]
+    assert escalated["reward_per_step"] == pytest.approx(
+        judged["episode_return_mean"] / judged["steps"], rel=1e-12)
+    assert escalated["discounted_reward_per_step"] == pytest.approx(
+        (1 - config.nopg.gamma) * judged["J_hat"], rel=1e-12)
+    same = ["given", "anchored"] if fires else ["given"]
+    assert sorted(r["recipe"] for r in auto["recipes"]) == sorted(same)
+    explicit = run_seed(task, config.replace(recipes=same), 0, tmp_path / "explicit",
+                        progress=False)
+    assert auto["J_hat"] == pytest.approx(explicit["J_hat"], rel=1e-12)
+    assert auto["return_mean"] == pytest.approx(explicit["return_mean"], rel=1e-12)
+    if fires:
+        assert auto["recipe"] == explicit["recipe"]
+        assert [r["J_hat"] for r in auto["recipes"]] == \
+            pytest.approx([r["J_hat"] for r in explicit["recipes"]], rel=1e-12)
+    else:
+        assert not (tmp_path / "auto" / "log_anchored.csv").exists()
 
 
 def test_episode_returns_weight_each_reward_by_the_models_survival(monkeypatch):
