@@ -65,7 +65,7 @@ if TYPE_CHECKING:
 __all__ = ["ANCHORED_DATA_STARTS", "AUTO", "ESCALATE_MAX_SAMPLES", "ESCALATION", "RECIPES",
            "STABILISE_MAX_SAMPLES", "STABILISE_MAX_STARTS", "apply_recipe", "check_recipes",
            "discount_horizon", "ends_in_failure", "escalation", "gains_nothing", "recipes_report",
-           "resolve_recipes"]
+           "resolve_recipes", "reward_rates"]
 
 STABILISE_GENERATIONS = 50
 STABILISE_PATIENCE = 8
@@ -137,10 +137,16 @@ def resolve_recipes(recipes: tuple[str, ...], data: TransitionDataset, gamma: fl
     check_recipes(recipes)
     if tuple(recipes) != (AUTO,):
         return tuple(recipes)
-    if (restarts == 1 and len(data) <= STABILISE_MAX_SAMPLES and n_starts <= STABILISE_MAX_STARTS
-            and ends_in_failure(data, gamma)):
+    if _affordable(data, n_starts, restarts, STABILISE_MAX_SAMPLES) and ends_in_failure(data, gamma):
         return ("given", "stabilise")
     return ("given",)
+
+
+def _affordable(data: TransitionDataset, n_starts: int, restarts: int, max_samples: int
+                ) -> bool:
+    """Whether an extra recipe is affordable: at most ``max_samples`` transitions,
+    :data:`STABILISE_MAX_STARTS` initial states and one restart."""
+    return restarts == 1 and len(data) <= max_samples and n_starts <= STABILISE_MAX_STARTS
 
 
 def escalation(recipes: tuple[str, ...], data: TransitionDataset, n_starts: int,
@@ -150,8 +156,7 @@ def escalation(recipes: tuple[str, ...], data: TransitionDataset, n_starts: int,
     transition of ``data`` is terminal, with at most :data:`ESCALATE_MAX_SAMPLES` transitions,
     ``n_starts`` <= :data:`STABILISE_MAX_STARTS` initial states and one restart; else ``None``."""
     check_recipes(recipes)
-    if (tuple(recipes) == (AUTO,) and restarts == 1 and len(data) <= ESCALATE_MAX_SAMPLES
-            and n_starts <= STABILISE_MAX_STARTS
+    if (tuple(recipes) == (AUTO,) and _affordable(data, n_starts, restarts, ESCALATE_MAX_SAMPLES)
             and not np.asarray(data.terminals, dtype=bool).any()):
         return ESCALATION
     return None
@@ -164,7 +169,14 @@ def gains_nothing(score: JudgeScore, gamma: float) -> bool:
     first steps most. A policy that brings the system to better states than those it starts
     from earns more later than at first, and its undiscounted mean lies above the discounted
     one."""
-    return score.episode_return_mean / score.steps <= (1.0 - float(gamma)) * score.J_hat
+    per_step, discounted = reward_rates(score, gamma)
+    return per_step <= discounted
+
+
+def reward_rates(score: JudgeScore, gamma: float) -> tuple[float, float]:
+    """The two means :func:`gains_nothing` compares: the forecast's reward per step
+    (``episode_return_mean / steps``) and the discounted one, ``(1 - gamma) J_hat``."""
+    return score.episode_return_mean / score.steps, (1.0 - float(gamma)) * score.J_hat
 
 
 def apply_recipe(config: ExperimentConfig, name: str) -> ExperimentConfig:

@@ -62,6 +62,7 @@ from .recipes import (
     gains_nothing,
     recipes_report,
     resolve_recipes,
+    reward_rates,
 )
 
 logger = logging.getLogger("nopg.experiments")
@@ -454,7 +455,7 @@ def _escalates(first: Mapping[str, Any], name: str, gamma: float, seed: int) -> 
     (:func:`nopg.experiments.recipes.gains_nothing`), logged; the record for the summary."""
     score: JudgeScore = first["score"]
     fitted = gains_nothing(score, gamma)
-    per_step, discounted = score.episode_return_mean / score.steps, (1.0 - gamma) * score.J_hat
+    per_step, discounted = reward_rates(score, gamma)
     logger.info("seed %d: the judge forecasts %.4f a step over %d steps for recipe %s's policy "
                 "against %.4f a step discounted: %s", seed, per_step, score.steps,
                 first["recipe"], discounted,
