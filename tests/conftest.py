@@ -64,8 +64,8 @@ def _default_recipes_fit_given_alone(request: pytest.FixtureRequest,
     alone, so that the runner tests fit what they test and not also 50 CMA-ES generations or an
     anchored fit each."""
     if request.node.get_closest_marker("auto_recipes") is None:
-        monkeypatch.setattr("nopg.experiments.recipes.STABILISE_MAX_SAMPLES", 0)
-        monkeypatch.setattr("nopg.experiments.recipes.ESCALATE_MAX_SAMPLES", 0)
+        monkeypatch.setattr("nopg.recipes.STABILISE_MAX_SAMPLES", 0)
+        monkeypatch.setattr("nopg.recipes.ESCALATE_MAX_SAMPLES", 0)
 
 
 @pytest.fixture

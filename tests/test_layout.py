@@ -23,7 +23,7 @@ def _imported(modules: str, prefixes: tuple[str, ...]) -> list[str]:
 
 def test_math_modules_do_not_import_gymnasium_or_matplotlib():
     bad = _imported("nopg, nopg.bellman, nopg.local_linear, nopg.anchored, nopg.search, "
-                    "nopg.kernels, nopg.candidates, "
+                    "nopg.kernels, nopg.candidates, nopg.dimensions, "
                     "nopg.responsibilities, nopg.bellman_solver, nopg.model_config, nopg.validation, "
                     "nopg.gradient, nopg.chunked_policy, nopg.snapshots, nopg.policy_selection, "
                     "nopg.solvers, nopg.analysis.estimators, nopg.analysis.lqg_cases, "

@@ -30,9 +30,18 @@ from test_search_horizon import _true_length
 from test_terminal_bounds import BW, _pushing
 
 from nopg import NOPGConfig, TransitionDataset
+from nopg import recipes as recipes_module
 from nopg.experiments import get_task, run_experiment, run_seed
-from nopg.experiments import recipes as recipes_module
-from nopg.experiments.recipes import (
+from nopg.experiments.runner import judge_steps, recipes_report
+from nopg.policy_selection import (
+    FORECAST_RTOL,
+    JudgeScore,
+    anchored_config,
+    best_score,
+    judge_model,
+    score_policy,
+)
+from nopg.recipes import (
     ESCALATE_MAX_SAMPLES,
     RECIPES,
     STABILISE_MAX_SAMPLES,
@@ -42,17 +51,7 @@ from nopg.experiments.recipes import (
     ends_in_failure,
     escalation,
     gains_nothing,
-    recipes_report,
     resolve_recipes,
-)
-from nopg.experiments.runner import judge_steps
-from nopg.policy_selection import (
-    FORECAST_RTOL,
-    JudgeScore,
-    anchored_config,
-    best_score,
-    judge_model,
-    score_policy,
 )
 
 pytestmark = pytest.mark.auto_recipes      # auto keeps the library's limit here (conftest)
@@ -161,7 +160,7 @@ def test_auto_escalates_to_anchored_as_the_explicit_list_or_runs_given_alone(
         tmp_path, monkeypatch, fires):
     task, config = _config()                        # pendulum-grid, 50 transitions, no end
     assert config.recipes == ("auto",)
-    monkeypatch.setattr("nopg.experiments.runner.gains_nothing", lambda score, gamma: fires)
+    monkeypatch.setattr("nopg.auto.gains_nothing", lambda score, gamma: fires)
     auto = run_seed(task, config, 0, tmp_path / "auto", progress=False)
     escalated = auto["escalation"]
     assert escalated["recipe"] == "anchored" and escalated["fitted"] is fires
@@ -347,9 +346,9 @@ def test_the_tasks_data_end_in_failures_where_a_pole_falls_and_not_at_a_goal(
     def stop(*args, **kwargs):
         raise RuntimeError("the fits are not this test's")
 
-    monkeypatch.setattr("nopg.experiments.runner._fit_recipes", stop)
+    monkeypatch.setattr("nopg.auto.AutoNOPG._fit_recipes", stop)
     task, config = _config(recipes=["given", "stabilise"])
-    with caplog.at_level("WARNING", logger="nopg.experiments.runner"), \
+    with caplog.at_level("WARNING", logger="nopg.auto"), \
             pytest.raises(RuntimeError, match="not this test's"):
         run_seed(task, config, 0, tmp_path, progress=False)
     assert "do not end in failures" in caplog.text

@@ -58,14 +58,14 @@ def test_bad_restarts():
 def test_experiments_pass_the_action_guard_to_the_bandwidths(tmp_path):
     """``max_action_effect`` reaches the ``auto`` rule (None: the guard is off) and bad values
     are refused."""
+    from nopg import AutoNOPG
     from nopg.bandwidth import knn_bandwidths
-    from nopg.experiments.runner import _bandwidths
 
     task = get_task("cartpole-random")
     config = task.default_config().replace(task={"n_samples": 300})
     data = task.make_dataset(config, 0)
-    on, _ = _bandwidths(data, config, 0, tmp_path)
-    off, _ = _bandwidths(data, config.replace(max_action_effect=None), 0, tmp_path)
+    on = AutoNOPG(config, seed=0).select_bandwidths(data).bandwidths
+    off = AutoNOPG(config.replace(max_action_effect=None), seed=0).select_bandwidths(data).bandwidths
     assert on == knn_bandwidths(data, seed=0) and off == knn_bandwidths(data, seed=0, max_action_effect=None)
     assert on.action[0] < off.action[0]                 # cart-pole's strong actuator: narrowed
     for bad in (0.0, -1.0, True, "2"):

@@ -108,7 +108,9 @@ def test_bootstrap_summary_against_closed_forms():
 
 def test_serial_process_and_local_ray_runs_give_the_same_rows(tmp_path):
     cfg = SampleEfficiencyConfig(task="cartpole-random", algorithms=("NOPG-D", "PWIS"),
-                                 sizes=(40,), settings={"task.eval_steps": 30}, seeds=(0, 1),
+                                 sizes=(40,), seeds=(0, 1),
+                                 # worker processes do not see conftest's patch of auto's limits
+                                 settings={"task.eval_steps": 30, "recipes": ("given",)},
                                  pwis_updates=2, nopg_updates=2)
     jobs, skipped = plan(cfg, tmp_path)
     assert len(jobs) == 4 and skipped == []

@@ -151,7 +151,7 @@ def test_the_fits_model_episode_lengths_and_the_runners_report(caplog):
     assert list(pushed.model_episode_lengths(60, START[1:])) == [_true_length(START[1], 0.5, 1.0,
                                                                               60)]
     config = get_task("cartpole-random").default_config().replace(**{"task.eval_steps": 60})
-    with caplog.at_level(logging.INFO, logger="nopg.experiments"):
+    with caplog.at_level(logging.INFO, logger="nopg.auto"):
         report = model_episode_report(config, _pushed_fit(0.0, START), seed=3)
     assert report == {"model_episode_steps_mean": 55.0, "model_episode_steps_min": 50,
                       "model_episode_steps_of": 60}          # the second start coasts out at 50
@@ -159,7 +159,7 @@ def test_the_fits_model_episode_lengths_and_the_runners_report(caplog):
                for r in caplog.records)
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]   # more than half
     caplog.clear()
-    with caplog.at_level(logging.INFO, logger="nopg.experiments"):
+    with caplog.at_level(logging.INFO, logger="nopg.auto"):
         report = model_episode_report(config.replace(**{"task.eval_steps": 120}),
                                       _pushed_fit(0.5, START), seed=3)
     truth = [_true_length(s, 0.5, 1.0, 120) for s in START]

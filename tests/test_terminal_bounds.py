@@ -216,11 +216,12 @@ def test_cartpole_gives_its_stabilisation_region_to_the_moved_successors():
     assert low[1::2] == [None, None] and high[1:] == [None] * 4
     assert (low[0], low[2], high[0]) == pytest.approx((-0.307, math.cos(0.25), 0.307))
     assert with_task_bounds(task, anchored, 5).nopg.terminal_bounds == [low, high]   # as run
-    assert task_terminal_bounds(task, config, 5) is None                 # the kernel model
+    assert task_terminal_bounds(task, config, 5) == [low, high]          # the task's knowledge
+    assert with_task_bounds(task, config, 5) == config                   # the kernel model
     assert task_terminal_bounds(task, anchored.replace(env_terminal_bounds=False), 5) is None
-    own = anchored.replace(**{"nopg.terminal_bounds": [[-1, None, None, None, None],
-                                                       [1, None, None, None, None]]})
-    assert task_terminal_bounds(task, own, 5) is None                    # the explicit one is kept
+    own_bounds = [[-1.0, None, None, None, None], [1.0, None, None, None, None]]
+    own = anchored.replace(**{"nopg.terminal_bounds": own_bounds})
+    assert with_task_bounds(task, own, 5).nopg.terminal_bounds == own_bounds   # explicit: kept
     inverted = get_task("invertedpendulum-random")
     assert task_terminal_bounds(inverted, inverted.default_config().replace(
         **{"nopg.successors": "local-linear"}), 4) == [[None, -0.2, None, None],

@@ -12,7 +12,7 @@ import torch
 from nopg.cli import main
 from nopg.envs.pendulum import BOTTOM_STATE, angle_normalize, obs_to_angle
 from nopg.experiments import TASKS, get_task
-from nopg.experiments.runner import environment_state_bounds, make_policy
+from nopg.experiments.runner import environment_state_bounds, make_policy, with_task_bounds
 from nopg.experiments.user_data import (
     USER_DATA_TASKS,
     collect_invertedpendulum_random,
@@ -205,10 +205,11 @@ def test_moved_successors_get_the_environments_state_bounds():
     config = pendulum.default_config()
     anchored = config.replace(**{"nopg.successors": "anchored"})
     assert environment_state_bounds(pendulum, anchored, 3) == [[-1.0, -1.0, -8.0], [1.0, 1.0, 8.0]]
-    assert environment_state_bounds(pendulum, config, 3) is None
+    assert environment_state_bounds(pendulum, config, 3) == [[-1.0, -1.0, -8.0], [1.0, 1.0, 8.0]]
+    assert with_task_bounds(pendulum, config, 3) == config          # the kernel model: unused
     assert environment_state_bounds(pendulum, anchored.replace(env_state_bounds=False), 3) is None
     own = anchored.replace(**{"nopg.state_bounds": [[-1, -1, -6], [1, 1, 6]]})
-    assert environment_state_bounds(pendulum, own, 3) is None       # the explicit one is kept
+    assert with_task_bounds(pendulum, own, 3).nopg.state_bounds == [[-1, -1, -6], [1, 1, 6]]
     inverted = get_task("invertedpendulum-random")
     assert environment_state_bounds(
         inverted, inverted.default_config().replace(**{"nopg.successors": "anchored"}), 4) is None

@@ -1,18 +1,24 @@
 """nopg: Nonparametric Off-Policy Policy Gradient for batch (offline) reinforcement learning.
 
-The public API::
+The method, as ``nopg fit`` runs it (bandwidths, fits, the judge's selection, a fit report)::
 
     import nopg
     data = nopg.TransitionDataset(states, actions, rewards, next_states, terminals)
-    bw = nopg.select_bandwidths(data, method="silverman", action_factor=3.0)
+    method = nopg.AutoNOPG(nopg.MethodConfig(), seed=0).fit(data, initial_states=s0)
+    method.policy_, method.J_hat_, method.report_.to_dict()
+
+Its parts (one gradient fit with given bandwidths, the gradient alone)::
+
+    bw = nopg.select_bandwidths(data)
     res = nopg.policy_gradient(data, policy, bandwidths=bw, gamma=0.99, initial_states=s0)
-    algo = nopg.NOPG(policy, nopg.NOPGConfig(gamma=0.99)).fit(data, bw, s0, n_updates=1500)
+    algo = nopg.NOPG(policy, nopg.NOPGConfig(gamma=0.99)).fit(data, bw, s0, n_updates=1000)
 """
 
 __version__ = "0.1.0"
 
 from .algorithm import NOPG, CheckpointCallback, EvalCallback, SupportWarning
 from .anchored import AnchoredBellman
+from .auto import AutoNOPG, FitReport
 from .bandwidth import (
     Bandwidths,
     DuplicatedDataWarning,
@@ -26,6 +32,7 @@ from .config import NOPGConfig
 from .data import TransitionDataset
 from .gradient import PolicyGradientResult, policy_gradient
 from .local_linear import LocalLinearBellman
+from .method_config import MethodConfig
 from .model_config import ModelConfig
 from .policies import (
     DeterministicMLPPolicy,
@@ -37,6 +44,7 @@ from .policies import (
 from .solvers import SolveInfo, SolverWarning, bicgstab, solve_dense
 
 __all__ = [
+    "AutoNOPG", "MethodConfig", "FitReport",
     "NOPG", "NOPGConfig", "ModelConfig", "CheckpointCallback", "EvalCallback", "SupportWarning",
     "TransitionDataset", "Bandwidths", "DuplicatedDataWarning", "select_bandwidths",
     "silverman_bandwidth", "scott_bandwidth", "cross_validated_bandwidth",

@@ -62,6 +62,8 @@ def _mallopt_thresholds() -> bool:
         logger.debug("malloc thresholds left as they are (%s)", err)
         return False
     if ok:
-        logger.info("malloc: freed blocks up to %d MB stay in the process for reuse "
-                    "(NOPGConfig.reuse_memory)", KEEP_BYTES >> 20)
+        # DEBUG, not INFO: a process-wide detail of every run (a fit, a checkpoint loaded to
+        # export or evaluate it), not news to its user.
+        logger.debug("malloc: freed blocks up to %d MB stay in the process for reuse "
+                     "(NOPGConfig.reuse_memory)", KEEP_BYTES >> 20)
     return ok

@@ -216,13 +216,22 @@ def _add_fit_parser(sub: Any) -> None:
     fit.add_argument("data", help=_DATA_HELP)
     fit.add_argument("--env", help="gymnasium id to evaluate in during and after training")
     fit.add_argument("--eval-episodes", type=int, help="episodes of the final evaluation (10)")
-    fit.add_argument("--eval-steps", type=int, help="episode length cap of the evaluation")
+    fit.add_argument("--eval-steps", type=int,
+                     help="the evaluation's episode length (the horizon the method's judge "
+                          "forecasts returns over; default with --env: its time limit)")
     fit.add_argument("--initial-states", metavar="FILE",
                      help="initial states (.npy, .npz, .csv, .txt; shape (m, state_dim)); "
                           "default: the states that start the data's episodes")
     fit.add_argument("--action-max", type=float, nargs="+", metavar="A",
                      help="policy action bound(s) (default: the env's, else the data's max |a|)")
     fit.add_argument("--hidden", type=int, nargs="+", help="policy MLP hidden widths (50)")
+    for kind, what in (("state", "the state space's bounds (default with --env: its observation "
+                                 "space's)"),
+                       ("terminal", "where episodes end: a state outside them is terminal")):
+        for side in ("low", "high"):
+            fit.add_argument(f"--{kind}-{side}", type=_bound_value, nargs="+", metavar="V",
+                             help=f"{side} side of {what}; one value per state dimension, "
+                                  "'none' where unbounded")
     fit.add_argument("--obs-key", action="append", help=_OBS_KEY_HELP)
     _add_training_args(fit, seeds="0")
 
@@ -595,7 +604,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the process exit code."""
     parser = _build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+    # export's result is its one line on stdout: its console shows warnings and errors only
+    quiet = args.command == "export"
+    logging.basicConfig(level=logging.DEBUG if args.verbose else
+                        logging.WARNING if quiet else logging.INFO,
                         format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S")
     logging.captureWarnings(True)  # e.g. SolverWarning also reaches run.log
     # fit logs its SupportWarning's text on the nopg logger already: captured too, it would
@@ -658,7 +670,9 @@ def _fit_command(args: argparse.Namespace) -> int:
 
     _set_threads(args)
     task = DataFileTask(args.data, env_id=args.env, initial_states=args.initial_states,
-                        obs_keys=args.obs_key, action_max=args.action_max)
+                        obs_keys=args.obs_key, action_max=args.action_max,
+                        state_bounds=_bound_pair(args, "state"),
+                        terminal_bounds=_bound_pair(args, "terminal"))
     changes = _overrides(args)
     if args.env is None and ("eval_every" in changes or "final_eval_episodes" in changes):
         raise ValueError("--eval-every and --eval-episodes need --env (an environment to roll "
@@ -672,6 +686,26 @@ def _fit_command(args: argparse.Namespace) -> int:
                              run_name=args.name, tensorboard=args.tensorboard)
     _print_summary(summary)
     return 0
+
+
+def _bound_value(text: str) -> float | None:
+    """A bound on the command line: a number, or ``none``/``inf``/``-inf`` where unbounded."""
+    if text.strip().lower() in ("none", "null", "inf", "+inf", "-inf"):
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a bound must be a number or 'none'; got {text!r}") \
+            from None
+
+
+def _bound_pair(args: argparse.Namespace, kind: str) -> list[list[float | None]] | None:
+    """``[low, high]`` from ``--<kind>-low`` and ``--<kind>-high`` (a missing side unbounded)."""
+    low, high = getattr(args, f"{kind}_low"), getattr(args, f"{kind}_high")
+    if low is None and high is None:
+        return None
+    n = len(low if low is not None else high)
+    return [low if low is not None else [None] * n, high if high is not None else [None] * n]
 
 
 def _evaluate_command(args: argparse.Namespace) -> int:

@@ -70,7 +70,9 @@ def policy_actions(policy: torch.nn.Module, states: np.ndarray) -> np.ndarray:
     device = param.device if param is not None else torch.device("cpu")
     states = np.asarray(states)
     with torch.no_grad():
-        out = policy(torch.as_tensor(states, dtype=dtype, device=device).reshape(len(states), -1))
+        # torch.tensor copies: torch.as_tensor would share a read-only array (a data set's
+        # states are read-only) and warn that torch does not support non-writable tensors.
+        out = policy(torch.tensor(states, dtype=dtype, device=device).reshape(len(states), -1))
     if isinstance(out, (tuple, list)):
         out = out[0]
     return out.detach().cpu().double().numpy().reshape(len(states), -1)

@@ -290,8 +290,19 @@ _POLICIES = {cls.__name__: cls for cls in (DeterministicMLPPolicy, GaussianMLPPo
 
 
 def policy_from_spec(spec: dict[str, Any]) -> nn.Module:
-    """Rebuild a built-in policy from :meth:`spec` output (weights are loaded separately)."""
+    """Rebuild a built-in policy from :meth:`spec` output (weights are loaded separately).
+
+    A :class:`nopg.dimensions.StateSelect` is rebuilt around its rebuilt inner policy.
+    """
     kind = spec.get("type")
+    if kind == "StateSelect":
+        from .dimensions import StateSelect
+
+        kwargs = spec.get("kwargs", {})
+        if kwargs.get("policy") is None:
+            raise ValueError("this StateSelect wraps a custom policy: pass the policy module "
+                             "explicitly to load it")
+        return StateSelect.from_spec(kwargs, policy_from_spec(kwargs["policy"]))
     if kind not in _POLICIES:
         raise ValueError(
             f"Unknown policy type {kind!r}; known types are {sorted(_POLICIES)}. Pass the policy "

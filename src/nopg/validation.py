@@ -7,6 +7,7 @@ int, 'auto' or None. Got 0 instead." (``owner`` names the class; without it the 
 
 from __future__ import annotations
 
+import difflib
 import functools
 import inspect
 import math
@@ -21,6 +22,14 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def suggestion(name: str, known: list[str]) -> str:
+    """``"; did you mean 'x'?"`` for the closest known name, or the list of known names."""
+    close = difflib.get_close_matches(name, known, n=1)
+    if close:
+        return f"; did you mean {close[0]!r}?"
+    return f"; known settings: {', '.join(known)}"
 
 
 def warn_user(message: str | Warning, category: type[Warning] = UserWarning) -> None:

@@ -10,7 +10,6 @@ so code and ``config.json`` files that treat ``config.task`` as a dict keep work
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import functools
 import operator
 import os
@@ -22,16 +21,9 @@ import numpy as np
 from ..data import TransitionDataset
 from ..formats import load_dataset, resolve_location
 from ..model_config import ModelConfig
+from ..validation import suggestion
 
 T = TypeVar("T")
-
-
-def suggestion(name: str, known: list[str]) -> str:
-    """``"; did you mean 'x'?"`` for the closest known name, or the list of known names."""
-    close = difflib.get_close_matches(name, known, n=1)
-    if close:
-        return f"; did you mean {close[0]!r}?"
-    return f"; known settings: {', '.join(known)}"
 
 
 def checked_replace(config: Any, changes: dict[str, Any], what: str) -> Any:

@@ -29,10 +29,11 @@ import numpy as np
 from torch import nn
 
 from ..algorithm import NOPG
-from ..config import NOPGConfig
 from ..data import TransitionDataset, check_finite
+from ..dimensions import StateSelect, informative_state_dims
 from ..evaluation import evaluate_policy, make_env
 from ..formats import load_dataset
+from ..model_config import plain_bounds
 from ..policy_plots import plot_policy_actions
 from .common import TaskSettings, task_settings
 from .runner import ExperimentConfig
@@ -48,11 +49,10 @@ class FitSettings(TaskSettings):
 
 
 def fit_config(**task: Any) -> ExperimentConfig:
-    """The defaults of ``nopg fit``: one seed, 1000 updates, ``auto`` bandwidths, NOPG defaults;
-    ``task`` changes its :class:`FitSettings`."""
-    return ExperimentConfig(seeds=(0,), n_updates=1000, bandwidth_method="auto",
-                            eval_every=100, eval_episodes=2, final_eval_episodes=10,
-                            nopg=NOPGConfig(), task=FitSettings()).replace(task=task)
+    """The defaults of ``nopg fit``: the method's (:class:`nopg.MethodConfig`), one seed, and
+    the evaluation's; ``task`` changes its :class:`FitSettings`."""
+    return ExperimentConfig(seeds=(0,), eval_every=100, eval_episodes=2, final_eval_episodes=10,
+                            task=FitSettings()).replace(task=task)
 
 
 def load_initial_states(path: str | Path, state_dim: int) -> np.ndarray:
@@ -101,6 +101,20 @@ def load_initial_states(path: str | Path, state_dim: int) -> np.ndarray:
     return states
 
 
+def _user_bounds(kind: str, bounds: Sequence[Sequence[float | None]] | None, state_dim: int
+                 ) -> list[list[float | None]] | None:
+    """``[low, high]`` of ``state_dim`` entries each (``None`` or an infinity: unbounded), or one
+    clear error naming the ``--{kind}-low/--{kind}-high`` options."""
+    if bounds is None:
+        return None
+    sides = [list(side) for side in bounds]
+    if len(sides) != 2 or any(len(side) != state_dim for side in sides):
+        raise ValueError(f"{kind} bounds (--{kind}-low/--{kind}-high) need {state_dim} values "
+                         f"each, one per state dimension ('none' or 'inf' where unbounded); got "
+                         f"{[len(side) for side in sides]}")
+    return plain_bounds(sides)
+
+
 def _run_name(location: str) -> str:
     stem = location.split(":", 1)[1] if location.startswith("minari:") else Path(location).stem
     return "fit-" + (re.sub(r"[^A-Za-z0-9_.-]+", "-", stem).strip("-") or "data")
@@ -114,15 +128,21 @@ class DataFileTask:
     def __init__(self, location: str | Path, *, env_id: str | None = None,
                  initial_states: str | Path | np.ndarray | None = None,
                  obs_keys: Sequence[str] | None = None,
-                 action_max: float | Sequence[float] | None = None) -> None:
+                 action_max: float | Sequence[float] | None = None,
+                 state_bounds: Sequence[Sequence[float | None]] | None = None,
+                 terminal_bounds: Sequence[Sequence[float | None]] | None = None) -> None:
         self.location = str(location)
         self.data = load_dataset(self.location, obs_keys=obs_keys)
         self.name = _run_name(self.location)
         self.state_dim, self.action_dim = self.data.state_dim, self.data.action_dim
         self.env_id = env_id
         self.evaluates = env_id is not None
+        self._env_state_bounds: list[list[float | None]] | None = None
+        self._env_steps: int | None = None
         if env_id is not None:
             self._check_env(env_id)
+        self._state_bounds = _user_bounds("state", state_bounds, self.state_dim)
+        self._terminal_bounds = _user_bounds("terminal", terminal_bounds, self.state_dim)
         if initial_states is None:
             self._initial_states = self.data.episode_start_states()
         elif isinstance(initial_states, (str, Path)):
@@ -156,8 +176,29 @@ class DataFileTask:
                 raise ValueError(f"environment {env_id!r} has a {type(space).__name__} action "
                                  "space; NOPG's policies need a Box")
             self._env_action_max = np.maximum(np.abs(space.low), np.abs(space.high)).reshape(-1)
+            obs = env.observation_space
+            low, high = np.asarray(obs.low, float).reshape(-1), np.asarray(obs.high, float).reshape(-1)
+            if np.isfinite(low).any() or np.isfinite(high).any():
+                self._env_state_bounds = plain_bounds([low, high])
+            steps = getattr(env.spec, "max_episode_steps", None)
+            self._env_steps = int(steps) if steps else None
         finally:
             env.close()
+
+    def state_bounds(self, config: ExperimentConfig) -> list[list[float | None]] | None:
+        """The state space's bounds: the user's (``--state-low/--state-high``), else the
+        environment's observation space where it has a finite bound, else ``None``."""
+        return self._state_bounds if self._state_bounds is not None else self._env_state_bounds
+
+    def terminal_bounds(self, config: ExperimentConfig) -> list[list[float | None]] | None:
+        """Where episodes end: the user's limits (``--terminal-low/--terminal-high``), or
+        ``None``."""
+        return self._terminal_bounds
+
+    def horizon(self, config: ExperimentConfig) -> int | None:
+        """The evaluation's episode length: ``task.eval_steps`` (``--eval-steps``), else the
+        environment's time limit, else ``None``."""
+        return config.task["eval_steps"] or self._env_steps
 
     def default_config(self) -> ExperimentConfig:
         return fit_config()
@@ -179,6 +220,10 @@ class DataFileTask:
 
     def plot(self, algo: NOPG, data: TransitionDataset, config: ExperimentConfig, out_dir: Path
              ) -> list[Path]:
-        """``actions.png``: the policy's actions against the data's (:mod:`nopg.policy_plots`)."""
-        return [plot_policy_actions(algo.policy, data.states, data.actions, self._initial_states,
+        """``actions.png``: the policy's actions against the data's (:mod:`nopg.policy_plots`);
+        a fit on the informative state dimensions acts through them (:class:`nopg.AutoNOPG`)."""
+        policy = algo.policy
+        if algo.model_ is not None and algo.model_.data.state_dim != data.state_dim:
+            policy = StateSelect(policy, informative_state_dims(data))
+        return [plot_policy_actions(policy, data.states, data.actions, self._initial_states,
                                     out_dir / "actions.png")]

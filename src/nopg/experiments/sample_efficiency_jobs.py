@@ -8,7 +8,6 @@ seed's evaluation settings. Times exclude the final evaluation.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -62,25 +61,21 @@ def _row(cfg: SampleEfficiencyConfig, algorithm: str, size: int, seed: int, **va
 
 
 def _nopg_run(cfg: SampleEfficiencyConfig, algorithm: str, size: int, seed: int) -> dict[str, Any]:
-    from ..algorithm import NOPG
-    from ..bandwidth import select_bandwidths
+    """The default method (:class:`nopg.AutoNOPG`, as ``nopg reproduce`` runs it with the
+    task's knowledge), evaluated once at the end."""
     from ..baselines.d3rlpy_bridge import dataset_sha256
-    from .runner import make_policy
+    from .runner import fit_method
 
     task, exp = experiment_config(cfg, size, stochastic=algorithm == "NOPG-S")
     data = task.make_dataset(exp, seed)
     start = time.perf_counter()
-    bw = select_bandwidths(data, exp.bandwidth_method, np.asarray(exp.state_factor, float),
-                           np.asarray(exp.action_factor, float), seed=seed)
     s0 = task.initial_states(data, exp, seed)
-    torch.manual_seed(seed)                                     # the policy initialisation
-    algo = NOPG(make_policy(task, exp, data), dataclasses.replace(exp.nopg, seed=seed),
-                stochastic=exp.stochastic)
-    algo.fit(data, bw, s0, exp.n_updates, progress=False)
+    method = fit_method(task, exp, data, s0, seed, progress=False, evaluate=False)
     seconds = time.perf_counter() - start
     return _row(cfg, algorithm, size, seed, n_transitions=data.n,
-                **{"return": _evaluate(task, exp, seed)(algo.policy)}, J_hat=float(algo.J_hat()),
-                wall_time_s=seconds, train_steps=exp.n_updates, data_sha256=dataset_sha256(data))
+                **{"return": _evaluate(task, exp, seed)(method.policy_)},
+                J_hat=float(method.J_hat_), wall_time_s=seconds, train_steps=exp.n_updates,
+                data_sha256=dataset_sha256(data))
 
 
 def _d3rlpy_run(cfg: SampleEfficiencyConfig, algorithm: str, size: int, seed: int, work_dir: str

@@ -43,8 +43,8 @@ EVALUATION_FILE = "evaluation.json"
 
 _PAPER_NOPG = {"gamma": 0.99, "learning_rate": 1e-2, "top_k": None, "dense_max_n": 2000,
                "n_mc_next": AUTO_MC_NEXT, "behaviour_n_mc_next": None}
-_PAPER_RUN = {"bandwidth_method": "auto", "state_factor": 1.0, "action_factor": 1.0,
-              "hidden": (50,), "sigma_max": 1.0, "eval_every": 100}
+_PAPER_RUN = {"n_updates": 1500, "bandwidth_method": "auto", "state_factor": 1.0,
+              "action_factor": 1.0, "hidden": (50,), "sigma_max": 1.0, "eval_every": 100}
 _PAPER_D4RL_NOPG = {"learning_rate": 3e-4, "n_mc_policy": 1, "n_mc_next": None}
 _PAPER_D4RL_RUN = {"n_updates": 5000, "eval_every": 500}
 

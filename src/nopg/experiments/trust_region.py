@@ -292,8 +292,8 @@ def gradient_contributions(model: NonparametricBellman, policy: nn.Module,
                                               [sol.initial_actions, sol.next_actions, *params])
     grad = torch.cat([g.reshape(-1) for g in grads])
     dtype = params[0].dtype                  # the states the policy saw, as the model passes them
-    z = torch.as_tensor(as_states(initial_states, model.data.state_dim, "initial_states"),
-                        dtype=dtype, device=model.next_states.device)
+    z = torch.tensor(as_states(initial_states, model.data.state_dim, "initial_states"),  # a copy:
+                     dtype=dtype, device=model.next_states.device)     # the states may be read-only
     per_sample = torch.einsum("na,nap->np", d_next[:, 0].to(dtype),
                               policy_jacobians(policy, model.next_states.to(dtype)))
     initial = torch.einsum("ma,map->mp", d_a0[:, 0].to(dtype), policy_jacobians(policy, z))

@@ -1,8 +1,8 @@
 """Recipes: named ways to fit a policy, for fitting several per seed and keeping the best.
 
 A recipe is a set of experiment settings applied over the experiment's configuration
-(:meth:`~nopg.experiments.runner.ExperimentConfig.replace`). With ``recipes`` naming more than
-one, each seed fits every recipe from the same data and bandwidths, and the runner keeps the
+(:meth:`nopg.MethodConfig.replace`). With ``recipes`` naming more than
+one, each seed fits every recipe from the same data and bandwidths, and :class:`nopg.AutoNOPG` keeps the
 policy that one anchored model of the data rates best (:mod:`nopg.policy_selection`).
 
 - ``given``: the experiment's configuration as it stands (its model, policy and optimiser).
@@ -49,22 +49,19 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..analysis.statistics import rank_correlation
-from ..policy_selection import JudgeScore, anchored_config
-from ..run_evaluation import bootstrap_mean_ci
+from .policy_selection import JudgeScore, anchored_config
 
 if TYPE_CHECKING:
-    from ..data import TransitionDataset
-    from .runner import ExperimentConfig
+    from .data import TransitionDataset
+    from .method_config import MethodConfig
 
 __all__ = ["ANCHORED_DATA_STARTS", "AUTO", "ESCALATE_MAX_SAMPLES", "ESCALATION", "RECIPES",
            "STABILISE_MAX_SAMPLES", "STABILISE_MAX_STARTS", "apply_recipe", "check_recipes",
-           "discount_horizon", "ends_in_failure", "escalation", "gains_nothing", "recipes_report",
+           "discount_horizon", "ends_in_failure", "escalation", "gains_nothing",
            "resolve_recipes", "reward_rates"]
 
 STABILISE_GENERATIONS = 50
@@ -179,7 +176,7 @@ def reward_rates(score: JudgeScore, gamma: float) -> tuple[float, float]:
     return score.episode_return_mean / score.steps, (1.0 - float(gamma)) * score.J_hat
 
 
-def apply_recipe(config: ExperimentConfig, name: str) -> ExperimentConfig:
+def apply_recipe(config: MethodConfig, name: str) -> MethodConfig:
     """``config`` with recipe ``name``'s settings (and ``recipes`` reduced to it)."""
     check_recipes((name,))
     if name not in RECIPES:
@@ -192,32 +189,3 @@ def apply_recipe(config: ExperimentConfig, name: str) -> ExperimentConfig:
     if changes.get("nopg.successors") == "anchored":
         out = dataclasses.replace(out, nopg=anchored_config(out.nopg))
     return out
-
-
-def recipes_report(seeds: Sequence[Mapping[str, Any]], confidence: float = 0.95
-                   ) -> dict[str, Any] | None:
-    """What a run's recipes gave over its seeds (the ``seeds`` results of the runner).
-
-    Returns ``None`` where no seed fitted several recipes, else ``per_recipe`` (each recipe's
-    mean evaluation return over the seeds, its bootstrap interval at ``confidence``, and how
-    many seeds kept it), and, over every fit with an evaluation return, the rank correlation
-    (Spearman) of the judge's forecast and of each fit's own ``J_hat`` with that return: whether
-    the judge ranks the fits, and whether ``J_hat`` would have.
-    """
-    rows = [row for seed in seeds for row in seed.get("recipes", ())]
-    if not rows:
-        return None
-    per_recipe: dict[str, dict[str, Any]] = {}
-    for name in dict.fromkeys(row["recipe"] for row in rows):
-        mine = [row for row in rows if row["recipe"] == name]
-        returns = [row["return_mean"] for row in mine if row["return_mean"] is not None]
-        per_recipe[name] = {
-            "seeds": len(mine), "kept": sum(bool(row["kept"]) for row in mine),
-            "return_mean": float(np.mean(returns)) if returns else None,
-            "return_ci": list(bootstrap_mean_ci(returns, confidence)) if returns else None}
-    rated = [row for row in rows if row["return_mean"] is not None]
-    truth = [row["return_mean"] for row in rated]
-    return {"per_recipe": per_recipe, "confidence": confidence, "fits": len(rated),
-            "spearman_judge": rank_correlation(
-                [row["judge"]["episode_return_mean"] for row in rated], truth),
-            "spearman_own_J_hat": rank_correlation([row["J_hat"] for row in rated], truth)}

@@ -1,0 +1,701 @@
+"""The default method as one object: :class:`AutoNOPG` turns a data set into a policy.
+
+``AutoNOPG(config, seed=...).fit(data, initial_states)`` does everything the method does, in
+this order, and records each decision in :attr:`AutoNOPG.report_` (a :class:`FitReport`):
+
+1. selects the kernel bandwidths (``config.bandwidth_method``, :mod:`nopg.bandwidth_report`);
+2. names the fits to make (``config.recipes``; ``auto`` decides by the data,
+   :func:`nopg.recipes.resolve_recipes` and :func:`nopg.recipes.escalation`);
+3. fits each (:class:`nopg.NOPG`, a gradient fit or a CMA-ES search), keeping a copy of the
+   policy every ``snapshot_every`` updates from ``snapshot_from`` of the fit on;
+4. scores the final policy and the copies under the *judge*, one anchored model of the data
+   (:mod:`nopg.policy_selection`), and keeps one per fit (:mod:`nopg.snapshots`), then one
+   among the fits (:func:`nopg.policy_selection.best_score`); with ``auto``, a second fit
+   (``anchored``) is made only where the judge forecasts that the first fit's policy gains
+   nothing along its episodes (:func:`nopg.recipes.gains_nothing`).
+
+``nopg fit``, ``nopg reproduce``, the sample-efficiency sweep and the Python API all run this
+object; the experiment runner (:mod:`nopg.experiments.runner`) only adds the data, the
+evaluation in an environment, the results folder and the plots.
+
+What a task knows beyond its data is given to :meth:`AutoNOPG.fit`: the policy's action bound,
+the bounds of the state space and the limits where episodes end (the moved successors'
+``state_bounds`` and ``terminal_bounds``), and the evaluation's episode length (``horizon``,
+the length the judge forecasts returns over). State dimensions constant over the data carry no
+information and are ignored (:mod:`nopg.dimensions`), with one log line. An ``evaluate``
+function, where the caller has one, is recorded beside each fit in the report and never used
+to choose.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from numpy.typing import ArrayLike
+from torch import nn
+
+from .algorithm import NOPG, EvalCallback
+from .anchored import AnchoredBellman
+from .bandwidth import Bandwidths
+from .bandwidth_report import BandwidthReport, bandwidth_report
+from .data import TransitionDataset
+from .dimensions import StateSelect, drop_state_dims, informative_state_dims, reduce_states
+from .method_config import MethodConfig
+from .model_config import check_state_bounds
+from .policies import DeterministicMLPPolicy, GaussianMLPPolicy, input_scaling_from_data
+from .policy_selection import JudgeScore, best_score, judge_model, score_policy
+from .recipes import (
+    apply_recipe,
+    discount_horizon,
+    ends_in_failure,
+    escalation,
+    gains_nothing,
+    resolve_recipes,
+    reward_rates,
+)
+from .snapshots import PolicySnapshots, SnapshotChoice, choose_snapshot
+
+__all__ = ["AutoNOPG", "Candidate", "FitReport", "make_policy", "model_episode_report",
+           "with_bounds"]
+
+logger = logging.getLogger("nopg.auto")
+
+Bounds = list[list[float | None]]
+
+
+def make_policy(config: MethodConfig, state_dim: int, action_dim: int,
+                action_max: float | ArrayLike, data: TransitionDataset | None = None) -> nn.Module:
+    """The paper's policy: an MLP (``config.hidden``) with an ``a_max tanh`` output, Gaussian
+    for NOPG-S; with ``config.normalize_states`` (and ``data``) its input is standardised by the
+    data's states."""
+    scaling = input_scaling_from_data(data.states) if config.normalize_states and data is not None \
+        else {}
+    if config.stochastic:
+        return GaussianMLPPolicy(state_dim, action_dim, action_max=action_max,
+                                 sigma_max=config.sigma_max, hidden=config.hidden, **scaling)
+    return DeterministicMLPPolicy(state_dim, action_dim, action_max=action_max,
+                                  hidden=config.hidden, **scaling)
+
+
+@dataclass
+class Candidate:
+    """One fit :class:`AutoNOPG` made: a recipe's, or a restart's.
+
+    Attributes
+    ----------
+    name : str
+        The recipe (``given``, ``stabilise``, ``anchored``) or ``restart<k>``.
+    algo : NOPG
+        The fit, holding the policy kept along it (the judge's snapshot choice).
+    config : MethodConfig
+        The settings it ran with (the recipe's, with the task's bounds).
+    fit_time_s : float
+        Seconds of the fit, its periodic evaluations and the snapshot choice.
+    J_hat, support_gap : float
+        Its ``J_hat`` and support gap under its own model when it was scored (a restart's at
+        the choice among restarts).
+    score : JudgeScore or None
+        The kept policy's score under the judge (``None`` where no judge was asked).
+    snapshot : SnapshotChoice or None
+        The judge's choice among the fit's snapshots (``None`` without earlier snapshots).
+    returns : list of float or None
+        The caller's ``evaluate`` of the kept policy (for the report only).
+    log_path : Path or None
+        Its per-update CSV log.
+    kept : bool
+        Whether the method returned this fit.
+    """
+
+    name: str
+    algo: NOPG
+    config: MethodConfig
+    fit_time_s: float
+    J_hat: float
+    support_gap: float
+    score: JudgeScore | None = None
+    snapshot: SnapshotChoice | None = None
+    returns: list[float] | None = None
+    log_path: Path | None = None
+    kept: bool = False
+
+    @property
+    def return_mean(self) -> float | None:
+        """The mean of :attr:`returns`; ``None`` without an evaluation."""
+        return float(np.mean(self.returns)) if self.returns else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "kept": self.kept, "return_mean": self.return_mean,
+                "J_hat": self.J_hat, "support_gap": self.support_gap,
+                "fit_time_s": self.fit_time_s,
+                "judge": None if self.score is None else self.score.to_dict(),
+                "snapshot": None if self.snapshot is None else self.snapshot.to_dict()}
+
+
+@dataclass
+class FitReport:
+    """Every decision :meth:`AutoNOPG.fit` took: which fits, why, at what cost.
+
+    Attributes
+    ----------
+    recipes_asked, recipes : tuple of str
+        ``config.recipes`` and the fits it resolved to (``auto`` by the data).
+    decisions : list of str
+        Why, in the words of the log.
+    candidates : list of Candidate
+        Every fit, the kept one first.
+    escalation : dict or None
+        With ``auto``'s escalation: the judge's two reward rates and whether it fired.
+    horizon : int
+        The episode length the judge forecasts returns over.
+    bandwidth_time_s, fit_time_s, total_time_s : float
+        Seconds of the bandwidth selection, of the fits (with selection), and of ``fit``.
+    dropped_state_dims : list of int
+        State dimensions left out as carrying no information.
+    """
+
+    recipes_asked: tuple[str, ...]
+    recipes: tuple[str, ...]
+    decisions: list[str] = field(default_factory=list)
+    candidates: list[Candidate] = field(default_factory=list)
+    escalation: dict[str, Any] | None = None
+    horizon: int = 0
+    bandwidth_time_s: float = 0.0
+    fit_time_s: float = 0.0
+    total_time_s: float = 0.0
+    dropped_state_dims: list[int] = field(default_factory=list)
+
+    @property
+    def kept(self) -> Candidate:
+        """The fit the method returned."""
+        return next(c for c in self.candidates if c.kept)
+
+    def decide(self, message: str) -> None:
+        """Record a decision and log it."""
+        self.decisions.append(message)
+        logger.info("%s", message)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"recipes_asked": list(self.recipes_asked), "recipes": list(self.recipes),
+                "kept": self.kept.name, "decisions": list(self.decisions),
+                "candidates": [c.to_dict() for c in self.candidates],
+                "escalation": self.escalation, "horizon": self.horizon,
+                "bandwidth_time_s": self.bandwidth_time_s, "fit_time_s": self.fit_time_s,
+                "total_time_s": self.total_time_s,
+                "dropped_state_dims": list(self.dropped_state_dims)}
+
+
+@dataclass
+class _FitContext:
+    """What every fit of one :meth:`AutoNOPG.fit` call shares."""
+
+    data: TransitionDataset
+    bandwidths: Bandwidths
+    starts: np.ndarray
+    action_max: np.ndarray
+    state_bounds: Bounds | None
+    terminal_bounds: Bounds | None
+    horizon: int
+    evaluate: Callable[[nn.Module], list[float]] | None
+    monitor: Callable[[nn.Module], float] | None
+    monitor_every: int
+    log_dir: Path | None
+    tensorboard_dir: Path | None
+    progress: bool
+    judge: AnchoredBellman | None = None
+
+    def log_path(self, name: str) -> Path | None:
+        return None if self.log_dir is None else self.log_dir / name
+
+
+class AutoNOPG:
+    """The default NOPG method: bandwidths, fits, the judge's selection and a fit report.
+
+    Parameters
+    ----------
+    config : MethodConfig, optional
+        The method's settings (default: those of ``nopg fit``).
+    seed : int
+        Seeds the bandwidth selection's subsample, the policy initialisation and NOPG's draws.
+
+    Attributes
+    ----------
+    algo_ : NOPG
+        The kept fit (its model, ``J_hat``, value function).
+    policy_ : torch.nn.Module
+        The kept policy.
+    bandwidths_ : Bandwidths
+        The selected bandwidths; ``bandwidth_report_`` the selection's report.
+    kept_state_dims_ : ndarray of bool
+        The state dimensions the fits use: all but those constant over the data
+        (:func:`nopg.dimensions.informative_state_dims`), which carry no information and are
+        ignored with one log line; ``algo_`` then works on the kept ones, ``policy_`` and
+        :meth:`predict` take full states.
+    report_ : FitReport
+        Every decision taken (:class:`FitReport`).
+
+    Examples
+    --------
+    >>> method = AutoNOPG(seed=0).fit(data, initial_states=data.episode_start_states())
+    >>> method.policy_, method.J_hat_, method.report_.kept.name
+    """
+
+    def __init__(self, config: MethodConfig | None = None, *, seed: int = 0) -> None:
+        self.config = MethodConfig() if config is None else config
+        if not isinstance(self.config, MethodConfig):
+            raise ValueError(f"The 'config' parameter must be a MethodConfig. "
+                             f"Got {type(self.config).__name__} instead.")
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+            raise ValueError(f"The 'seed' parameter must be an int. Got {seed!r} instead.")
+        self.seed = int(seed)
+
+    # ------------------------------------------------------------------ results
+    @property
+    def algo_(self) -> NOPG:
+        return self.report_.kept.algo
+
+    @property
+    def policy_(self) -> nn.Module:
+        """The kept policy, acting on the data's full states (where some state dimensions
+        were ignored, a :class:`nopg.dimensions.StateSelect` around the fitted policy)."""
+        if self.kept_state_dims_.all():
+            return self.algo_.policy
+        return StateSelect(self.algo_.policy, self.kept_state_dims_)
+
+    @property
+    def J_hat_(self) -> float:
+        """The kept policy's ``J_hat`` under its own fit's model."""
+        return self.algo_.J_hat()
+
+    @property
+    def bandwidths_(self) -> Bandwidths:
+        return self.bandwidth_report_.bandwidths
+
+    def predict(self, states: np.ndarray) -> np.ndarray:
+        """The kept policy's (mean) actions for ``states`` (m, d_s) of the data's full states."""
+        return self.algo_.predict(reduce_states(states, self.kept_state_dims_))
+
+    def save(self, path: str | Path, *, include_data: bool = True) -> Path:
+        """Save the kept fit as a checkpoint folder (:meth:`nopg.NOPG.save`)."""
+        return self.algo_.save(path, include_data=include_data)
+
+    # ------------------------------------------------------------------ fitting
+    def fit(self, data: TransitionDataset, initial_states: ArrayLike | None = None, *,
+            action_max: float | ArrayLike | None = None, state_bounds: ArrayLike | None = None,
+            terminal_bounds: ArrayLike | None = None, horizon: int | None = None,
+            evaluate: Callable[[nn.Module], list[float]] | None = None,
+            monitor: Callable[[nn.Module], float] | None = None, monitor_every: int = 100,
+            log_dir: str | Path | None = None, tensorboard_dir: str | Path | None = None,
+            progress: bool = True) -> AutoNOPG:
+        """Fit the method to ``data`` (module docstring).
+
+        Parameters
+        ----------
+        data : TransitionDataset
+        initial_states : array (m, d_s), optional
+            The states ``J`` averages over (default: the states that start the data's episodes).
+        action_max : float or array (d_a,), optional
+            The policy's action bound (default: the largest ``|a|`` per dimension in the data).
+        state_bounds, terminal_bounds : array (2, d_s), optional
+            ``[low, high]`` of the state space and of where episodes go on (``None`` or
+            ``nan`` entries: unbounded), for the models whose successors move.
+        horizon : int, optional
+            The evaluation's episode length: the judge forecasts returns over it (default
+            ``ceil(10 / (1 - gamma))``).
+        evaluate : callable, optional
+            ``evaluate(policy) -> returns``, recorded for each fit in the report, never used to
+            choose.
+        monitor, monitor_every
+            ``monitor(policy) -> return`` every ``monitor_every`` updates, logged as
+            ``eval_return``.
+        log_dir : path, optional
+            Folder of the per-update CSV logs (``log.csv``, or ``log_<fit>.csv`` per fit).
+        tensorboard_dir : path, optional
+            TensorBoard event files (one sub-folder per fit where there are several).
+        progress : bool
+            Progress bars.
+
+        Returns
+        -------
+        self
+        """
+        start = time.perf_counter()
+        ctx = self._context(data, initial_states, action_max, state_bounds, terminal_bounds,
+                            horizon, evaluate, monitor, monitor_every, log_dir, tensorboard_dir,
+                            progress)
+        report = self._plan(ctx)
+        report.dropped_state_dims = np.flatnonzero(~self.kept_state_dims_).tolist()
+        report.bandwidth_time_s = self.bandwidth_report_.seconds
+        fit_start = time.perf_counter()
+        if len(report.recipes) > 1:
+            self._fit_recipes(ctx, report)
+        else:
+            self._fit_restarts(ctx, report)
+        report.fit_time_s = time.perf_counter() - fit_start
+        report.total_time_s = time.perf_counter() - start
+        self.report_ = report
+        return self
+
+    def _context(self, data: TransitionDataset, initial_states: ArrayLike | None,
+                 action_max: float | ArrayLike | None, state_bounds: ArrayLike | None,
+                 terminal_bounds: ArrayLike | None, horizon: int | None, evaluate: Any,
+                 monitor: Any, monitor_every: int, log_dir: str | Path | None,
+                 tensorboard_dir: str | Path | None, progress: bool) -> _FitContext:
+        """Check the task's knowledge, select the bandwidths and gather what the fits share."""
+        if not isinstance(data, TransitionDataset):
+            raise ValueError(f"The 'data' parameter must be a TransitionDataset. "
+                             f"Got {type(data).__name__} instead.")
+        d_s = data.state_dim
+        starts = data.episode_start_states() if initial_states is None else \
+            _states(initial_states, d_s)
+        state_bounds = _bounds("state_bounds", state_bounds, d_s)
+        terminal_bounds = _bounds("terminal_bounds", terminal_bounds, d_s)
+        action_bound = _action_bound(action_max, data)
+        if horizon is not None and (isinstance(horizon, bool) or not isinstance(
+                horizon, (int, np.integer)) or horizon < 1):
+            raise ValueError(f"The 'horizon' parameter must be a positive int (the evaluation's "
+                             f"episode length). Got {horizon!r} instead.")
+        if isinstance(monitor_every, bool) or not isinstance(monitor_every, int) \
+                or monitor_every < 1:
+            raise ValueError(f"The 'monitor_every' parameter must be a positive int. "
+                             f"Got {monitor_every!r} instead.")
+        keep = self.kept_state_dims_ = informative_state_dims(data)
+        if not keep.all():
+            logger.info("state dimensions %s are constant over the data and carry no "
+                        "information: the method ignores them", np.flatnonzero(~keep).tolist())
+            data, starts = drop_state_dims(data, keep), reduce_states(starts, keep)
+            state_bounds, terminal_bounds = (
+                None if b is None else [[v for v, k in zip(side, keep) if k] for side in b]
+                for b in (state_bounds, terminal_bounds))
+            evaluate, monitor = (None if f is None else _on_full_states(f, keep)
+                                 for f in (evaluate, monitor))
+        self.bandwidth_report_ = self.select_bandwidths(data)
+        return _FitContext(
+            data=data, bandwidths=self.bandwidths_, starts=starts, action_max=action_bound,
+            state_bounds=state_bounds, terminal_bounds=terminal_bounds,
+            horizon=int(horizon) if horizon is not None else discount_horizon(
+                self.config.nopg.gamma),
+            evaluate=evaluate, monitor=monitor, monitor_every=monitor_every,
+            log_dir=None if log_dir is None else Path(log_dir),
+            tensorboard_dir=None if tensorboard_dir is None else Path(tensorboard_dir),
+            progress=progress)
+
+    def select_bandwidths(self, data: TransitionDataset) -> BandwidthReport:
+        """The bandwidth selection's report for ``data`` (``config.bandwidth_method``, its factors
+        and action guard); its warnings (e.g. cross-validation on grid data)
+        go to the log."""
+        c = self.config
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            report = bandwidth_report(data, method=c.bandwidth_method,
+                                      state_factor=np.asarray(c.state_factor, float),
+                                      action_factor=np.asarray(c.action_factor, float),
+                                      seed=self.seed, max_action_effect=c.max_action_effect)
+        for w in caught:
+            logger.warning("%s: %s", w.category.__name__, w.message)
+        logger.info("seed %d: %r; bandwidths state=%s action=%s", self.seed, data,
+                    np.round(report.bandwidths.state, 4).tolist(),
+                    np.round(report.bandwidths.action, 4).tolist())
+        return report
+
+    def _plan(self, ctx: _FitContext) -> FitReport:
+        """The fits to make (``auto`` resolved by the data), recorded."""
+        c, data, n_starts = self.config, ctx.data, len(ctx.starts)
+        recipes = resolve_recipes(c.recipes, data, c.nopg.gamma, n_starts, c.restarts)
+        escalate = escalation(c.recipes, data, n_starts, c.restarts)
+        report = FitReport(recipes_asked=tuple(c.recipes), recipes=recipes, horizon=ctx.horizon)
+        if recipes != tuple(c.recipes):                       # "auto", chosen by the data
+            failing = ends_in_failure(data, c.nopg.gamma)
+            report.decide(f"seed {self.seed}: recipes {', '.join(c.recipes)} = "
+                          f"{', '.join(recipes)}"
+                          + ("" if escalate is None else
+                             f", then {escalate} where its policy gains nothing along its episodes")
+                          + f" ({len(data)} transitions, episodes that "
+                          f"{'end' if failing else 'do not end'} in failures, {n_starts} initial "
+                          f"states, {c.restarts} restart(s))")
+            report.recipes = recipes + ((escalate,) if escalate else ())
+        elif "stabilise" in recipes and not ends_in_failure(data, c.nopg.gamma):
+            logger.warning("seed %d: recipe stabilise on data whose episodes do not end in "
+                           "failures: it ranks policies by how long their episodes last, which "
+                           "prefers never reaching a goal, and the judge's forecast can count a "
+                           "goal's reward more than once; 'auto' fits given alone here", self.seed)
+        self._escalate = escalate is not None
+        return report
+
+    def _recipe_config(self, ctx: _FitContext, name: str) -> MethodConfig:
+        """Recipe ``name``'s settings with the task's bounds (:func:`with_bounds`)."""
+        return with_bounds(apply_recipe(self.config, name), ctx.state_bounds, ctx.terminal_bounds)
+
+    def judge(self, ctx: _FitContext) -> AnchoredBellman:
+        """The judge of the fits (one anchored model of the data, the task's bounds), built once."""
+        if ctx.judge is None:
+            judge_cfg = with_bounds(self.config.replace(**{"nopg.successors": "anchored"}),
+                                    ctx.state_bounds, ctx.terminal_bounds)
+            ctx.judge = judge_model(ctx.data, ctx.bandwidths, judge_cfg.nopg,
+                                    self.config.stochastic)
+        return ctx.judge
+
+    def _fit_once(self, ctx: _FitContext, config: MethodConfig, name: str, restart: int,
+                  n_updates: int, log_name: str, board: str | None
+                  ) -> tuple[NOPG, EvalCallback | None, PolicySnapshots | None]:
+        """A fit from the policy initialisation of ``(seed, restart)``, with its monitor,
+        snapshots and TensorBoard writer."""
+        torch.manual_seed(self.seed + 100_003 * restart)  # policy initialisation only
+        policy = make_policy(config, ctx.data.state_dim, ctx.data.action_dim, ctx.action_max,
+                             ctx.data)
+        algo = NOPG(policy, dataclasses.replace(config.nopg, seed=self.seed),
+                    stochastic=config.stochastic)
+        monitor = None if ctx.monitor is None else EvalCallback(ctx.monitor, ctx.monitor_every)
+        snapshots = _snapshots(config)
+        board_dir = None if ctx.tensorboard_dir is None or board is None else \
+            ctx.tensorboard_dir / board
+        _run_fit(algo, ctx, monitor, snapshots, board_dir, n_updates, ctx.log_path(log_name))
+        return algo, monitor, snapshots
+
+    def _keep_snapshot(self, ctx: _FitContext, algo: NOPG, snapshots: PolicySnapshots | None,
+                       label: str) -> SnapshotChoice | None:
+        """Load the judge's choice among ``algo``'s final policy and ``snapshots`` into
+        ``algo``, logged; ``None`` (no judge built) without an earlier snapshot."""
+        if snapshots is None or all(s.update == algo.update_ for s in snapshots.snapshots):
+            return None
+        choice = choose_snapshot(self.judge(ctx), algo, snapshots.snapshots, ctx.starts,
+                                 ctx.horizon, self.seed)
+        kept, final = choice.kept_score, choice.scores[0]
+        logger.info("seed %d%s: the judge keeps the policy of update %d of %d (forecast %.2f; "
+                    "the final policy's %.2f; %d snapshots from update %d)", self.seed, label,
+                    choice.update, choice.updates[0], kept.episode_return_mean,
+                    final.episode_return_mean, len(choice.updates) - 1, snapshots.start)
+        return choice
+
+    def _fit_recipe(self, ctx: _FitContext, name: str) -> Candidate:
+        """Recipe ``name``'s fit (restart 0's initialisation, the judge's snapshot choice),
+        scored by the judge."""
+        rconfig = self._recipe_config(ctx, name)
+        fit_start = time.perf_counter()
+        algo, _, snapshots = self._fit_once(ctx, rconfig, name, 0, rconfig.n_updates,
+                                            f"log_{name}.csv", name)
+        choice = self._keep_snapshot(ctx, algo, snapshots, f" recipe {name}")
+        seconds = time.perf_counter() - fit_start
+        returns = None if ctx.evaluate is None else [float(r) for r in ctx.evaluate(algo.policy)]
+        score = choice.kept_score if choice is not None else \
+            score_policy(self.judge(ctx), algo.policy, ctx.starts, ctx.horizon, self.seed)
+        cand = Candidate(name, algo, rconfig, seconds, algo.J_hat(), algo.support_gap_, score,
+                         choice, returns, ctx.log_path(f"log_{name}.csv"))
+        logger.info("seed %d recipe %s: return %s, J_hat %.4f (its own model); the judge: "
+                    "return %.2f over %d steps (episodes %.1f steps, shortest %d), J_hat %.4f "
+                    "(support gap %.3f); %.1f s", self.seed, name, _format(cand.return_mean),
+                    algo.J_hat(), score.episode_return_mean, ctx.horizon,
+                    score.episode_steps_mean, score.episode_steps_min, score.J_hat,
+                    score.support_gap, seconds)
+        return cand
+
+    def _escalates(self, first: Candidate, name: str, report: FitReport) -> bool:
+        """Whether ``auto`` escalates to recipe ``name`` after the ``first`` fit
+        (:func:`nopg.recipes.gains_nothing`), recorded."""
+        score = first.score
+        assert score is not None
+        gamma = self.config.nopg.gamma
+        fitted = gains_nothing(score, gamma)
+        per_step, discounted = reward_rates(score, gamma)
+        report.decide(f"seed {self.seed}: the judge forecasts {per_step:.4f} a step over "
+                      f"{score.steps} steps for recipe {first.name}'s policy against "
+                      f"{discounted:.4f} a step discounted: "
+                      + (f"no gain along its episodes, recipe {name} is fitted too" if fitted else
+                         f"it gains along its episodes, recipe {name} is not fitted"))
+        report.escalation = {"recipe": name, "after": first.name, "fitted": fitted,
+                             "reward_per_step": per_step, "discounted_reward_per_step": discounted}
+        return fitted
+
+    def _fit_recipes(self, ctx: _FitContext, report: FitReport) -> None:
+        """Fit each recipe (with ``auto``'s escalation, the later ones only where it fires) and
+        keep the judge's best."""
+        fits: list[Candidate] = []
+        for name in report.recipes:
+            if self._escalate and fits and not self._escalates(fits[0], name, report):
+                break
+            fits.append(self._fit_recipe(ctx, name))
+        kept = fits[best_score([f.score for f in fits if f.score is not None])]
+        kept.kept = True
+        if len(fits) > 1:
+            report.decide(f"seed {self.seed}: the judge keeps recipe {kept.name}")
+        report.candidates = sorted(fits, key=lambda f: not f.kept)
+
+    def _fit_restarts(self, ctx: _FitContext, report: FitReport) -> None:
+        """One recipe's fit with ``config.restarts`` restarts (the highest ``J_hat`` kept and
+        continued to ``n_updates``), then the judge's choice among its snapshots."""
+        config = self._recipe_config(ctx, report.recipes[0])
+        restarts = config.restarts
+        first = config.n_updates if restarts == 1 else \
+            min(config.restart_updates or config.n_updates, config.n_updates)
+        runs = []
+        for r in range(restarts):
+            fit_start = time.perf_counter()
+            log_name = "log.csv" if restarts == 1 else f"log_restart{r}.csv"
+            algo, monitor, snapshots = self._fit_once(
+                ctx, config, f"restart{r}", r, first, log_name,
+                "" if restarts == 1 else f"restart{r}")
+            returns = None if ctx.evaluate is None else \
+                [float(x) for x in ctx.evaluate(algo.policy)]
+            runs.append((Candidate(f"restart{r}" if restarts > 1 else report.recipes[0], algo,
+                                   config, time.perf_counter() - fit_start, algo.J_hat(),
+                                   algo.support_gap_, returns=returns,
+                                   log_path=ctx.log_path(log_name)), monitor, snapshots))
+            logger.info("seed %d restart %d after %d updates: J_hat %.4f (support gap %.3f), "
+                        "return %s", self.seed, r, first, algo.J_hat(), algo.support_gap_,
+                        _format(runs[-1][0].return_mean))
+        kept, monitor, snapshots = max(runs, key=lambda run: run[0].J_hat)
+        fit_start = time.perf_counter()
+        continued = restarts > 1 and first < config.n_updates
+        if restarts > 1:
+            report.decide(f"seed {self.seed}: restart {kept.name[7:]} has the highest J_hat "
+                          "and is kept")
+            if continued:
+                board = None if ctx.tensorboard_dir is None else ctx.tensorboard_dir / kept.name
+                _run_fit(kept.algo, ctx, monitor, snapshots, board, config.n_updates - first,
+                         kept.log_path)
+        kept.snapshot = self._keep_snapshot(ctx, kept.algo, snapshots, "")
+        kept.score = None if kept.snapshot is None else kept.snapshot.kept_score
+        kept.fit_time_s += time.perf_counter() - fit_start
+        if ctx.evaluate is not None and (continued or (kept.snapshot is not None
+                                                       and not kept.snapshot.kept_final)):
+            kept.returns = [float(x) for x in ctx.evaluate(kept.algo.policy)]
+        kept.kept = True
+        report.candidates = sorted([run[0] for run in runs], key=lambda c: not c.kept)
+
+    def model_episodes(self, steps: int) -> dict[str, Any]:
+        """:func:`model_episode_report` of the kept fit."""
+        return model_episode_report(self.algo_, steps, self.seed)
+
+
+def with_bounds(config: MethodConfig, state_bounds: Bounds | None,
+                terminal_bounds: Bounds | None) -> MethodConfig:
+    """``config`` with ``state_bounds`` and ``terminal_bounds`` (a task's knowledge), where its
+    successors move and it sets none itself; logged."""
+    if config.nopg.successors == "kernel":
+        return config
+    changes = {name: bounds for name, bounds in (("state_bounds", state_bounds),
+                                                 ("terminal_bounds", terminal_bounds))
+               if bounds is not None and getattr(config.nopg, name) is None}
+    for name, bounds in changes.items():
+        logger.debug("%s of the moved successors from the task: low %s, high %s",
+                     name.replace("_", " "), *bounds)
+    return config.replace(nopg=changes) if changes else config
+
+
+def model_episode_report(algo: NOPG, steps: int, seed: int) -> dict[str, Any]:
+    """How long the anchored model's own episodes of ``algo``'s policy last from the fit's
+    initial states, up to ``steps`` (the evaluation's length), logged; a warning where they
+    end before half of it on average (a failure the discount of ``J_hat`` may hide). Empty for
+    other models."""
+    if not isinstance(algo.model_, AnchoredBellman):
+        return {}
+    lengths = algo.model_episode_lengths(int(steps))
+    mean, shortest = float(np.mean(lengths)), int(np.min(lengths))
+    message = (f"seed {seed}: the model's own episodes of the final policy last "
+               f"{mean:.1f} of the evaluation's {steps} steps on average (shortest {shortest})")
+    if mean < steps / 2:
+        logger.warning("%s: the model predicts a failure there, which J_hat (discounted, "
+                       "gamma %g) may not show", message, algo.config.gamma)
+    else:
+        logger.info(message)
+    return {"model_episode_steps_mean": mean, "model_episode_steps_min": shortest,
+            "model_episode_steps_of": int(steps)}
+
+
+def _on_full_states(function: Callable[[nn.Module], Any], keep: np.ndarray
+                    ) -> Callable[[nn.Module], Any]:
+    """``function`` (of a policy on full states) for a policy fitted on the kept dimensions."""
+    return lambda policy: function(StateSelect(policy, keep))
+
+
+def _format(value: float | None) -> str:
+    return "n/a (no evaluation)" if value is None else f"{value:.2f}"
+
+
+def _snapshots(config: MethodConfig) -> PolicySnapshots | None:
+    """The policy snapshots of a gradient fit (``snapshot_every`` updates apart, from
+    ``snapshot_from`` of ``n_updates`` on); ``None`` when off or for ``optimizer="cma-es"``,
+    whose search keeps its best candidate itself."""
+    if config.snapshot_every is None or config.nopg.optimizer == "cma-es":
+        return None
+    return PolicySnapshots(config.snapshot_every,
+                           int(math.ceil(config.snapshot_from * config.n_updates - 1e-9)))
+
+
+def _run_fit(algo: NOPG, ctx: _FitContext, monitor: EvalCallback | None,
+             snapshots: PolicySnapshots | None, board_dir: Path | None, n_updates: int,
+             log_path: Path | None) -> None:
+    """``algo.fit`` on the context's data with the monitor, the snapshots and, with a
+    ``board_dir``, a TensorBoard writer after them (so it sees the monitor's return)."""
+    callbacks: list[Any] = [cb for cb in (monitor, snapshots) if cb is not None]
+    board = None
+    if board_dir is not None:
+        from .tensorboard import TensorBoardCallback
+
+        board = TensorBoardCallback(board_dir)
+        callbacks.append(board)
+    try:
+        algo.fit(ctx.data, ctx.bandwidths, ctx.starts, n_updates, callbacks=callbacks,
+                 log_path=log_path, progress=ctx.progress)
+    finally:
+        if board is not None:
+            board.close()
+
+
+def _states(states: ArrayLike, state_dim: int) -> np.ndarray:
+    """``states`` as a finite float64 ``(m, state_dim)`` array, or one clear error."""
+    out = np.asarray(states, dtype=np.float64)
+    if out.ndim == 1 and out.size == state_dim:
+        out = out.reshape(1, state_dim)
+    if out.ndim != 2 or out.shape[1] != state_dim or out.shape[0] == 0:
+        raise ValueError(f"The 'initial_states' parameter must have shape (m, {state_dim}) like "
+                         f"the data's states. Got shape {out.shape} instead.")
+    if not np.isfinite(out).all():
+        raise ValueError("The 'initial_states' parameter holds NaN or infinite values.")
+    return out
+
+
+def _action_bound(action_max: float | ArrayLike | None, data: TransitionDataset) -> np.ndarray:
+    """The policy's action bound per dimension: ``action_max`` broadcast, or the largest
+    ``|a|`` per dimension in the data; positive and finite or one clear error."""
+    raw = np.abs(np.asarray(data.actions, float)).max(axis=0) if action_max is None else \
+        np.asarray(action_max, float)
+    try:
+        bound = np.broadcast_to(raw, (data.action_dim,)).astype(float)
+    except ValueError:
+        raise ValueError(f"The 'action_max' parameter must be a number or {data.action_dim} "
+                         f"numbers (one per action dimension). Got shape {raw.shape} "
+                         "instead.") from None
+    if not (np.isfinite(bound).all() and (bound > 0).all()):
+        raise ValueError(f"The action bound must be positive and finite per dimension. Got "
+                         f"{bound.tolist()} instead (all actions in the data are 0? give "
+                         "action_max).")
+    return bound
+
+
+def _bounds(name: str, bounds: ArrayLike | Sequence[Any] | None, state_dim: int) -> Bounds | None:
+    """``[low, high]`` of ``state_dim`` entries each (``None``, ``nan`` or an infinity:
+    unbounded) as plain lists, or one clear error."""
+    if bounds is None:
+        return None
+    what = f"[low, high] with {state_dim} entries each (None, nan or inf: unbounded)"
+    try:
+        out = [[None if b is None or not math.isfinite(float(b)) else float(b) for b in side]
+               for side in bounds]  # type: ignore[union-attr]
+    except (TypeError, ValueError):
+        raise ValueError(f"The '{name}' parameter must be {what}. Got {bounds!r} "
+                         "instead.") from None
+    if len(out) != 2 or any(len(side) != state_dim for side in out):
+        raise ValueError(f"The '{name}' parameter must be {what}, one per state dimension. "
+                         f"Got {[len(side) for side in out]} entries instead.")
+    check_state_bounds(out, name=name)
+    return out
