@@ -1,0 +1,167 @@
+"""The default method as one object (:class:`nopg.AutoNOPG`): the Python API and ``nopg fit``
+give the same policy, its fit report, what a task knows (bounds, horizon), constant state
+dimensions, and bad inputs."""
+
+import dataclasses
+import json
+import logging
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from conftest import make_arrays
+
+import nopg
+from nopg import AutoNOPG, MethodConfig, NOPGConfig, TransitionDataset
+from nopg.cli import main
+from nopg.experiments.runner import ExperimentConfig
+
+
+@pytest.fixture(scope="module")
+def data_file(tmp_path_factory) -> str:
+    """Three 20-step episodes of random torques in gymnasium's Pendulum-v1."""
+    env = gym.make("Pendulum-v1")
+    rng = np.random.default_rng(0)
+    episodes = []
+    for k in range(3):
+        obs, _ = env.reset(seed=k)
+        ep = {"states": [], "actions": [], "rewards": [], "next_states": [], "terminals": []}
+        for _ in range(20):
+            action = rng.uniform(-2.0, 2.0, size=1)
+            nxt, reward, terminated, _, _ = env.step(action)
+            for key, value in zip(ep, (obs, action, reward, nxt, terminated)):
+                ep[key].append(value)
+            obs = nxt
+        episodes.append({key: np.asarray(value) for key, value in ep.items()})
+    path = tmp_path_factory.mktemp("data") / "pendulum.npz"
+    TransitionDataset.from_episodes(episodes).save(path)
+    return str(path)
+
+
+def test_the_python_api_and_nopg_fit_give_the_same_policy(data_file, tmp_path):
+    """The README's example (the object with the defaults) and ``nopg fit FILE`` are one
+    method: the same kept fit, ``J_hat`` and policy parameters for the same seed."""
+    assert main(["fit", data_file, "--n-updates", "4", "--seeds", "1", "--out", str(tmp_path),
+                 "--name", "cli", "--no-progress"]) == 0
+    summary = json.loads((tmp_path / "cli" / "summary.json").read_text())["seeds"][0]
+    data = nopg.formats.load_dataset(data_file)
+    method = AutoNOPG(MethodConfig(n_updates=4), seed=1).fit(data, progress=False)
+    assert method.J_hat_ == pytest.approx(summary["J_hat"], rel=1e-12)
+    saved = torch.load(tmp_path / "cli" / "seed_1" / "checkpoint" / "policy.pt",
+                       weights_only=True)
+    for name, value in method.policy_.state_dict().items():
+        torch.testing.assert_close(value, saved[name], rtol=0, atol=0)
+    assert summary["fit_report"]["kept"] == method.report_.kept.name
+    assert summary["fit_report"]["decisions"] == method.report_.decisions
+
+
+def test_the_experiments_config_is_the_methods_with_the_same_defaults():
+    """``nopg fit``'s configuration adds seeds, evaluation and the task's settings to the
+    method's; every method setting has one default."""
+    method, experiment = MethodConfig(), ExperimentConfig()
+    for name in (f.name for f in dataclasses.fields(MethodConfig)):
+        assert getattr(experiment, name) == getattr(method, name), name
+    assert isinstance(experiment.replace(n_updates=7), ExperimentConfig)
+    with pytest.raises(ValueError, match="unknown method setting 'n_update'; did you mean"):
+        method.replace(n_update=3)
+
+
+def test_the_fit_report_records_every_decision_and_is_json(dataset, tmp_path):
+    method = AutoNOPG(MethodConfig(n_updates=6, snapshot_every=2), seed=0)
+    method.fit(dataset, dataset.states[:3], horizon=20, log_dir=tmp_path, progress=False,
+               evaluate=lambda policy: [1.5])
+    report = json.loads(json.dumps(method.report_.to_dict()))
+    assert report["kept"] == "given" and report["horizon"] == 20
+    (kept,) = report["candidates"]
+    assert kept["kept"] and kept["return_mean"] == 1.5
+    assert kept["snapshot"]["updates"][0] == 6 and kept["judge"]["steps"] == 20
+    assert report["fit_time_s"] > 0 and report["bandwidth_time_s"] >= 0
+    assert (tmp_path / "log.csv").is_file()
+
+
+def test_constant_state_dimensions_are_ignored_as_if_dropped(caplog):
+    """A constant state column is ignored with one log line: the fit is the one of the data
+    without it, and the policy acts on full states."""
+    arrays = make_arrays(seed=3)
+    plain = TransitionDataset(**arrays)
+    padded = {**arrays}
+    for key in ("states", "next_states"):
+        padded[key] = np.insert(arrays[key], 1, 7.5, axis=1)
+    wide = TransitionDataset(**padded)
+    config = MethodConfig(n_updates=3, snapshot_every=None)
+    reference = AutoNOPG(config, seed=0).fit(plain, plain.states[:4], progress=False)
+    with caplog.at_level(logging.INFO, logger="nopg.auto"):
+        method = AutoNOPG(config, seed=0).fit(wide, wide.states[:4], progress=False)
+    assert [r for r in caplog.records if "carry no information" in r.getMessage()]
+    assert method.report_.dropped_state_dims == [1] and reference.report_.dropped_state_dims == []
+    assert method.J_hat_ == pytest.approx(reference.J_hat_, rel=1e-12)
+    np.testing.assert_allclose(method.predict(wide.states[:5]), reference.predict(plain.states[:5]),
+                               rtol=1e-12)
+    actions = method.policy_(torch.as_tensor(wide.states[:5]))
+    np.testing.assert_allclose(actions.detach().numpy(), reference.predict(plain.states[:5]),
+                               rtol=1e-12)
+
+
+def test_task_bounds_reach_the_models_whose_successors_move(dataset):
+    """``state_bounds`` and ``terminal_bounds`` go to the anchored recipe and the judge, never
+    to the kernel model, and an explicit setting is kept."""
+    low, high = [-3.0, None], [3.0, 4.0]
+    config = MethodConfig(n_updates=2, recipes=("given", "anchored"), snapshot_every=None)
+    method = AutoNOPG(config, seed=0).fit(dataset, dataset.states[:2], terminal_bounds=[low, high],
+                                          state_bounds=[[-9, -9], [9, float("inf")]],
+                                          horizon=10, progress=False)
+    fits = {c.name: c for c in method.report_.candidates}
+    assert fits["anchored"].config.nopg.terminal_bounds == [low, high]
+    assert fits["anchored"].config.nopg.state_bounds == [[-9.0, -9.0], [9.0, None]]
+    assert fits["given"].config.nopg.terminal_bounds is None
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(state_bounds=[[0, 0, 0], [1, 1, 1]]), r"'state_bounds' parameter must be \[low, high\] "
+                                                r"with 2 entries each"),
+    (dict(terminal_bounds=[[0, 0]]), "'terminal_bounds' parameter must be"),
+    (dict(horizon=0), "'horizon' parameter must be a positive int"),
+    (dict(action_max=[1.0, 2.0, 3.0]), "'action_max' parameter must be a number or 1 numbers"),
+    (dict(initial_states=np.zeros((2, 3))), r"'initial_states' parameter must have shape \(m, 2\)"),
+    (dict(initial_states=np.full((1, 2), np.nan)), "NaN"),
+])
+def test_bad_task_knowledge_is_one_clear_error(dataset, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        AutoNOPG(MethodConfig(n_updates=1)).fit(dataset, progress=False, **kwargs)
+
+
+def test_bad_method_arguments_are_refused(dataset):
+    with pytest.raises(ValueError, match="'config' parameter must be a MethodConfig"):
+        AutoNOPG(NOPGConfig())
+    with pytest.raises(ValueError, match="'seed' parameter must be an int"):
+        AutoNOPG(seed=1.5)
+    with pytest.raises(ValueError, match="'data' parameter must be a TransitionDataset"):
+        AutoNOPG().fit(dataset.states)
+
+
+def test_fit_takes_the_task_knowledge_flags(data_file, tmp_path, capsys):
+    """``--state-low/--state-high`` and ``--terminal-low/--terminal-high`` reach the moved
+    successors; a wrong count is one line and exit 2."""
+    args = ["fit", data_file, "--n-updates", "2", "--out", str(tmp_path), "--no-progress",
+            "--recipes", "anchored", "--set", "snapshot_every=null"]
+    assert main([*args, "--name", "ok", "--terminal-low", "none", "none", "-8",
+                 "--terminal-high", "none", "none", "8", "--state-low", "-1", "-1", "none"]) == 0
+    config = json.loads((tmp_path / "ok" / "seed_0" / "checkpoint" / "config.json").read_text())
+    assert config["terminal_bounds"] == [[None, None, -8.0], [None, None, 8.0]]
+    assert config["state_bounds"] == [[-1.0, -1.0, None], [None, None, None]]
+    capsys.readouterr()
+    assert main([*args, "--name", "bad", "--state-low", "1", "2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "need 3 values each" in err[0]
+
+
+def test_fit_with_env_takes_its_observation_bounds_and_time_limit(data_file, tmp_path):
+    from nopg.experiments.data_file import DataFileTask
+    from nopg.experiments.runner import environment_state_bounds, judge_steps
+
+    task = DataFileTask(data_file, env_id="Pendulum-v1")
+    config = task.default_config()
+    assert environment_state_bounds(task, config, 3) == [[-1.0, -1.0, -8.0], [1.0, 1.0, 8.0]]
+    assert judge_steps(config, task) == 200                   # Pendulum-v1's time limit
+    assert judge_steps(config.replace(**{"task.eval_steps": 50}), task) == 50
