@@ -112,3 +112,31 @@ def linear_policy() -> nopg.LinearPolicy:
         policy.linear.weight.copy_(torch.tensor([[0.4, -0.3]], dtype=torch.float64))
         policy.linear.bias.fill_(0.1)
     return policy
+
+
+def pendulum_episodes(seeds: range, steps: int, rng_seed: int = 0) -> nopg.TransitionDataset:
+    """Episodes of ``steps`` uniformly random torques in gymnasium's Pendulum-v1, one per reset
+    seed in ``seeds``."""
+    import gymnasium as gym
+
+    env = gym.make("Pendulum-v1")
+    rng = np.random.default_rng(rng_seed)
+    episodes = []
+    for k in seeds:
+        obs, _ = env.reset(seed=k)
+        ep = {"states": [], "actions": [], "rewards": [], "next_states": [], "terminals": []}
+        for _ in range(steps):
+            action = rng.uniform(-2.0, 2.0, size=1)
+            nxt, reward, terminated, _, _ = env.step(action)
+            for key, value in zip(ep, (obs, action, reward, nxt, terminated)):
+                ep[key].append(value)
+            obs = nxt
+        episodes.append({key: np.asarray(value, dtype=float) for key, value in ep.items()})
+    env.close()
+    return nopg.TransitionDataset.from_episodes(episodes)
+
+
+def save_pendulum_episodes(path, steps: int) -> str:
+    """Three :func:`pendulum_episodes` of ``steps`` steps saved as ``.npz`` at ``path``."""
+    pendulum_episodes(range(3), steps).save(path)
+    return str(path)

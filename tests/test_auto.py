@@ -6,11 +6,10 @@ import dataclasses
 import json
 import logging
 
-import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from conftest import make_arrays
+from conftest import make_arrays, save_pendulum_episodes
 
 import nopg
 from nopg import AutoNOPG, MethodConfig, NOPGConfig, TransitionDataset
@@ -21,22 +20,7 @@ from nopg.experiments.runner import ExperimentConfig
 @pytest.fixture(scope="module")
 def data_file(tmp_path_factory) -> str:
     """Three 20-step episodes of random torques in gymnasium's Pendulum-v1."""
-    env = gym.make("Pendulum-v1")
-    rng = np.random.default_rng(0)
-    episodes = []
-    for k in range(3):
-        obs, _ = env.reset(seed=k)
-        ep = {"states": [], "actions": [], "rewards": [], "next_states": [], "terminals": []}
-        for _ in range(20):
-            action = rng.uniform(-2.0, 2.0, size=1)
-            nxt, reward, terminated, _, _ = env.step(action)
-            for key, value in zip(ep, (obs, action, reward, nxt, terminated)):
-                ep[key].append(value)
-            obs = nxt
-        episodes.append({key: np.asarray(value) for key, value in ep.items()})
-    path = tmp_path_factory.mktemp("data") / "pendulum.npz"
-    TransitionDataset.from_episodes(episodes).save(path)
-    return str(path)
+    return save_pendulum_episodes(tmp_path_factory.mktemp("data") / "pendulum.npz", 20)
 
 
 def test_the_python_api_and_nopg_fit_give_the_same_policy(data_file, tmp_path):

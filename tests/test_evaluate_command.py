@@ -8,37 +8,19 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from conftest import pendulum_episodes
 
 import nopg
-from nopg import NOPG, NOPGConfig, TransitionDataset
+from nopg import NOPG, NOPGConfig
 from nopg.cli import main
 from nopg.run_evaluation import bootstrap_mean_ci, checkpoint_folders, load_saved, off_policy_estimate
-
-
-def _pendulum_data(seeds: range, steps: int, rng_seed: int) -> TransitionDataset:
-    """Episodes of uniformly random torques in gymnasium's Pendulum-v1."""
-    env = gym.make("Pendulum-v1")
-    rng = np.random.default_rng(rng_seed)
-    episodes = []
-    for k in seeds:
-        obs, _ = env.reset(seed=k)
-        ep = {"states": [], "actions": [], "rewards": [], "next_states": [], "terminals": []}
-        for _ in range(steps):
-            action = rng.uniform(-2.0, 2.0, size=1)
-            nxt, reward, terminated, _, _ = env.step(action)
-            for key, value in zip(ep, (obs, action, reward, nxt, terminated)):
-                ep[key].append(value)
-            obs = nxt
-        episodes.append({key: np.asarray(value, dtype=float) for key, value in ep.items()})
-    env.close()
-    return TransitionDataset.from_episodes(episodes)
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory) -> dict:
     """A run folder with two seeds (NOPG-D and NOPG-S, 3 updates each) and another data set."""
     root = tmp_path_factory.mktemp("eval")
-    data = _pendulum_data(range(3), 25, 0)
+    data = pendulum_episodes(range(3), 25, 0)
     bw = nopg.select_bandwidths(data, "silverman")
     s0 = data.episode_start_states()
     for seed, cls in ((0, nopg.DeterministicMLPPolicy), (1, nopg.GaussianMLPPolicy)):
@@ -47,7 +29,7 @@ def run(tmp_path_factory) -> dict:
         algo = NOPG(policy, NOPGConfig(gamma=0.9, seed=seed, n_mc_policy=3))
         algo.fit(data, bw, s0, 3, progress=False)
         algo.save(root / "run" / f"seed_{seed}" / "checkpoint")
-    other = _pendulum_data(range(10, 12), 20, 1)
+    other = pendulum_episodes(range(10, 12), 20, 1)
     other.save(root / "other.npz")
     return {"root": root, "run": root / "run", "data": data, "other": other,
             "other_path": str(root / "other.npz")}

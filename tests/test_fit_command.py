@@ -2,9 +2,9 @@
 
 import json
 
-import gymnasium as gym
 import numpy as np
 import pytest
+from conftest import save_pendulum_episodes
 
 from nopg import NOPG, TransitionDataset
 from nopg.cli import main
@@ -13,22 +13,7 @@ from nopg.cli import main
 @pytest.fixture(scope="module")
 def data_file(tmp_path_factory) -> str:
     """Three 30-step episodes of uniformly random torques in gymnasium's Pendulum-v1."""
-    env = gym.make("Pendulum-v1")
-    rng = np.random.default_rng(0)
-    episodes = []
-    for k in range(3):
-        obs, _ = env.reset(seed=k)
-        ep = {"states": [], "actions": [], "rewards": [], "next_states": [], "terminals": []}
-        for _ in range(30):
-            action = rng.uniform(-2.0, 2.0, size=1)
-            nxt, reward, terminated, _, _ = env.step(action)
-            for key, value in zip(ep, (obs, action, reward, nxt, terminated)):
-                ep[key].append(value)
-            obs = nxt
-        episodes.append({key: np.asarray(value) for key, value in ep.items()})
-    path = tmp_path_factory.mktemp("data") / "pendulum.npz"
-    TransitionDataset.from_episodes(episodes).save(path)
-    return str(path)
+    return save_pendulum_episodes(tmp_path_factory.mktemp("data") / "pendulum.npz", 30)
 
 
 def _fit(data_file, out, *extra):
