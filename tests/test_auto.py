@@ -149,3 +149,19 @@ def test_fit_with_env_takes_its_observation_bounds_and_time_limit(data_file, tmp
     assert environment_state_bounds(task, config, 3) == [[-1.0, -1.0, -8.0], [1.0, 1.0, 8.0]]
     assert judge_steps(config, task) == 200                   # Pendulum-v1's time limit
     assert judge_steps(config.replace(**{"task.eval_steps": 50}), task) == 50
+
+
+def test_many_initial_states_reach_the_judge_and_moved_successors_as_a_spread_subsample(dataset):
+    """With more initial states than SELECTION_STARTS the kernel fit keeps them all, while the
+    anchored recipe and the judge use the farthest-point subsample, and the report says so."""
+    from nopg.recipes import SELECTION_STARTS, selection_starts
+
+    starts = dataset.states[:30]
+    config = MethodConfig(n_updates=2, recipes=("given", "anchored"), snapshot_every=None)
+    method = AutoNOPG(config, seed=0).fit(dataset, starts, horizon=10, progress=False)
+    fits = {c.name: c for c in method.report_.candidates}
+    assert len(fits["given"].algo.initial_states_) == 30
+    np.testing.assert_array_equal(fits["anchored"].algo.initial_states_, selection_starts(starts))
+    assert len(selection_starts(starts)) == SELECTION_STARTS
+    assert any(f"use {SELECTION_STARTS} of the 30 initial states" in d
+               for d in method.report_.decisions)

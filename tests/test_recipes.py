@@ -44,14 +44,15 @@ from nopg.policy_selection import (
 from nopg.recipes import (
     ESCALATE_MAX_SAMPLES,
     RECIPES,
+    SELECTION_STARTS,
     STABILISE_MAX_SAMPLES,
-    STABILISE_MAX_STARTS,
     apply_recipe,
     discount_horizon,
     ends_in_failure,
     escalation,
     gains_nothing,
     resolve_recipes,
+    selection_starts,
 )
 
 pytestmark = pytest.mark.auto_recipes      # auto keeps the library's limit here (conftest)
@@ -142,17 +143,15 @@ def test_gains_nothing_compares_the_forecasts_mean_per_step_with_the_discounted_
 def test_escalation_where_nothing_ends_on_small_data_with_auto_alone(monkeypatch):
     endless = TransitionDataset(**make_arrays(terminals=()))         # 40 transitions
     ending = TransitionDataset(**make_arrays())                       # 2 terminal
-    assert ESCALATE_MAX_SAMPLES == 2000 and escalation(("auto",), endless, 3) == "anchored"
-    assert escalation(("auto",), endless, STABILISE_MAX_STARTS) == "anchored"
-    assert escalation(("auto",), endless, STABILISE_MAX_STARTS + 1) is None
-    assert escalation(("auto",), endless, 3, restarts=2) is None
-    assert escalation(("auto",), ending, 3) is None
-    assert escalation(("given",), endless, 3) is None
-    assert escalation(("given", "anchored"), endless, 3) is None
+    assert ESCALATE_MAX_SAMPLES == 2000 and escalation(("auto",), endless) == "anchored"
+    assert escalation(("auto",), endless, restarts=2) is None
+    assert escalation(("auto",), ending) is None
+    assert escalation(("given",), endless) is None
+    assert escalation(("given", "anchored"), endless) is None
     with pytest.raises(ValueError, match="unknown recipe 'anchord'"):
-        escalation(("anchord",), endless, 3)
+        escalation(("anchord",), endless)
     monkeypatch.setattr(recipes_module, "ESCALATE_MAX_SAMPLES", 39)
-    assert escalation(("auto",), endless, 3) is None
+    assert escalation(("auto",), endless) is None
 
 
 @pytest.mark.parametrize("fires", [True, False])
@@ -293,20 +292,17 @@ def test_auto_adds_stabilise_where_episodes_fail_on_small_data_and_runs_as_the_l
     for data in (bonus, goal, endless, everything_ends):
         assert not ends_in_failure(data, gamma)
     assert STABILISE_MAX_SAMPLES >= 40
-    assert resolve_recipes(("auto",), failing, gamma, 3) == ("given", "stabilise")
+    assert resolve_recipes(("auto",), failing, gamma) == ("given", "stabilise")
     for data in (bonus, goal, endless, everything_ends):
-        assert resolve_recipes(("auto",), data, gamma, 3) == ("given",)
-    assert resolve_recipes(("auto",), failing, gamma, 3, restarts=2) == ("given",)
-    assert resolve_recipes(("anchored", "given"), goal, gamma, 10 ** 4) == ("anchored", "given")
-    n_starts = STABILISE_MAX_STARTS
-    assert resolve_recipes(("auto",), failing, gamma, n_starts) == ("given", "stabilise")
-    assert resolve_recipes(("auto",), failing, gamma, n_starts + 1) == ("given",)
+        assert resolve_recipes(("auto",), data, gamma) == ("given",)
+    assert resolve_recipes(("auto",), failing, gamma, restarts=2) == ("given",)
+    assert resolve_recipes(("anchored", "given"), goal, gamma) == ("anchored", "given")
     monkeypatch.setattr(recipes_module, "STABILISE_MAX_SAMPLES", 39)
-    assert resolve_recipes(("auto",), failing, gamma, 3) == ("given",)
+    assert resolve_recipes(("auto",), failing, gamma) == ("given",)
     monkeypatch.setattr(recipes_module, "STABILISE_MAX_SAMPLES", STABILISE_MAX_SAMPLES)
     for bad, match in ((["auto", "given"], "cannot stand beside"), (["atuo"], "or 'auto' alone")):
         with pytest.raises(ValueError, match=match):
-            resolve_recipes(tuple(bad), failing, gamma, 3)
+            resolve_recipes(tuple(bad), failing, gamma)
     with pytest.raises(ValueError, match="resolve it first"):
         apply_recipe(get_task("cartpole-random").default_config(), "auto")
     monkeypatch.setitem(RECIPES["stabilise"], "n_updates", 2)
@@ -357,6 +353,26 @@ def test_the_tasks_data_end_in_failures_where_a_pole_falls_and_not_at_a_goal(
 def _row(recipe: str, kept: bool, ret: float | None, j_hat: float, forecast: float) -> dict:
     return {"recipe": recipe, "kept": kept, "return_mean": ret, "J_hat": j_hat,
             "judge": {"episode_return_mean": forecast}}
+
+
+def test_selection_starts_keep_few_states_spread_over_all():
+    """At most SELECTION_STARTS initial states for the judge and the moved-successor recipes:
+    all of them up to that many, else a deterministic farthest-point spread that covers them."""
+    rng = np.random.default_rng(0)
+    few = rng.normal(size=(SELECTION_STARTS, 3))
+    assert np.array_equal(selection_starts(few), few)
+    many = rng.normal(size=(817, 3))
+    picked = selection_starts(many)
+    assert picked.shape == (SELECTION_STARTS, 3)
+    assert np.array_equal(picked, selection_starts(many))               # deterministic
+    assert {tuple(r) for r in picked} <= {tuple(r) for r in many}       # rows of the states
+    assert np.array_equal(picked[0], many[0])                           # the first state first
+
+    def cover(subset):          # the farthest any state lies from the subset (k-centre radius)
+        return np.linalg.norm(many[:, None] - subset[None], axis=2).min(axis=1).max()
+
+    assert cover(picked) < 0.8 * cover(many[:SELECTION_STARTS])        # spread, not the first
+    assert len(selection_starts(many, 4)) == 4
 
 
 def test_the_recipes_report_counts_kept_seeds_and_ranks_all_fits():

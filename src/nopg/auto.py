@@ -62,6 +62,7 @@ from .recipes import (
     gains_nothing,
     resolve_recipes,
     reward_rates,
+    selection_starts,
 )
 from .snapshots import PolicySnapshots, SnapshotChoice, choose_snapshot
 
@@ -201,6 +202,7 @@ class _FitContext:
     data: TransitionDataset
     bandwidths: Bandwidths
     starts: np.ndarray
+    few_starts: np.ndarray        # the judge's and the moved-successor recipes' (selection_starts)
     action_max: np.ndarray
     state_bounds: Bounds | None
     terminal_bounds: Bounds | None
@@ -380,7 +382,8 @@ class AutoNOPG:
                                  for f in (evaluate, monitor))
         self.bandwidth_report_ = self.select_bandwidths(data)
         return _FitContext(
-            data=data, bandwidths=self.bandwidths_, starts=starts, action_max=action_bound,
+            data=data, bandwidths=self.bandwidths_, starts=starts,
+            few_starts=selection_starts(starts), action_max=action_bound,
             state_bounds=state_bounds, terminal_bounds=terminal_bounds,
             horizon=int(horizon) if horizon is not None else discount_horizon(
                 self.config.nopg.gamma),
@@ -410,9 +413,13 @@ class AutoNOPG:
     def _plan(self, ctx: _FitContext) -> FitReport:
         """The fits to make (``auto`` resolved by the data), recorded."""
         c, data, n_starts = self.config, ctx.data, len(ctx.starts)
-        recipes = resolve_recipes(c.recipes, data, c.nopg.gamma, n_starts, c.restarts)
-        escalate = escalation(c.recipes, data, n_starts, c.restarts)
+        recipes = resolve_recipes(c.recipes, data, c.nopg.gamma, c.restarts)
+        escalate = escalation(c.recipes, data, c.restarts)
         report = FitReport(recipes_asked=tuple(c.recipes), recipes=recipes, horizon=ctx.horizon)
+        if len(ctx.few_starts) < n_starts:
+            report.decide(f"seed {self.seed}: the judge and the recipes whose successors move use "
+                          f"{len(ctx.few_starts)} of the {n_starts} initial states, spread by "
+                          "farthest-point sampling")
         if recipes != tuple(c.recipes):                       # "auto", chosen by the data
             failing = ends_in_failure(data, c.nopg.gamma)
             report.decide(f"seed {self.seed}: recipes {', '.join(c.recipes)} = "
@@ -452,13 +459,15 @@ class AutoNOPG:
         torch.manual_seed(self.seed + 100_003 * restart)  # policy initialisation only
         policy = make_policy(config, ctx.data.state_dim, ctx.data.action_dim, ctx.action_max,
                              ctx.data)
+        starts = ctx.starts if config.nopg.successors == "kernel" else ctx.few_starts
         algo = NOPG(policy, dataclasses.replace(config.nopg, seed=self.seed),
                     stochastic=config.stochastic)
         monitor = None if ctx.monitor is None else EvalCallback(ctx.monitor, ctx.monitor_every)
         snapshots = _snapshots(config)
         board_dir = None if ctx.tensorboard_dir is None or board is None else \
             ctx.tensorboard_dir / board
-        _run_fit(algo, ctx, monitor, snapshots, board_dir, n_updates, ctx.log_path(log_name))
+        _run_fit(algo, ctx, starts, monitor, snapshots, board_dir, n_updates,
+                 ctx.log_path(log_name))
         return algo, monitor, snapshots
 
     def _keep_snapshot(self, ctx: _FitContext, algo: NOPG, snapshots: PolicySnapshots | None,
@@ -467,7 +476,7 @@ class AutoNOPG:
         ``algo``, logged; ``None`` (no judge built) without an earlier snapshot."""
         if snapshots is None or all(s.update == algo.update_ for s in snapshots.snapshots):
             return None
-        choice = choose_snapshot(self.judge(ctx), algo, snapshots.snapshots, ctx.starts,
+        choice = choose_snapshot(self.judge(ctx), algo, snapshots.snapshots, ctx.few_starts,
                                  ctx.horizon, self.seed)
         kept, final = choice.kept_score, choice.scores[0]
         logger.info("seed %d%s: the judge keeps the policy of update %d of %d (forecast %.2f; "
@@ -487,7 +496,7 @@ class AutoNOPG:
         seconds = time.perf_counter() - fit_start
         returns = None if ctx.evaluate is None else [float(r) for r in ctx.evaluate(algo.policy)]
         score = choice.kept_score if choice is not None else \
-            score_policy(self.judge(ctx), algo.policy, ctx.starts, ctx.horizon, self.seed)
+            score_policy(self.judge(ctx), algo.policy, ctx.few_starts, ctx.horizon, self.seed)
         cand = Candidate(name, algo, rconfig, seconds, algo.J_hat(), algo.support_gap_, score,
                          choice, returns, ctx.log_path(f"log_{name}.csv"))
         logger.info("seed %d recipe %s: return %s, J_hat %.4f (its own model); the judge: "
@@ -560,8 +569,8 @@ class AutoNOPG:
                           "and is kept")
             if continued:
                 board = None if ctx.tensorboard_dir is None else ctx.tensorboard_dir / kept.name
-                _run_fit(kept.algo, ctx, monitor, snapshots, board, config.n_updates - first,
-                         kept.log_path)
+                _run_fit(kept.algo, ctx, kept.algo.initial_states_, monitor, snapshots, board,
+                         config.n_updates - first, kept.log_path)
         kept.snapshot = self._keep_snapshot(ctx, kept.algo, snapshots, "")
         kept.score = None if kept.snapshot is None else kept.snapshot.kept_score
         kept.fit_time_s += time.perf_counter() - fit_start
@@ -631,10 +640,10 @@ def _snapshots(config: MethodConfig) -> PolicySnapshots | None:
                            int(math.ceil(config.snapshot_from * config.n_updates - 1e-9)))
 
 
-def _run_fit(algo: NOPG, ctx: _FitContext, monitor: EvalCallback | None,
+def _run_fit(algo: NOPG, ctx: _FitContext, starts: Any, monitor: EvalCallback | None,
              snapshots: PolicySnapshots | None, board_dir: Path | None, n_updates: int,
              log_path: Path | None) -> None:
-    """``algo.fit`` on the context's data with the monitor, the snapshots and, with a
+    """``algo.fit`` on the context's data from ``starts`` with the monitor, the snapshots and, with a
     ``board_dir``, a TensorBoard writer after them (so it sees the monitor's return)."""
     callbacks: list[Any] = [cb for cb in (monitor, snapshots) if cb is not None]
     board = None
@@ -644,7 +653,7 @@ def _run_fit(algo: NOPG, ctx: _FitContext, monitor: EvalCallback | None,
         board = TensorBoardCallback(board_dir)
         callbacks.append(board)
     try:
-        algo.fit(ctx.data, ctx.bandwidths, ctx.starts, n_updates, callbacks=callbacks,
+        algo.fit(ctx.data, ctx.bandwidths, starts, n_updates, callbacks=callbacks,
                  log_path=log_path, progress=ctx.progress)
     finally:
         if board is not None:

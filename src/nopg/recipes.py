@@ -21,15 +21,16 @@ policy that one anchored model of the data rates best (:mod:`nopg.policy_selecti
 
 ``auto`` (alone, the default) names a list by the data: ``given`` and ``stabilise`` where the
 data's episodes end in failures (:func:`ends_in_failure`), the data hold at most
-:data:`STABILISE_MAX_SAMPLES` transitions, there are at most :data:`STABILISE_MAX_STARTS`
-initial states and one restart is asked for, else ``given`` alone (:func:`resolve_recipes`).
+:data:`STABILISE_MAX_SAMPLES` transitions and one restart is asked for, else ``given`` alone
+(:func:`resolve_recipes`).
 ``stabilise`` ranks its candidates by how long they keep the episode going, which is the task
 only where an end is a failure; where an end is a goal (mountain car) it prefers episodes that
 never reach it, and where nothing ends (a swing-up, a maze without terminals) it is a linear
 policy on a model the judge rates with no end to see. Its CMA-ES rolls every candidate out
 from every initial state and solves a model with an anchor per step of every rollout, which
-grows past a fit's cost on large data and on many initial states (the states that start a
-user's episodes, by default).
+grows past a fit's cost on large data. The recipes whose successors move, and the judge, use at
+most :data:`SELECTION_STARTS` of the initial states (:func:`selection_starts`), so their cost
+does not grow with the number of episodes in a user's file.
 
 Where nothing ends (no terminal transition), ``auto`` fits ``given`` and then *escalates* to
 ``anchored`` only where the judge forecasts that ``given``'s policy gains nothing along its
@@ -37,9 +38,9 @@ episodes (:func:`gains_nothing`): its mean reward per step over the evaluation i
 than its discounted mean per step, so the policy does not bring the system to better states than
 those it starts from (a pendulum that spins instead of swinging up). The judge then keeps one of
 the two fits as among any recipes. This holds on data of at most
-:data:`ESCALATE_MAX_SAMPLES` transitions, :data:`STABILISE_MAX_STARTS` initial states and one
-restart (:func:`escalation`): an ``anchored`` fit solves a model with anchors along the rollout
-of every start, many times a ``given`` fit's cost. Where ``given``'s policy gains along its
+:data:`ESCALATE_MAX_SAMPLES` transitions and one restart (:func:`escalation`): an ``anchored``
+fit solves a model with anchors along the rollout of every start, many times a ``given`` fit's
+cost. Where ``given``'s policy gains along its
 episodes, the run is the ``given`` fit alone: ``anchored`` fits that fail can look good to the
 judge, an anchored model too, on sparse data or data from one behaviour, so the judge is not
 asked to choose where the first fit already does what a policy should.
@@ -54,21 +55,22 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .policy_selection import JudgeScore, anchored_config
+from .starts import farthest_data_states
 
 if TYPE_CHECKING:
     from .data import TransitionDataset
     from .method_config import MethodConfig
 
 __all__ = ["ANCHORED_DATA_STARTS", "AUTO", "ESCALATE_MAX_SAMPLES", "ESCALATION", "RECIPES",
-           "STABILISE_MAX_SAMPLES", "STABILISE_MAX_STARTS", "apply_recipe", "check_recipes",
+           "SELECTION_STARTS", "STABILISE_MAX_SAMPLES", "apply_recipe", "check_recipes",
            "discount_horizon", "ends_in_failure", "escalation", "gains_nothing",
-           "resolve_recipes", "reward_rates"]
+           "resolve_recipes", "reward_rates", "selection_starts"]
 
 STABILISE_GENERATIONS = 50
 STABILISE_PATIENCE = 8
 STABILISE_HORIZON_DISCOUNTS = 10.0     # search_horizon = 10 / (1 - gamma) steps
 STABILISE_MAX_SAMPLES = 5000           # auto adds stabilise up to this many transitions
-STABILISE_MAX_STARTS = 16              # ... and this many initial states
+SELECTION_STARTS = 16                  # initial states the judge and moved-successor recipes use
 ANCHORED_DATA_STARTS = 7               # the anchored recipe's data states as extra starts
 ESCALATE_MAX_SAMPLES = 2000            # auto escalates to anchored up to this many transitions
 ESCALATION = "anchored"                # ... the recipe it escalates to
@@ -125,35 +127,50 @@ def ends_in_failure(data: TransitionDataset, gamma: float) -> bool:
 
 
 def resolve_recipes(recipes: tuple[str, ...], data: TransitionDataset, gamma: float,
-                    n_starts: int, restarts: int = 1) -> tuple[str, ...]:
-    """The recipes to fit on ``data`` (discount ``gamma``, ``n_starts`` initial states):
-    ``recipes`` itself, unless it is ``("auto",)``, which gives ``("given", "stabilise")`` where
-    the episodes end in failures (:func:`ends_in_failure`), with at most
-    :data:`STABILISE_MAX_SAMPLES` transitions, :data:`STABILISE_MAX_STARTS` initial states and
-    one restart, else ``("given",)``."""
+                    restarts: int = 1) -> tuple[str, ...]:
+    """The recipes to fit on ``data`` (discount ``gamma``): ``recipes`` itself, unless it is
+    ``("auto",)``, which gives ``("given", "stabilise")`` where the episodes end in failures
+    (:func:`ends_in_failure`), with at most :data:`STABILISE_MAX_SAMPLES` transitions and one
+    restart, else ``("given",)``."""
     check_recipes(recipes)
     if tuple(recipes) != (AUTO,):
         return tuple(recipes)
-    if _affordable(data, n_starts, restarts, STABILISE_MAX_SAMPLES) and ends_in_failure(data, gamma):
+    if _affordable(data, restarts, STABILISE_MAX_SAMPLES) and ends_in_failure(data, gamma):
         return ("given", "stabilise")
     return ("given",)
 
 
-def _affordable(data: TransitionDataset, n_starts: int, restarts: int, max_samples: int
-                ) -> bool:
-    """Whether an extra recipe is affordable: at most ``max_samples`` transitions,
-    :data:`STABILISE_MAX_STARTS` initial states and one restart."""
-    return restarts == 1 and len(data) <= max_samples and n_starts <= STABILISE_MAX_STARTS
+def _affordable(data: TransitionDataset, restarts: int, max_samples: int) -> bool:
+    """Whether an extra recipe is affordable: at most ``max_samples`` transitions and one
+    restart."""
+    return restarts == 1 and len(data) <= max_samples
 
 
-def escalation(recipes: tuple[str, ...], data: TransitionDataset, n_starts: int,
-               restarts: int = 1) -> str | None:
+def selection_starts(initial_states: np.ndarray, m: int = SELECTION_STARTS) -> np.ndarray:
+    """At most ``m`` of ``initial_states`` (k, d): all of them where ``k <= m``, else ``m``
+    spread over them by farthest-point sampling (:func:`nopg.starts.farthest_data_states`,
+    deterministic, in units of their spread per dimension, the first state first).
+
+    The judge's forecast and the objectives of the recipes whose successors move are means over
+    the initial states whose cost grows with their number (an anchored rollout per start); this
+    subsample estimates those means at a cost that does not grow with the number of episodes in
+    the data. :data:`SELECTION_STARTS` (16) is above the 15 initial states every benchmark that
+    these mechanisms were measured on used, so their results are those of all the states."""
+    states = np.asarray(initial_states, dtype=np.float64)
+    if len(states) <= m:
+        return states
+    picked = farthest_data_states(states, states[:0], m)
+    return states[np.sort(picked)]
+
+
+def escalation(recipes: tuple[str, ...], data: TransitionDataset, restarts: int = 1
+               ) -> str | None:
     """The recipe ``auto`` escalates to where ``given``'s policy gains nothing
     (:func:`gains_nothing`): :data:`ESCALATION` where ``recipes`` is ``("auto",)`` and no
-    transition of ``data`` is terminal, with at most :data:`ESCALATE_MAX_SAMPLES` transitions,
-    ``n_starts`` <= :data:`STABILISE_MAX_STARTS` initial states and one restart; else ``None``."""
+    transition of ``data`` is terminal, with at most :data:`ESCALATE_MAX_SAMPLES` transitions
+    and one restart; else ``None``."""
     check_recipes(recipes)
-    if (tuple(recipes) == (AUTO,) and _affordable(data, n_starts, restarts, ESCALATE_MAX_SAMPLES)
+    if (tuple(recipes) == (AUTO,) and _affordable(data, restarts, ESCALATE_MAX_SAMPLES)
             and not np.asarray(data.terminals, dtype=bool).any()):
         return ESCALATION
     return None
