@@ -127,3 +127,28 @@ def test_within_the_margin_the_later_policy_stays():
     assert best_score([final, earlier], tie_break=False) == 0
     assert best_score([final, earlier]) == 1
     assert best_score([final, _forecast(-390.0, 0.0)], tie_break=False) == 1
+
+
+def test_evaluated_candidates_give_the_judges_rank_correlation_and_regret(tmp_path):
+    """With ``evaluate_candidates`` every policy the judge scores is also evaluated (for the
+    record): the kept one's return is the seed's, the regret@1 is the best scored return less
+    it, and the run's summary pools the candidates into a rank correlation; the choice is the
+    one made without the evaluations."""
+    from nopg.experiments.runner import selection_report
+
+    task, config = _runner_config(snapshot_from=0.0)
+    res = run_seed(task, config.replace(evaluate_candidates=True), 0, tmp_path / "on",
+                   progress=False)
+    plain = run_seed(task, config, 0, tmp_path / "off", progress=False)
+    rows = res["fit_report"]["scored"]
+    assert [r["update"] for r in rows] == [6, 4, 2] and sum(r["kept"] for r in rows) == 1
+    kept = next(r for r in rows if r["kept"])
+    assert kept["update"] == res["snapshot"]["update"] == plain["snapshot"]["update"]
+    assert kept["return"] == pytest.approx(res["return_mean"], rel=1e-12)
+    assert res["fit_report"]["regret_at_1"] == pytest.approx(
+        max(r["return"] for r in rows) - kept["return"], abs=1e-12)
+    assert [r["return"] for r in plain["fit_report"]["scored"]] == [plain["return_mean"]]
+    report = selection_report([res, res])
+    assert report["scored"] == 6 and report["regret_at_1"] == [res["fit_report"]["regret_at_1"]] * 2
+    assert -1.0 <= report["spearman"] <= 1.0
+    assert selection_report([{"seed": 0}]) is None

@@ -180,6 +180,30 @@ class FitReport:
         """The fit the method returned."""
         return next(c for c in self.candidates if c.kept)
 
+    def scored(self) -> list[dict[str, Any]]:
+        """Every policy the judge scored whose true return is known: the fit, the update, the
+        forecast, the return and whether it is the one kept. Every snapshot where
+        ``fit(evaluate_candidates=True)``, else each fit's kept policy."""
+        rows = []
+        for c in self.candidates:
+            snap = c.snapshot
+            if snap is not None and snap.returns is not None:
+                rows += [{"fit": c.name, "update": u, "forecast": sc.episode_return_mean,
+                          "return": r, "kept": c.kept and u == snap.update}
+                         for u, sc, r in zip(snap.updates, snap.scores, snap.returns)]
+            elif c.score is not None and c.return_mean is not None:
+                rows.append({"fit": c.name, "update": c.algo.update_ if snap is None else
+                             snap.update, "forecast": c.score.episode_return_mean,
+                             "return": c.return_mean, "kept": c.kept})
+        return rows
+
+    def regret(self) -> float | None:
+        """The best true return among the scored policies less the kept one's (regret@1);
+        ``None`` without true returns."""
+        rows = self.scored()
+        kept = [r["return"] for r in rows if r["kept"]]
+        return max(r["return"] for r in rows) - kept[0] if kept else None
+
     def decide(self, message: str) -> None:
         """Record a decision and log it."""
         self.decisions.append(message)
@@ -191,7 +215,8 @@ class FitReport:
                 "candidates": [c.to_dict() for c in self.candidates],
                 "escalation": self.escalation, "horizon": self.horizon,
                 "bandwidth_time_s": self.bandwidth_time_s, "fit_time_s": self.fit_time_s,
-                "total_time_s": self.total_time_s,
+                "total_time_s": self.total_time_s, "scored": self.scored(),
+                "regret_at_1": self.regret(),
                 "dropped_state_dims": list(self.dropped_state_dims)}
 
 
@@ -210,6 +235,7 @@ class _FitContext:
     evaluate: Callable[[nn.Module], list[float]] | None
     monitor: Callable[[nn.Module], float] | None
     monitor_every: int
+    evaluate_candidates: bool
     log_dir: Path | None
     tensorboard_dir: Path | None
     progress: bool
@@ -296,8 +322,8 @@ class AutoNOPG:
             terminal_bounds: ArrayLike | None = None, horizon: int | None = None,
             evaluate: Callable[[nn.Module], list[float]] | None = None,
             monitor: Callable[[nn.Module], float] | None = None, monitor_every: int = 100,
-            log_dir: str | Path | None = None, tensorboard_dir: str | Path | None = None,
-            progress: bool = True) -> AutoNOPG:
+            evaluate_candidates: bool = False, log_dir: str | Path | None = None,
+            tensorboard_dir: str | Path | None = None, progress: bool = True) -> AutoNOPG:
         """Fit the method to ``data`` (module docstring).
 
         Parameters
@@ -319,6 +345,10 @@ class AutoNOPG:
         monitor, monitor_every
             ``monitor(policy) -> return`` every ``monitor_every`` updates, logged as
             ``eval_return``.
+        evaluate_candidates : bool
+            Also ``evaluate`` every policy the judge scores (each snapshot), for the report's
+            measure of the judge (``report_.scored()``, ``report_.regret()``); never used to
+            choose.
         log_dir : path, optional
             Folder of the per-update CSV logs (``log.csv``, or ``log_<fit>.csv`` per fit).
         tensorboard_dir : path, optional
@@ -334,6 +364,7 @@ class AutoNOPG:
         ctx = self._context(data, initial_states, action_max, state_bounds, terminal_bounds,
                             horizon, evaluate, monitor, monitor_every, log_dir, tensorboard_dir,
                             progress)
+        ctx.evaluate_candidates = bool(evaluate_candidates) and ctx.evaluate is not None
         report = self._plan(ctx)
         report.dropped_state_dims = np.flatnonzero(~self.kept_state_dims_).tolist()
         report.bandwidth_time_s = self.bandwidth_report_.seconds
@@ -388,6 +419,7 @@ class AutoNOPG:
             horizon=int(horizon) if horizon is not None else discount_horizon(
                 self.config.nopg.gamma),
             evaluate=evaluate, monitor=monitor, monitor_every=monitor_every,
+            evaluate_candidates=False,
             log_dir=None if log_dir is None else Path(log_dir),
             tensorboard_dir=None if tensorboard_dir is None else Path(tensorboard_dir),
             progress=progress)
@@ -476,8 +508,11 @@ class AutoNOPG:
         ``algo``, logged; ``None`` (no judge built) without an earlier snapshot."""
         if snapshots is None or all(s.update == algo.update_ for s in snapshots.snapshots):
             return None
+        evaluate = ctx.evaluate
         choice = choose_snapshot(self.judge(ctx), algo, snapshots.snapshots, ctx.few_starts,
-                                 ctx.horizon, self.seed)
+                                 ctx.horizon, self.seed,
+                                 evaluate=(lambda pol: float(np.mean(evaluate(pol))))
+                                 if ctx.evaluate_candidates and evaluate is not None else None)
         kept, final = choice.kept_score, choice.scores[0]
         logger.info("seed %d%s: the judge keeps the policy of update %d of %d (forecast %.2f; "
                     "the final policy's %.2f; %d snapshots from update %d)", self.seed, label,

@@ -23,7 +23,7 @@ fit.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -90,11 +90,15 @@ class SnapshotChoice:
         The candidates' updates, in order of preference (the final policy first).
     scores : list of JudgeScore
         Their scores under the judge, in the same order.
+    returns : list of float or None
+        Their true returns where the caller asked for them (``evaluate``; for the record of the
+        judge's quality only), in the same order.
     """
 
     update: int
     updates: list[int]
     scores: list[JudgeScore]
+    returns: list[float] | None = None
 
     @property
     def kept_final(self) -> bool:
@@ -109,21 +113,29 @@ class SnapshotChoice:
         return {"update": self.update, "kept_final": self.kept_final, "updates": list(self.updates),
                 "forecasts": [s.episode_return_mean for s in self.scores],
                 "judge_J_hat": [s.J_hat for s in self.scores],
-                "support_gaps": [s.support_gap for s in self.scores]}
+                "support_gaps": [s.support_gap for s in self.scores],
+                "returns": self.returns}
 
 
 def choose_snapshot(judge: AnchoredBellman, algo: NOPG, snapshots: Sequence[Snapshot],
                     initial_states: np.ndarray | torch.Tensor, steps: int, seed: int,
-                    rtol: float = FORECAST_RTOL) -> SnapshotChoice:
+                    rtol: float = FORECAST_RTOL,
+                    evaluate: Callable[[torch.nn.Module], float] | None = None
+                    ) -> SnapshotChoice:
     """Score ``algo``'s final policy and ``snapshots`` under ``judge`` (episodes of ``steps``
     steps from ``initial_states``, draws seeded by ``seed``), keep one (module docstring) and
-    load it into ``algo``. A snapshot of the final update itself is not scored twice."""
+    load it into ``algo``. A snapshot of the final update itself is not scored twice. With
+    ``evaluate`` (a policy's true return) every candidate is also evaluated, for the record;
+    the choice does not see it."""
     candidates = [Snapshot(algo.update_, policy_state(algo.policy))]
     candidates += [s for s in sorted(snapshots, key=lambda s: -s.update) if s.update != algo.update_]
-    scores = []
+    scores, returns = [], []
     for snap in candidates:
         algo.load_policy_state(snap.state)
         scores.append(score_policy(judge, algo.policy, initial_states, steps, seed))
+        if evaluate is not None:
+            returns.append(float(evaluate(algo.policy)))
     kept = candidates[best_score(scores, rtol, tie_break=False)]
     algo.load_policy_state(kept.state)
-    return SnapshotChoice(kept.update, [c.update for c in candidates], scores)
+    return SnapshotChoice(kept.update, [c.update for c in candidates], scores,
+                          returns if evaluate is not None else None)

@@ -67,6 +67,7 @@ class ExperimentConfig(MethodConfig):
     eval_every: int = 100                     # evaluate in the environment every N updates
     eval_episodes: int = 1                    # episodes per evaluation
     final_eval_episodes: int = 1              # episodes of the final evaluation
+    evaluate_candidates: bool = False         # evaluate every policy the judge scores (record)
     task: TaskSettings | dict[str, Any] = field(default_factory=dict)   # the task's own settings
 
     KIND: ClassVar[str] = "experiment"
@@ -238,7 +239,8 @@ def fit_method(task: Task, config: ExperimentConfig, data: TransitionDataset, s0
         monitor=(lambda pol: float(np.mean(task.evaluate(pol, config, seed,
                                                          config.eval_episodes))))
         if evaluates else None,
-        monitor_every=config.eval_every, log_dir=out_dir,
+        monitor_every=config.eval_every, evaluate_candidates=config.evaluate_candidates,
+        log_dir=out_dir,
         tensorboard_dir=out_dir / "tensorboard" if tensorboard and out_dir else None,
         progress=progress)
 
@@ -362,6 +364,23 @@ def recipes_report(seeds: Sequence[Mapping[str, Any]], confidence: float = 0.95
             "spearman_own_J_hat": rank_correlation([row["J_hat"] for row in rated], truth)}
 
 
+def selection_report(seeds: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """How well the judge chose, over a run's seeds: the Spearman correlation of its forecast
+    with the true return over every scored policy of every seed (``fit_report.scored``), and
+    the regret@1 of each seed's choice (the best scored return less the kept one's), its mean
+    and largest. ``None`` where no seed scored a policy with a known return."""
+    rows = [row for seed in seeds for row in seed.get("fit_report", {}).get("scored", ())]
+    regrets = [seed["fit_report"]["regret_at_1"] for seed in seeds
+               if seed.get("fit_report", {}).get("regret_at_1") is not None]
+    if not rows:
+        return None
+    return {"scored": len(rows),
+            "spearman": rank_correlation([r["forecast"] for r in rows],
+                                         [r["return"] for r in rows]),
+            "regret_at_1": regrets, "regret_at_1_mean": float(np.mean(regrets)),
+            "regret_at_1_max": float(np.max(regrets))}
+
+
 def _log_recipes_report(report: Mapping[str, Any]) -> None:
     """One line per recipe and one for the rank correlations (:func:`recipes_report`)."""
     def fmt(value: float | None) -> str:
@@ -451,6 +470,14 @@ def _run_seeds(task: Task, config: ExperimentConfig, kind: str, run_dir: Path,
         if report is not None:
             summary["recipes"] = report
             _log_recipes_report(report)
+        selection = selection_report(seeds)
+        if selection is not None:
+            summary["selection"] = selection
+            logger.info("the judge over %d scored policies: Spearman(forecast, return) %s; "
+                        "regret@1 mean %.2f, largest %.2f", selection["scored"],
+                        "n/a" if selection["spearman"] is None else
+                        f"{selection['spearman']:.2f}", selection["regret_at_1_mean"],
+                        selection["regret_at_1_max"])
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
         plot_learning_curves([run_dir / f"seed_{s}" / "log.csv" for s in config.seeds],
                              run_dir / "learning_curves.png",
