@@ -165,3 +165,24 @@ def test_many_initial_states_reach_the_judge_and_moved_successors_as_a_spread_su
     assert len(selection_starts(starts)) == SELECTION_STARTS
     assert any(f"use {SELECTION_STARTS} of the 30 initial states" in d
                for d in method.report_.decisions)
+
+
+def test_the_judges_horizon_is_where_the_datas_episodes_are_cut(data_file, dataset):
+    """Without a horizon the judge forecasts over the length at which at least two episodes
+    are cut without a terminal (a time limit), else over 10 / (1 - gamma) steps."""
+    from nopg.auto import episode_horizon
+
+    pendulum = nopg.formats.load_dataset(data_file)            # three 20-step episodes
+    assert episode_horizon(pendulum) == 20
+    assert episode_horizon(pendulum.subset(np.arange(45))) == 20    # the last one cut short
+    assert episode_horizon(pendulum.subset(np.arange(30))) is None  # one cut: end of logging
+    failed = np.zeros(60, bool)
+    failed[[19, 39, 59]] = True
+    ends = TransitionDataset(pendulum.states, pendulum.actions, pendulum.rewards,
+                             pendulum.next_states, failed, episode_ids=pendulum.episode_ids)
+    assert len(ends.episodes()) == 3 and episode_horizon(ends) is None   # every one a failure
+    singles = TransitionDataset(**{**make_arrays(), "episode_ids": np.arange(40)})
+    assert episode_horizon(singles) is None                    # no episode structure
+    config = MethodConfig(n_updates=2, snapshot_every=None)
+    assert AutoNOPG(config).fit(pendulum, progress=False).report_.horizon == 20
+    assert AutoNOPG(config).fit(singles, progress=False).report_.horizon == 1000   # gamma 0.99

@@ -66,7 +66,7 @@ from .recipes import (
 )
 from .snapshots import PolicySnapshots, SnapshotChoice, choose_snapshot
 
-__all__ = ["AutoNOPG", "Candidate", "FitReport", "make_policy", "model_episode_report",
+__all__ = ["AutoNOPG", "Candidate", "FitReport", "episode_horizon", "make_policy", "model_episode_report",
            "with_bounds"]
 
 logger = logging.getLogger("nopg.auto")
@@ -337,7 +337,8 @@ class AutoNOPG:
             ``[low, high]`` of the state space and of where episodes go on (``None`` or
             ``nan`` entries: unbounded), for the models whose successors move.
         horizon : int, optional
-            The evaluation's episode length: the judge forecasts returns over it (default
+            The evaluation's episode length: the judge forecasts returns over it (default: the
+            length at which the data's episodes are cut, :func:`episode_horizon`, else
             ``ceil(10 / (1 - gamma))``).
         evaluate : callable, optional
             ``evaluate(policy) -> returns``, recorded for each fit in the report, never used to
@@ -416,13 +417,26 @@ class AutoNOPG:
             data=data, bandwidths=self.bandwidths_, starts=starts,
             few_starts=selection_starts(starts), action_max=action_bound,
             state_bounds=state_bounds, terminal_bounds=terminal_bounds,
-            horizon=int(horizon) if horizon is not None else discount_horizon(
-                self.config.nopg.gamma),
+            horizon=int(horizon) if horizon is not None else self._default_horizon(data),
             evaluate=evaluate, monitor=monitor, monitor_every=monitor_every,
             evaluate_candidates=False,
             log_dir=None if log_dir is None else Path(log_dir),
             tensorboard_dir=None if tensorboard_dir is None else Path(tensorboard_dir),
             progress=progress)
+
+    def _default_horizon(self, data: TransitionDataset) -> int:
+        """The judge's horizon where the caller gives none: :func:`episode_horizon`, else
+        ``ceil(10 / (1 - gamma))``; logged."""
+        shown = episode_horizon(data)
+        if shown is not None:
+            logger.info("seed %d: the judge forecasts returns over %d steps, the length at which "
+                        "the data's episodes are cut (give horizon for another)", self.seed, shown)
+            return shown
+        steps = discount_horizon(self.config.nopg.gamma)
+        logger.info("seed %d: the judge forecasts returns over %d steps, 10 / (1 - gamma): the "
+                    "data show no time limit (give horizon for the evaluation's length)",
+                    self.seed, steps)
+        return steps
 
     def select_bandwidths(self, data: TransitionDataset) -> BandwidthReport:
         """The bandwidth selection's report for ``data`` (``config.bandwidth_method``, its factors
@@ -653,6 +667,19 @@ def model_episode_report(algo: NOPG, steps: int, seed: int) -> dict[str, Any]:
         logger.info(message)
     return {"model_episode_steps_mean": mean, "model_episode_steps_min": shortest,
             "model_episode_steps_of": int(steps)}
+
+
+def episode_horizon(data: TransitionDataset) -> int | None:
+    """The evaluation length the data show: the length ``L`` at which their episodes are cut,
+    where at least two episodes longer than one step end without a terminal transition at the
+    longest such length (a repeated cut is a time limit; a single one can be the end of the
+    logging). ``None`` where the data show none (episodes that end in terminals, one
+    transition each, or one cut)."""
+    lengths = [len(idx) for idx in data.episodes() if not data.terminals[idx[-1]]]
+    if not lengths:
+        return None
+    longest = max(lengths)
+    return longest if longest > 1 and lengths.count(longest) >= 2 else None
 
 
 def _on_full_states(function: Callable[[nn.Module], Any], keep: np.ndarray

@@ -204,12 +204,19 @@ def _eval_steps(config: ExperimentConfig) -> Any:
     return config.task.get("eval_steps") if isinstance(config.task, Mapping) else None
 
 
-def judge_steps(config: ExperimentConfig, task: Task | None = None) -> int:
-    """How many steps the judge counts a policy's episodes up to: the task's evaluation length
-    (``eval_steps``, or a task's ``horizon(config)``), else ``10 / (1 - gamma)``."""
+def task_horizon(config: ExperimentConfig, task: Task | None = None) -> int | None:
+    """The task's evaluation length: a task's ``horizon(config)`` (``nopg fit``'s), else its
+    ``eval_steps``; ``None`` where it names none (:class:`nopg.AutoNOPG` then reads it from
+    the data)."""
     horizon_of = getattr(task, "horizon", None)
     steps = horizon_of(config) if horizon_of is not None else _eval_steps(config)
-    return int(steps) if steps else discount_horizon(config.nopg.gamma)
+    return int(steps) if steps else None
+
+
+def judge_steps(config: ExperimentConfig, task: Task | None = None) -> int:
+    """How many steps the judge counts a policy's episodes up to where the data show no time
+    limit: :func:`task_horizon`, else ``10 / (1 - gamma)``."""
+    return task_horizon(config, task) or discount_horizon(config.nopg.gamma)
 
 
 def _write_bandwidths(method: AutoNOPG, out_dir: Path) -> None:
@@ -233,7 +240,7 @@ def fit_method(task: Task, config: ExperimentConfig, data: TransitionDataset, s0
         data, s0, action_max=task.action_max,
         state_bounds=environment_state_bounds(task, config, data.state_dim),
         terminal_bounds=task_terminal_bounds(task, config, data.state_dim),
-        horizon=judge_steps(config, task),
+        horizon=task_horizon(config, task),
         evaluate=(lambda pol: task.evaluate(pol, config, seed, config.final_eval_episodes))
         if evaluates else None,
         monitor=(lambda pol: float(np.mean(task.evaluate(pol, config, seed,
