@@ -186,3 +186,31 @@ def test_the_judges_horizon_is_where_the_datas_episodes_are_cut(data_file, datas
     config = MethodConfig(n_updates=2, snapshot_every=None)
     assert AutoNOPG(config).fit(pendulum, progress=False).report_.horizon == 20
     assert AutoNOPG(config).fit(singles, progress=False).report_.horizon == 1000   # gamma 0.99
+
+
+def test_reproduce_and_the_sweep_run_the_same_object(tmp_path, monkeypatch):
+    """``nopg reproduce`` (the runner) and the sample-efficiency sweep fit through
+    :class:`nopg.AutoNOPG`, and the sweep's NOPG row is the method's policy and ``J_hat``."""
+    from nopg.experiments import get_task, run_seed
+    from nopg.experiments.sample_efficiency import SampleEfficiencyConfig, plan
+    from nopg.experiments.sample_efficiency_jobs import run_job
+
+    fitted: list[AutoNOPG] = []
+    original = AutoNOPG.fit
+
+    def spy(self, *args, **kwargs):
+        fitted.append(self)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(AutoNOPG, "fit", spy)
+    task = get_task("pendulum-grid")
+    config = task.default_config().replace(
+        n_updates=2, task={"n_theta": 4, "n_theta_dot": 4, "eval_steps": 20,
+                           "portrait_resolution": 8})
+    res = run_seed(task, config, 0, tmp_path / "run", progress=False)
+    assert len(fitted) == 1 and fitted[0].J_hat_ == pytest.approx(res["J_hat"], rel=1e-12)
+    cfg = SampleEfficiencyConfig(task="pendulum-grid", algorithms=("NOPG-D",), sizes=(32,),
+                                 seeds=(0,), settings={"task.eval_steps": 20}, nopg_updates=2)
+    jobs, _ = plan(cfg, tmp_path / "sweep")
+    (rows,) = [run_job(job) for job in jobs]
+    assert len(fitted) == 2 and rows[0]["J_hat"] == pytest.approx(fitted[1].J_hat_, rel=1e-12)
