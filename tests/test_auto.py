@@ -87,6 +87,29 @@ def test_constant_state_dimensions_are_ignored_as_if_dropped(caplog):
                                rtol=1e-12)
 
 
+def test_a_fit_without_constant_dimensions_saves_loads_and_exports_on_full_states(tmp_path):
+    """The kept fit's checkpoint holds the policy that takes full states (and the model's
+    reduced ones): loaded, and exported with the model's states, it acts as fitted."""
+    from nopg.export import export_policy, load_exported_policy
+
+    arrays = make_arrays(seed=3)
+    for key in ("states", "next_states"):
+        arrays[key] = np.insert(arrays[key], 0, -2.0, axis=1)
+    wide = TransitionDataset(**arrays)
+    method = AutoNOPG(MethodConfig(n_updates=3, snapshot_every=None), seed=0)
+    method.fit(wide, wide.states[:4], progress=False)
+    expected = method.predict(wide.states[:6])
+    loaded = nopg.NOPG.load(method.save(tmp_path / "checkpoint"))
+    assert loaded.J_hat() == pytest.approx(method.J_hat_, rel=1e-9)
+    with torch.no_grad():
+        acted = loaded.policy(torch.as_tensor(wide.states[:6], dtype=torch.float64)).numpy()
+    np.testing.assert_allclose(acted, expected, rtol=1e-12)
+    path = export_policy(loaded.policy, tmp_path / "policy.pt",
+                         example_states=loaded.model_.data.states[:8])
+    run, _ = load_exported_policy(path)
+    np.testing.assert_allclose(run(wide.states[:6]), expected, rtol=1e-6, atol=1e-9)
+
+
 def test_task_bounds_reach_the_models_whose_successors_move(dataset):
     """``state_bounds`` and ``terminal_bounds`` go to the anchored recipe and the judge, never
     to the kernel model, and an explicit setting is kept."""

@@ -294,10 +294,9 @@ class AutoNOPG:
     @property
     def policy_(self) -> nn.Module:
         """The kept policy, acting on the data's full states (where some state dimensions
-        were ignored, a :class:`nopg.dimensions.StateSelect` around the fitted policy)."""
-        if self.kept_state_dims_.all():
-            return self.algo_.policy
-        return StateSelect(self.algo_.policy, self.kept_state_dims_)
+        were ignored, a :class:`nopg.dimensions.StateSelect` around the policy of the kept
+        ones, which also takes the model's reduced states)."""
+        return self.algo_.policy
 
     @property
     def J_hat_(self) -> float:
@@ -410,8 +409,6 @@ class AutoNOPG:
             state_bounds, terminal_bounds = (
                 None if b is None else [[v for v, k in zip(side, keep) if k] for side in b]
                 for b in (state_bounds, terminal_bounds))
-            evaluate, monitor = (None if f is None else _on_full_states(f, keep)
-                                 for f in (evaluate, monitor))
         self.bandwidth_report_ = self.select_bandwidths(data)
         return _FitContext(
             data=data, bandwidths=self.bandwidths_, starts=starts,
@@ -505,6 +502,8 @@ class AutoNOPG:
         torch.manual_seed(self.seed + 100_003 * restart)  # policy initialisation only
         policy = make_policy(config, ctx.data.state_dim, ctx.data.action_dim, ctx.action_max,
                              ctx.data)
+        if not self.kept_state_dims_.all():       # acts on full states, and on the model's
+            policy = StateSelect(policy, self.kept_state_dims_)
         starts = ctx.starts if config.nopg.successors == "kernel" else ctx.few_starts
         algo = NOPG(policy, dataclasses.replace(config.nopg, seed=self.seed),
                     stochastic=config.stochastic)
@@ -680,12 +679,6 @@ def episode_horizon(data: TransitionDataset) -> int | None:
         return None
     longest = max(lengths)
     return longest if longest > 1 and lengths.count(longest) >= 2 else None
-
-
-def _on_full_states(function: Callable[[nn.Module], Any], keep: np.ndarray
-                    ) -> Callable[[nn.Module], Any]:
-    """``function`` (of a policy on full states) for a policy fitted on the kept dimensions."""
-    return lambda policy: function(StateSelect(policy, keep))
 
 
 def _format(value: float | None) -> str:

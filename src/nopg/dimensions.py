@@ -235,12 +235,27 @@ class StateSelect(nn.Module):
 
     # ---------------------------------------------------------------- acting
     def select(self, states: torch.Tensor) -> torch.Tensor:
-        """The kept columns ``states[..., keep]`` of full states ``(..., state_dim)``."""
+        """The kept columns ``states[..., keep]`` of full states ``(..., state_dim)``; states
+        of the kept width are taken as already reduced (the model's own states, inside a fit
+        on the kept dimensions) and passed on unchanged."""
+        width = states.shape[-1]
+        if width == len(self.keep) and width != self.state_dim and not torch.jit.is_tracing():
+            return states
         # (not while tracing for an export: the check would be a constant of the trace)
-        if not torch.jit.is_tracing() and states.shape[-1] != self.state_dim:
-            raise ValueError(f"states must have shape (batch, {self.state_dim}) (full states); "
-                             f"got shape {tuple(states.shape)}")
+        if not torch.jit.is_tracing() and width != self.state_dim:
+            raise ValueError(f"states must have shape (batch, {self.state_dim}) (full states) or "
+                             f"(batch, {len(self.keep)}) (the kept dimensions); got shape "
+                             f"{tuple(states.shape)}")
         return torch.index_select(states, -1, self.keep.to(states.device))
+
+    def full_states(self, states: np.ndarray) -> np.ndarray:
+        """Full states ``(m, state_dim)`` holding ``states`` (m, d_kept) in the kept columns and
+        0 in the others (which the policy ignores), e.g. to export it with the data's
+        states."""
+        reduced = np.asarray(states, dtype=np.float64)
+        full = np.zeros((len(reduced), self.state_dim))
+        full[:, self.keep.cpu().numpy()] = reduced
+        return full
 
     def forward(self, states: torch.Tensor) -> torch.Tensor:
         """The wrapped policy's output at the kept columns of ``states`` (batch, state_dim)."""

@@ -35,6 +35,7 @@ import torch
 from torch import nn
 
 from . import __version__
+from .dimensions import StateSelect
 from .policies import is_stochastic, mean_actions
 
 __all__ = ["FORMATS", "ExportVerificationError", "export_policy", "load_exported_policy"]
@@ -316,6 +317,11 @@ def export_policy(policy: nn.Module, path: str | os.PathLike[str], format: str |
         _import_onnx()
     dtype = dtype or _policy_dtype(policy)
     module = _ActionModule(copy.deepcopy(policy).to(device="cpu", dtype=dtype)).eval()
+    if example_states is not None and isinstance(policy, StateSelect):
+        ex = np.asarray(example_states.detach().cpu() if isinstance(example_states, torch.Tensor)
+                        else example_states, dtype=np.float64)
+        if ex.ndim == 2 and ex.shape[1] == len(policy.keep) != policy.state_dim:
+            example_states = policy.full_states(ex)     # the model's states: on full width
     states = _sample_states(policy, example_states)
     example = torch.as_tensor(states[: max(2, min(len(states), 8))], dtype=dtype)
     try:

@@ -30,7 +30,6 @@ from torch import nn
 
 from ..algorithm import NOPG
 from ..data import TransitionDataset, check_finite
-from ..dimensions import StateSelect, informative_state_dims
 from ..evaluation import evaluate_policy, make_env
 from ..formats import load_dataset
 from ..model_config import plain_bounds
@@ -220,10 +219,6 @@ class DataFileTask:
 
     def plot(self, algo: NOPG, data: TransitionDataset, config: ExperimentConfig, out_dir: Path
              ) -> list[Path]:
-        """``actions.png``: the policy's actions against the data's (:mod:`nopg.policy_plots`);
-        a fit on the informative state dimensions acts through them (:class:`nopg.AutoNOPG`)."""
-        policy = algo.policy
-        if algo.model_ is not None and algo.model_.data.state_dim != data.state_dim:
-            policy = StateSelect(policy, informative_state_dims(data))
-        return [plot_policy_actions(policy, data.states, data.actions, self._initial_states,
+        """``actions.png``: the policy's actions against the data's (:mod:`nopg.policy_plots`)."""
+        return [plot_policy_actions(algo.policy, data.states, data.actions, self._initial_states,
                                     out_dir / "actions.png")]
