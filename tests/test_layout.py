@@ -26,6 +26,7 @@ def test_math_modules_do_not_import_gymnasium_or_matplotlib():
                     "nopg.kernels, nopg.candidates, nopg.dimensions, "
                     "nopg.responsibilities, nopg.bellman_solver, nopg.model_config, nopg.validation, "
                     "nopg.gradient, nopg.chunked_policy, nopg.snapshots, nopg.policy_selection, "
+                    "nopg.auto, nopg.fit_report, nopg.method_config, nopg.recipes, "
                     "nopg.solvers, nopg.analysis.estimators, nopg.analysis.lqg_cases, "
                     "nopg.analysis.statistics, nopg.analysis.parallel, nopg.bandwidth_report, "
                     "nopg.baselines.dynamics_ensemble",

@@ -18,7 +18,7 @@ __version__ = "0.1.0"
 
 from .algorithm import NOPG, CheckpointCallback, EvalCallback, SupportWarning
 from .anchored import AnchoredBellman
-from .auto import AutoNOPG, FitReport
+from .auto import AutoNOPG
 from .bandwidth import (
     Bandwidths,
     DuplicatedDataWarning,
@@ -30,6 +30,7 @@ from .bandwidth import (
 from .bellman import BellmanSolution, NonparametricBellman
 from .config import NOPGConfig
 from .data import TransitionDataset
+from .fit_report import FitReport
 from .gradient import PolicyGradientResult, policy_gradient
 from .local_linear import LocalLinearBellman
 from .method_config import MethodConfig

@@ -39,12 +39,13 @@ from torch import nn
 
 from ..algorithm import NOPG
 from ..analysis.statistics import rank_correlation
-from ..auto import AutoNOPG, FitReport, with_bounds
+from ..auto import AutoNOPG, with_bounds
 from ..auto import make_policy as method_policy
 from ..auto import model_episode_report as model_episode_report_upto
 from ..bandwidth import Bandwidths
 from ..bandwidth_plots import plot_bandwidth_report
 from ..data import TransitionDataset
+from ..fit_report import FitReport
 from ..method_config import MethodConfig
 from ..model_config import plain_bounds
 from ..plots import plot_learning_curve, plot_learning_curves
