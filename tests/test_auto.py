@@ -130,8 +130,8 @@ def test_task_bounds_reach_the_models_whose_successors_move(dataset):
     (dict(terminal_bounds=[[0, 0]]), "'terminal_bounds' parameter must be"),
     (dict(horizon=0), "'horizon' parameter must be a positive int"),
     (dict(action_max=[1.0, 2.0, 3.0]), "'action_max' parameter must be a number or 1 numbers"),
-    (dict(initial_states=np.zeros((2, 3))), r"'initial_states' parameter must have shape \(m, 2\)"),
-    (dict(initial_states=np.full((1, 2), np.nan)), "NaN"),
+    (dict(initial_states=np.zeros((2, 3))), r"initial_states must have shape \(m, 2\)"),
+    (dict(initial_states=np.full((1, 2), np.nan)), "initial_states contains NaN or inf"),
 ])
 def test_bad_task_knowledge_is_one_clear_error(dataset, kwargs, message):
     with pytest.raises(ValueError, match=message):

@@ -48,6 +48,7 @@ from .algorithm import NOPG, EvalCallback
 from .anchored import AnchoredBellman
 from .bandwidth import Bandwidths
 from .bandwidth_report import BandwidthReport, bandwidth_report
+from .bellman import as_states
 from .data import TransitionDataset
 from .dimensions import StateSelect, drop_state_dims, informative_state_dims, reduce_states
 from .fit_report import Candidate, FitReport
@@ -108,6 +109,7 @@ class _FitContext:
     log_dir: Path | None
     tensorboard_dir: Path | None
     progress: bool
+    escalate: bool = False        # auto's escalation applies (set by the plan)
     judge: AnchoredBellman | None = None
 
     def log_path(self, name: str) -> Path | None:
@@ -231,9 +233,8 @@ class AutoNOPG:
         """
         start = time.perf_counter()
         ctx = self._context(data, initial_states, action_max, state_bounds, terminal_bounds,
-                            horizon, evaluate, monitor, monitor_every, log_dir, tensorboard_dir,
-                            progress)
-        ctx.evaluate_candidates = bool(evaluate_candidates) and ctx.evaluate is not None
+                            horizon, evaluate, monitor, monitor_every, evaluate_candidates,
+                            log_dir, tensorboard_dir, progress)
         report = self._plan(ctx)
         report.dropped_state_dims = np.flatnonzero(~self.kept_state_dims_).tolist()
         report.bandwidth_time_s = self.bandwidth_report_.seconds
@@ -250,15 +251,16 @@ class AutoNOPG:
     def _context(self, data: TransitionDataset, initial_states: ArrayLike | None,
                  action_max: float | ArrayLike | None, state_bounds: ArrayLike | None,
                  terminal_bounds: ArrayLike | None, horizon: int | None, evaluate: Any,
-                 monitor: Any, monitor_every: int, log_dir: str | Path | None,
-                 tensorboard_dir: str | Path | None, progress: bool) -> _FitContext:
+                 monitor: Any, monitor_every: int, evaluate_candidates: bool,
+                 log_dir: str | Path | None, tensorboard_dir: str | Path | None,
+                 progress: bool) -> _FitContext:
         """Check the task's knowledge, select the bandwidths and gather what the fits share."""
         if not isinstance(data, TransitionDataset):
             raise ValueError(f"The 'data' parameter must be a TransitionDataset. "
                              f"Got {type(data).__name__} instead.")
         d_s = data.state_dim
         starts = data.episode_start_states() if initial_states is None else \
-            _states(initial_states, d_s)
+            as_states(initial_states, d_s, "initial_states")
         state_bounds = _bounds("state_bounds", state_bounds, d_s)
         terminal_bounds = _bounds("terminal_bounds", terminal_bounds, d_s)
         action_bound = _action_bound(action_max, data)
@@ -285,7 +287,7 @@ class AutoNOPG:
             state_bounds=state_bounds, terminal_bounds=terminal_bounds,
             horizon=int(horizon) if horizon is not None else self._default_horizon(data),
             evaluate=evaluate, monitor=monitor, monitor_every=monitor_every,
-            evaluate_candidates=False,
+            evaluate_candidates=bool(evaluate_candidates) and evaluate is not None,
             log_dir=None if log_dir is None else Path(log_dir),
             tensorboard_dir=None if tensorboard_dir is None else Path(tensorboard_dir),
             progress=progress)
@@ -347,7 +349,7 @@ class AutoNOPG:
                            "failures: it ranks policies by how long their episodes last, which "
                            "prefers never reaching a goal, and the judge's forecast can count a "
                            "goal's reward more than once; 'auto' fits given alone here", self.seed)
-        self._escalate = escalate is not None
+        ctx.escalate = escalate is not None
         return report
 
     def _recipe_config(self, ctx: _FitContext, name: str) -> MethodConfig:
@@ -446,7 +448,7 @@ class AutoNOPG:
         keep the judge's best."""
         fits: list[Candidate] = []
         for name in report.recipes:
-            if self._escalate and fits and not self._escalates(fits[0], name, report):
+            if ctx.escalate and fits and not self._escalates(fits[0], name, report):
                 break
             fits.append(self._fit_recipe(ctx, name))
         kept = fits[best_score([f.score for f in fits if f.score is not None])]
@@ -582,19 +584,6 @@ def _run_fit(algo: NOPG, ctx: _FitContext, starts: Any, monitor: EvalCallback | 
     finally:
         if board is not None:
             board.close()
-
-
-def _states(states: ArrayLike, state_dim: int) -> np.ndarray:
-    """``states`` as a finite float64 ``(m, state_dim)`` array, or one clear error."""
-    out = np.asarray(states, dtype=np.float64)
-    if out.ndim == 1 and out.size == state_dim:
-        out = out.reshape(1, state_dim)
-    if out.ndim != 2 or out.shape[1] != state_dim or out.shape[0] == 0:
-        raise ValueError(f"The 'initial_states' parameter must have shape (m, {state_dim}) like "
-                         f"the data's states. Got shape {out.shape} instead.")
-    if not np.isfinite(out).all():
-        raise ValueError("The 'initial_states' parameter holds NaN or infinite values.")
-    return out
 
 
 def _action_bound(action_max: float | ArrayLike | None, data: TransitionDataset) -> np.ndarray:

@@ -29,7 +29,8 @@ import numpy as np
 from torch import nn
 
 from ..algorithm import NOPG
-from ..data import TransitionDataset, check_finite
+from ..bellman import as_states
+from ..data import TransitionDataset
 from ..evaluation import evaluate_policy, make_env
 from ..formats import load_dataset
 from ..model_config import plain_bounds
@@ -90,14 +91,7 @@ def load_initial_states(path: str | Path, state_dim: int) -> np.ndarray:
     if states is None:
         raise ValueError(f"initial-states file {path} holds {names}; name the array "
                          "'initial_states' or 'states'")
-    states = np.asarray(states, dtype=np.float64)
-    if states.ndim == 1 and states.size == state_dim:
-        states = states.reshape(1, state_dim)
-    if states.ndim != 2 or states.shape[1] != state_dim or states.shape[0] == 0:
-        raise ValueError(f"initial states in {path} must have shape (m, {state_dim}) like the data's "
-                         f"states; got {states.shape}")
-    check_finite(f"initial states in {path}", states)
-    return states
+    return as_states(states, state_dim, f"initial states in {path}")
 
 
 def _user_bounds(kind: str, bounds: Sequence[Sequence[float | None]] | None, state_dim: int
@@ -136,7 +130,7 @@ class DataFileTask:
         self.state_dim, self.action_dim = self.data.state_dim, self.data.action_dim
         self.env_id = env_id
         self.evaluates = env_id is not None
-        self._env_state_bounds: list[list[float | None]] | None = None
+        self._env_space: Any = None
         self._env_steps: int | None = None
         if env_id is not None:
             self._check_env(env_id)
@@ -147,10 +141,7 @@ class DataFileTask:
         elif isinstance(initial_states, (str, Path)):
             self._initial_states = load_initial_states(initial_states, self.state_dim)
         else:
-            self._initial_states = np.asarray(initial_states, dtype=np.float64)
-            if self._initial_states.ndim != 2 or self._initial_states.shape[1] != self.state_dim:
-                raise ValueError(f"initial states must have shape (m, {self.state_dim}); got "
-                                 f"{self._initial_states.shape}")
+            self._initial_states = as_states(initial_states, self.state_dim, "initial states")
         if action_max is None:
             action_max = self._env_action_max if env_id is not None else \
                 np.abs(self.data.actions).max(axis=0)
@@ -175,19 +166,20 @@ class DataFileTask:
                 raise ValueError(f"environment {env_id!r} has a {type(space).__name__} action "
                                  "space; NOPG's policies need a Box")
             self._env_action_max = np.maximum(np.abs(space.low), np.abs(space.high)).reshape(-1)
-            obs = env.observation_space
-            low, high = np.asarray(obs.low, float).reshape(-1), np.asarray(obs.high, float).reshape(-1)
-            if np.isfinite(low).any() or np.isfinite(high).any():
-                self._env_state_bounds = plain_bounds([low, high])
+            self._env_space = env.observation_space
             steps = getattr(env.spec, "max_episode_steps", None)
             self._env_steps = int(steps) if steps else None
         finally:
             env.close()
 
     def state_bounds(self, config: ExperimentConfig) -> list[list[float | None]] | None:
-        """The state space's bounds: the user's (``--state-low/--state-high``), else the
-        environment's observation space where it has a finite bound, else ``None``."""
-        return self._state_bounds if self._state_bounds is not None else self._env_state_bounds
+        """The user's bounds of the state space (``--state-low/--state-high``), or ``None``:
+        the runner then reads the environment's (:meth:`observation_space`)."""
+        return self._state_bounds
+
+    def observation_space(self, config: ExperimentConfig) -> Any:
+        """The environment's observation space (``None`` without ``--env``)."""
+        return self._env_space
 
     def terminal_bounds(self, config: ExperimentConfig) -> list[list[float | None]] | None:
         """Where episodes end: the user's limits (``--terminal-low/--terminal-high``), or

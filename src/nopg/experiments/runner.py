@@ -147,15 +147,16 @@ def make_policy(task: Task, config: ExperimentConfig, data: TransitionDataset | 
 def environment_state_bounds(task: Task, config: ExperimentConfig, state_dim: int
                              ) -> list[list[float | None]] | None:
     """The bounds of the task's state space (``config.env_state_bounds``): a task's own
-    ``state_bounds(config)`` (``nopg fit``'s, from the user or the environment), else those of
+    ``state_bounds(config)`` where it gives some (``nopg fit``'s, from the user), else those of
     its environment's observation space (a task with an ``observation_space(config)`` method, as
     every ``EnvironmentTask`` has, a ``Box`` space of the data's dimension with a finite bound);
     else ``None``. :class:`nopg.AutoNOPG` gives them to the models whose successors move."""
     if not config.env_state_bounds:
         return None
     own = getattr(task, "state_bounds", None)
-    if own is not None:
-        return own(config)
+    given = None if own is None else own(config)
+    if given is not None:
+        return given
     space_of = getattr(task, "observation_space", None)
     if space_of is None:
         return None
