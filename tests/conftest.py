@@ -57,15 +57,25 @@ def make_arrays(n: int = N_SAMPLES, seed: int = 0, terminals=TERMINAL_INDICES) -
 @pytest.fixture(autouse=True)
 def _default_recipes_fit_given_alone(request: pytest.FixtureRequest,
                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    """The default recipes (``auto``) fit ``given`` and ``stabilise`` on data of up to
-    ``STABILISE_MAX_SAMPLES`` transitions, every test's data included, and escalates to
-    ``anchored`` on data without terminals of up to ``ESCALATE_MAX_SAMPLES``. Outside the tests
+    """The default recipes (``auto``) fit ``given`` and ``stabilise`` where episodes end in
+    failures and may escalate to ``anchored`` on data without terminals. Outside the tests
     marked ``auto_recipes`` (those of the recipes themselves), ``auto`` resolves to ``given``
     alone, so that the runner tests fit what they test and not also 50 CMA-ES generations or an
     anchored fit each."""
     if request.node.get_closest_marker("auto_recipes") is None:
-        monkeypatch.setattr("nopg.recipes.STABILISE_MAX_SAMPLES", 0)
-        monkeypatch.setattr("nopg.recipes.ESCALATE_MAX_SAMPLES", 0)
+        from nopg import recipes
+
+        resolve, escalate = recipes.resolve_recipes, recipes.escalation
+
+        def given_alone(names, data, gamma, restarts=1):
+            resolved = resolve(names, data, gamma, restarts)
+            return ("given",) if tuple(names) == (recipes.AUTO,) else resolved
+
+        def no_escalation(names, data, restarts=1):
+            return None if escalate(names, data, restarts) else None
+
+        monkeypatch.setattr("nopg.auto.resolve_recipes", given_alone)
+        monkeypatch.setattr("nopg.auto.escalation", no_escalation)
 
 
 @pytest.fixture

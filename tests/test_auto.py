@@ -237,3 +237,33 @@ def test_reproduce_and_the_sweep_run_the_same_object(tmp_path, monkeypatch):
     jobs, _ = plan(cfg, tmp_path / "sweep")
     (rows,) = [run_job(job) for job in jobs]
     assert len(fitted) == 2 and rows[0]["J_hat"] == pytest.approx(fitted[1].J_hat_, rel=1e-12)
+
+
+def test_the_later_fits_spend_at_most_the_budget(dataset, monkeypatch):
+    """The fits after the first stop once they have spent ``budget`` times the first fit's
+    seconds (the floor set to 0 so that a test-sized fit reaches it); a budget of 0 fits none,
+    and the kept policy is then the first fit's."""
+    monkeypatch.setattr("nopg.auto.BUDGET_FLOOR_S", 0.0)
+    config = MethodConfig(n_updates=400, recipes=("given", "anchored"), snapshot_every=None,
+                          budget=0.5)
+    method = AutoNOPG(config, seed=0).fit(dataset, dataset.states[:3], horizon=15,
+                                          progress=False)
+    report = method.report_
+    first, later = (next(c for c in report.candidates if c.name == name)
+                    for name in ("given", "anchored"))
+    assert report.budget_s == pytest.approx(0.5 * first.fit_time_s, rel=1e-12)
+    assert later.stopped_at is not None and later.stopped_at < config.n_updates
+    assert later.algo.update_ == later.stopped_at
+    slowest = max(m["update_time_s"] for m in later.algo.history_)       # one update may overrun
+    assert later.fit_time_s <= report.budget_s + 2 * slowest + 0.5
+    assert any("stopped recipe anchored at update" in d for d in report.decisions)
+    assert {c["name"]: c["stopped_at"] for c in report.to_dict()["candidates"]} == \
+        {"given": None, "anchored": later.stopped_at}
+
+    none = AutoNOPG(config.replace(budget=0.0), seed=0).fit(dataset, dataset.states[:3],
+                                                            horizon=15, progress=False)
+    assert [c.name for c in none.report_.candidates] == ["given"]
+    assert none.J_hat_ == pytest.approx(first.algo.J_hat(), rel=1e-12)
+    for bad in (-1.0, float("nan"), "fast", True):
+        with pytest.raises(ValueError, match="'budget' parameter must be a finite number >= 0"):
+            MethodConfig(budget=bad)

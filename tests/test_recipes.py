@@ -42,10 +42,8 @@ from nopg.policy_selection import (
     score_policy,
 )
 from nopg.recipes import (
-    ESCALATE_MAX_SAMPLES,
     RECIPES,
     SELECTION_STARTS,
-    STABILISE_MAX_SAMPLES,
     apply_recipe,
     discount_horizon,
     ends_in_failure,
@@ -140,18 +138,18 @@ def test_gains_nothing_compares_the_forecasts_mean_per_step_with_the_discounted_
     assert not gains_nothing(rising, gamma) and gains_nothing(falling, gamma)
 
 
-def test_escalation_where_nothing_ends_on_small_data_with_auto_alone(monkeypatch):
+def test_escalation_where_nothing_ends_with_auto_alone_at_any_size():
     endless = TransitionDataset(**make_arrays(terminals=()))         # 40 transitions
     ending = TransitionDataset(**make_arrays())                       # 2 terminal
-    assert ESCALATE_MAX_SAMPLES == 2000 and escalation(("auto",), endless) == "anchored"
+    large = TransitionDataset(**make_arrays(n=6000, terminals=()))    # no size gate
+    assert escalation(("auto",), endless) == "anchored"
+    assert escalation(("auto",), large) == "anchored"
     assert escalation(("auto",), endless, restarts=2) is None
     assert escalation(("auto",), ending) is None
     assert escalation(("given",), endless) is None
     assert escalation(("given", "anchored"), endless) is None
     with pytest.raises(ValueError, match="unknown recipe 'anchord'"):
         escalation(("anchord",), endless)
-    monkeypatch.setattr(recipes_module, "ESCALATE_MAX_SAMPLES", 39)
-    assert escalation(("auto",), endless) is None
 
 
 @pytest.mark.parametrize("fires", [True, False])
@@ -291,15 +289,14 @@ def test_auto_adds_stabilise_where_episodes_fail_on_small_data_and_runs_as_the_l
     assert ends_in_failure(failing, gamma) and ends_in_failure(bonus, 0.99)   # keeps 10.0
     for data in (bonus, goal, endless, everything_ends):
         assert not ends_in_failure(data, gamma)
-    assert STABILISE_MAX_SAMPLES >= 40
     assert resolve_recipes(("auto",), failing, gamma) == ("given", "stabilise")
     for data in (bonus, goal, endless, everything_ends):
         assert resolve_recipes(("auto",), data, gamma) == ("given",)
     assert resolve_recipes(("auto",), failing, gamma, restarts=2) == ("given",)
     assert resolve_recipes(("anchored", "given"), goal, gamma) == ("anchored", "given")
-    monkeypatch.setattr(recipes_module, "STABILISE_MAX_SAMPLES", 39)
-    assert resolve_recipes(("auto",), failing, gamma) == ("given",)
-    monkeypatch.setattr(recipes_module, "STABILISE_MAX_SAMPLES", STABILISE_MAX_SAMPLES)
+    large = make_arrays(n=6000)                                  # no size gate
+    large["rewards"][large["terminals"]] = large["rewards"].min() - 100.0
+    assert resolve_recipes(("auto",), TransitionDataset(**large), gamma) == ("given", "stabilise")
     for bad, match in ((["auto", "given"], "cannot stand beside"), (["atuo"], "or 'auto' alone")):
         with pytest.raises(ValueError, match=match):
             resolve_recipes(tuple(bad), failing, gamma)
@@ -315,11 +312,13 @@ def test_auto_adds_stabilise_where_episodes_fail_on_small_data_and_runs_as_the_l
                         tmp_path / "explicit", progress=False)
     assert [r["recipe"] for r in auto["recipes"]] == [r["recipe"] for r in explicit["recipes"]]
     assert auto["J_hat"] == pytest.approx(explicit["J_hat"], rel=1e-12)
-    monkeypatch.setattr(recipes_module, "STABILISE_MAX_SAMPLES", 39)
-    alone = run_seed(task, config, 0, tmp_path / "large", progress=False)
+    spent = run_seed(task, config.replace(budget=0.0), 0, tmp_path / "spent", progress=False)
     given = run_seed(task, config.replace(recipes=["given"]), 0, tmp_path / "given",
                      progress=False)
-    assert "recipes" not in alone and alone["J_hat"] == pytest.approx(given["J_hat"], rel=1e-12)
+    assert spent["J_hat"] == pytest.approx(given["J_hat"], rel=1e-12)
+    report = spent["fit_report"]
+    assert [c["name"] for c in report["candidates"]] == ["given"]
+    assert any("recipe stabilise is not fitted: the budget" in d for d in report["decisions"])
 
 
 def test_the_tasks_data_end_in_failures_where_a_pole_falls_and_not_at_a_goal(

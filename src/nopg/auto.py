@@ -12,7 +12,9 @@ this order, and records each decision in :attr:`AutoNOPG.report_` (a :class:`Fit
    (:mod:`nopg.policy_selection`), and keeps one per fit (:mod:`nopg.snapshots`), then one
    among the fits (:func:`nopg.policy_selection.best_score`); with ``auto``, a second fit
    (``anchored``) is made only where the judge forecasts that the first fit's policy gains
-   nothing along its episodes (:func:`nopg.recipes.gains_nothing`).
+   nothing along its episodes (:func:`nopg.recipes.gains_nothing`). The fits after the first
+   may spend ``config.budget`` times the first fit's seconds together; one that reaches the
+   budget stops there and the judge chooses among what it has (the report says where).
 
 ``nopg fit``, ``nopg reproduce``, the sample-efficiency sweep and the Python API all run this
 object; the experiment runner (:mod:`nopg.experiments.runner`) only adds the data, the
@@ -57,6 +59,7 @@ from .model_config import check_state_bounds
 from .policies import DeterministicMLPPolicy, GaussianMLPPolicy, input_scaling_from_data
 from .policy_selection import best_score, judge_model, score_policy
 from .recipes import (
+    BUDGET_FLOOR_S,
     apply_recipe,
     discount_horizon,
     ends_in_failure,
@@ -366,10 +369,11 @@ class AutoNOPG:
         return ctx.judge
 
     def _fit_once(self, ctx: _FitContext, config: MethodConfig, name: str, restart: int,
-                  n_updates: int, log_name: str, board: str | None
+                  n_updates: int, log_name: str, board: str | None,
+                  stop: Deadline | None = None
                   ) -> tuple[NOPG, EvalCallback | None, PolicySnapshots | None]:
         """A fit from the policy initialisation of ``(seed, restart)``, with its monitor,
-        snapshots and TensorBoard writer."""
+        snapshots, TensorBoard writer and, with ``stop``, a deadline."""
         torch.manual_seed(self.seed + 100_003 * restart)  # policy initialisation only
         policy = make_policy(config, ctx.data.state_dim, ctx.data.action_dim, ctx.action_max,
                              ctx.data)
@@ -383,7 +387,7 @@ class AutoNOPG:
         board_dir = None if ctx.tensorboard_dir is None or board is None else \
             ctx.tensorboard_dir / board
         _run_fit(algo, ctx, starts, monitor, snapshots, board_dir, n_updates,
-                 ctx.log_path(log_name))
+                 ctx.log_path(log_name), stop)
         return algo, monitor, snapshots
 
     def _keep_snapshot(self, ctx: _FitContext, algo: NOPG, snapshots: PolicySnapshots | None,
@@ -404,20 +408,24 @@ class AutoNOPG:
                     final.episode_return_mean, len(choice.updates) - 1, snapshots.start)
         return choice
 
-    def _fit_recipe(self, ctx: _FitContext, name: str) -> Candidate:
+    def _fit_recipe(self, ctx: _FitContext, name: str, deadline: float | None = None
+                    ) -> Candidate:
         """Recipe ``name``'s fit (restart 0's initialisation, the judge's snapshot choice),
-        scored by the judge."""
+        scored by the judge; stopped at ``deadline`` (``time.perf_counter()`` seconds) if it
+        runs that long."""
         rconfig = self._recipe_config(ctx, name)
         fit_start = time.perf_counter()
+        stop = None if deadline is None else Deadline(deadline)
         algo, _, snapshots = self._fit_once(ctx, rconfig, name, 0, rconfig.n_updates,
-                                            f"log_{name}.csv", name)
+                                            f"log_{name}.csv", name, stop)
         choice = self._keep_snapshot(ctx, algo, snapshots, f" recipe {name}")
         seconds = time.perf_counter() - fit_start
         returns = None if ctx.evaluate is None else [float(r) for r in ctx.evaluate(algo.policy)]
         score = choice.kept_score if choice is not None else \
             score_policy(self.judge(ctx), algo.policy, ctx.few_starts, ctx.horizon, self.seed)
         cand = Candidate(name, algo, rconfig, seconds, algo.J_hat(), algo.support_gap_, score,
-                         choice, returns, ctx.log_path(f"log_{name}.csv"))
+                         choice, returns, ctx.log_path(f"log_{name}.csv"),
+                         None if stop is None else stop.stopped_at)
         logger.info("seed %d recipe %s: return %s, J_hat %.4f (its own model); the judge: "
                     "return %.2f over %d steps (episodes %.1f steps, shortest %d), J_hat %.4f "
                     "(support gap %.3f); %.1f s", self.seed, name, _format(cand.return_mean),
@@ -447,10 +455,27 @@ class AutoNOPG:
         """Fit each recipe (with ``auto``'s escalation, the later ones only where it fires) and
         keep the judge's best."""
         fits: list[Candidate] = []
+        deadline = None
         for name in report.recipes:
             if ctx.escalate and fits and not self._escalates(fits[0], name, report):
                 break
-            fits.append(self._fit_recipe(ctx, name))
+            if fits and deadline is None and self.config.budget is not None:
+                budget = self.config.budget
+                report.budget_s = 0.0 if budget == 0 else \
+                    max(budget * fits[0].fit_time_s, BUDGET_FLOOR_S)
+                deadline = time.perf_counter() + report.budget_s
+            if deadline is not None and time.perf_counter() >= deadline:
+                report.decide(f"seed {self.seed}: recipe {name} is not fitted: the budget of "
+                              f"{report.budget_s:.1f} s ({self.config.budget:g} times the first "
+                              f"fit's time, at least {BUDGET_FLOOR_S:g} s) is spent")
+                continue
+            fits.append(self._fit_recipe(ctx, name, deadline))
+            if fits[-1].stopped_at is not None:
+                report.decide(f"seed {self.seed}: the budget of {report.budget_s:.1f} s "
+                              f"({self.config.budget:g} times the first fit's time, at least "
+                              f"{BUDGET_FLOOR_S:g} s) stopped "
+                              f"recipe {name} at update {fits[-1].stopped_at} of "
+                              f"{fits[-1].config.n_updates}")
         kept = fits[best_score([f.score for f in fits if f.score is not None])]
         kept.kept = True
         if len(fits) > 1:
@@ -566,12 +591,28 @@ def _snapshots(config: MethodConfig) -> PolicySnapshots | None:
                            int(math.ceil(config.snapshot_from * config.n_updates - 1e-9)))
 
 
+class Deadline:
+    """A fit callback that stops the fit at the first update ending at or after ``deadline``
+    (``time.perf_counter()`` seconds), and records that update in :attr:`stopped_at`."""
+
+    def __init__(self, deadline: float) -> None:
+        self.deadline = float(deadline)
+        self.stopped_at: int | None = None
+
+    def __call__(self, algo: NOPG, metrics: dict[str, Any]) -> bool:
+        if time.perf_counter() < self.deadline:
+            return True
+        self.stopped_at = algo.update_
+        return False
+
+
 def _run_fit(algo: NOPG, ctx: _FitContext, starts: Any, monitor: EvalCallback | None,
              snapshots: PolicySnapshots | None, board_dir: Path | None, n_updates: int,
-             log_path: Path | None) -> None:
-    """``algo.fit`` on the context's data from ``starts`` with the monitor, the snapshots and, with a
-    ``board_dir``, a TensorBoard writer after them (so it sees the monitor's return)."""
-    callbacks: list[Any] = [cb for cb in (monitor, snapshots) if cb is not None]
+             log_path: Path | None, stop: Deadline | None = None) -> None:
+    """``algo.fit`` on the context's data from ``starts`` with the monitor, the snapshots, a
+    ``stop`` deadline and, with a ``board_dir``, a TensorBoard writer after them (so it sees the
+    monitor's return)."""
+    callbacks: list[Any] = [cb for cb in (monitor, snapshots, stop) if cb is not None]
     board = None
     if board_dir is not None:
         from .tensorboard import TensorBoardCallback

@@ -54,6 +54,9 @@ class Candidate:
         The caller's ``evaluate`` of the kept policy (for the report only).
     log_path : Path or None
         Its per-update CSV log.
+    stopped_at : int or None
+        The update at which the budget (``MethodConfig.budget``) stopped it; ``None`` where it
+        ran all its updates.
     kept : bool
         Whether the method returned this fit.
     """
@@ -68,6 +71,7 @@ class Candidate:
     snapshot: SnapshotChoice | None = None
     returns: list[float] | None = None
     log_path: Path | None = None
+    stopped_at: int | None = None
     kept: bool = False
 
     @property
@@ -78,7 +82,7 @@ class Candidate:
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "kept": self.kept, "return_mean": self.return_mean,
                 "J_hat": self.J_hat, "support_gap": self.support_gap,
-                "fit_time_s": self.fit_time_s,
+                "fit_time_s": self.fit_time_s, "stopped_at": self.stopped_at,
                 "judge": None if self.score is None else self.score.to_dict(),
                 "snapshot": None if self.snapshot is None else self.snapshot.to_dict()}
 
@@ -97,6 +101,9 @@ class FitReport:
         Every fit, the kept one first.
     escalation : dict or None
         With ``auto``'s escalation: the judge's two reward rates and whether it fired.
+    budget_s : float or None
+        The seconds the fits after the first could spend (``MethodConfig.budget`` times the first
+        fit's); ``None`` with one fit or no limit.
     horizon : int
         The episode length the judge forecasts returns over.
     bandwidth_time_s, fit_time_s, total_time_s : float
@@ -110,6 +117,7 @@ class FitReport:
     decisions: list[str] = field(default_factory=list)
     candidates: list[Candidate] = field(default_factory=list)
     escalation: dict[str, Any] | None = None
+    budget_s: float | None = None
     horizon: int = 0
     bandwidth_time_s: float = 0.0
     fit_time_s: float = 0.0
@@ -154,7 +162,7 @@ class FitReport:
         return {"recipes_asked": list(self.recipes_asked), "recipes": list(self.recipes),
                 "kept": self.kept.name, "decisions": list(self.decisions),
                 "candidates": [c.to_dict() for c in self.candidates],
-                "escalation": self.escalation, "horizon": self.horizon,
+                "escalation": self.escalation, "budget_s": self.budget_s, "horizon": self.horizon,
                 "bandwidth_time_s": self.bandwidth_time_s, "fit_time_s": self.fit_time_s,
                 "total_time_s": self.total_time_s, "scored": self.scored(),
                 "regret_at_1": self.regret(),

@@ -2,8 +2,8 @@
 
 :class:`MethodConfig` holds what decides the policy a data set gives, and nothing about a task's
 evaluation: the number of updates, NOPG-D or NOPG-S, the bandwidth rule and its factors, the
-policy network, restarts, the recipes (:mod:`nopg.recipes`), the judged snapshots
-(:mod:`nopg.snapshots`), and NOPG's own settings as a nested :class:`nopg.NOPGConfig`. Its
+policy network, restarts, the recipes (:mod:`nopg.recipes`) and the time the later ones may
+spend (``budget``), the judged snapshots (:mod:`nopg.snapshots`), and NOPG's own settings as a nested :class:`nopg.NOPGConfig`. Its
 defaults are those of ``nopg fit``. The experiments' configuration
 (:class:`nopg.experiments.ExperimentConfig`) extends it with seeds, evaluation and the task's
 settings, so a benchmark run and a user's fit share every field and default here.
@@ -12,12 +12,13 @@ settings, so a benchmark run and a user's fit share every field and default here
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from .bandwidth import ACTION_EFFECT_MAX, METHODS, check_max_action_effect
 from .config import NOPGConfig
-from .recipes import check_recipes
+from .recipes import BUDGET, check_recipes
 from .validation import suggestion
 
 __all__ = ["MethodConfig"]
@@ -50,6 +51,7 @@ class MethodConfig:
     recipes: tuple[str, ...] = ("auto",)      # fits per seed (nopg.recipes; "auto": by the data)
     snapshot_every: int | None = 100          # judged policy snapshots every N updates (None: off)
     snapshot_from: float = 0.5                # ... from this share of n_updates on
+    budget: float | None = BUDGET             # later fits' seconds / the first fit's (None: no limit)
     nopg: NOPGConfig = field(default_factory=NOPGConfig)
 
     KIND: ClassVar[str] = "method"            # the word unknown settings are named with
@@ -63,6 +65,12 @@ class MethodConfig:
         if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share <= 1:
             raise ValueError(f"The 'snapshot_from' parameter must be a number in [0, 1]. "
                              f"Got {share!r} instead.")
+        budget = self.budget
+        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, (int, float))
+                                   or not math.isfinite(budget) or budget < 0):
+            raise ValueError(f"The 'budget' parameter must be a finite number >= 0 (the later "
+                             f"fits' time in units of the first fit's) or None (no limit). "
+                             f"Got {budget!r} instead.")
         check_recipes(self.recipes)
         if len(self.recipes) > 1 and self.restarts > 1:
             raise ValueError(f"'recipes' ({len(self.recipes)}) and 'restarts' ({self.restarts}) "
