@@ -30,7 +30,6 @@ from test_search_horizon import _true_length
 from test_terminal_bounds import BW, _pushing
 
 from nopg import NOPGConfig, TransitionDataset
-from nopg import recipes as recipes_module
 from nopg.experiments import get_task, run_experiment, run_seed
 from nopg.experiments.runner import judge_steps, recipes_report
 from nopg.policy_selection import (

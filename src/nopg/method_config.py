@@ -3,8 +3,8 @@
 :class:`MethodConfig` holds what decides the policy a data set gives, and nothing about a task's
 evaluation: the number of updates, NOPG-D or NOPG-S, the bandwidth rule and its factors, the
 policy network, restarts, the recipes (:mod:`nopg.recipes`) and the time the later ones may
-spend (``budget``), the judged snapshots (:mod:`nopg.snapshots`), and NOPG's own settings as a nested :class:`nopg.NOPGConfig`. Its
-defaults are those of ``nopg fit``. The experiments' configuration
+spend (``budget``), the judged snapshots (:mod:`nopg.snapshots`), and NOPG's own settings as a
+nested :class:`nopg.NOPGConfig`. Its defaults are those of ``nopg fit``. The experiments' configuration
 (:class:`nopg.experiments.ExperimentConfig`) extends it with seeds, evaluation and the task's
 settings, so a benchmark run and a user's fit share every field and default here.
 """
