@@ -5,7 +5,7 @@
 Each ``RUN_DIR`` is a ``nopg reproduce sample-efficiency`` folder (its ``runs.csv``). The rows
 of one task (from one or several runs, e.g. seed 0 and seeds 1-4 run apart) are merged, checked
 to have trained every algorithm of a seed on the same transitions
-(:func:`nopg.experiments.sample_efficiency.check_identical_data`), and written to
+(:func:`nopg.experiments.sample_efficiency_report.check_identical_data`), and written to
 ``<out>/sample_efficiency_userdata_<task>.csv`` and ``..._summary.csv`` (the sweep's own
 :func:`summarize`: mean, 95% percentile-bootstrap interval, 10 000 resamples). Printed: one
 Markdown table per task (mean [CI], successes by issue 10's threshold, mean wall time per run,

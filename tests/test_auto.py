@@ -215,8 +215,9 @@ def test_reproduce_and_the_sweep_run_the_same_object(tmp_path, monkeypatch):
     """``nopg reproduce`` (the runner) and the sample-efficiency sweep fit through
     :class:`nopg.AutoNOPG`, and the sweep's NOPG row is the method's policy and ``J_hat``."""
     from nopg.experiments import get_task, run_seed
-    from nopg.experiments.sample_efficiency import SampleEfficiencyConfig, plan
+    from nopg.experiments.sample_efficiency import SampleEfficiencyConfig
     from nopg.experiments.sample_efficiency_jobs import run_job
+    from nopg.experiments.sample_efficiency_sweep import plan
 
     fitted: list[AutoNOPG] = []
     original = AutoNOPG.fit

@@ -24,8 +24,9 @@ from nopg.baselines.model_based import (
     train_model_based,
 )
 from nopg.experiments import get_task
-from nopg.experiments.sample_efficiency import SampleEfficiencyConfig, plan
+from nopg.experiments.sample_efficiency import SampleEfficiencyConfig
 from nopg.experiments.sample_efficiency_jobs import run_job
+from nopg.experiments.sample_efficiency_sweep import plan
 
 A = np.array([[0.9, 0.2], [-0.1, 0.8]])
 B = np.array([[0.0], [0.5]])

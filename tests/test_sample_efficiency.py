@@ -12,19 +12,17 @@ from nopg.analysis.parallel import parallel_map
 from nopg.baselines.d3rlpy_bridge import dataset_sha256, isolated_python
 from nopg.cli import main
 from nopg.experiments import get_task
-from nopg.experiments.sample_efficiency import (
-    SampleEfficiencyConfig,
-    check_identical_data,
-    plan,
-)
+from nopg.experiments.sample_efficiency import SampleEfficiencyConfig
 from nopg.experiments.sample_efficiency_jobs import run_job
 from nopg.experiments.sample_efficiency_report import (
+    check_identical_data,
     format_table,
     merge_rows,
     read_rows,
     summarize,
     write_rows,
 )
+from nopg.experiments.sample_efficiency_sweep import plan
 
 
 def _has_d3rlpy() -> bool:

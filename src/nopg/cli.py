@@ -569,7 +569,8 @@ def _analysis_command(args: argparse.Namespace) -> int:
     changes = _analysis_changes(args)
     progress = not args.no_progress
     if args.experiment == "sample-efficiency":
-        from .experiments.sample_efficiency import SampleEfficiencyConfig, run_sample_efficiency
+        from .experiments.sample_efficiency import SampleEfficiencyConfig
+        from .experiments.sample_efficiency_sweep import run_sample_efficiency
 
         task = args.task or changes.pop("task", None) or SampleEfficiencyConfig.task
         base = SampleEfficiencyConfig.paper_size(task) if args.full else \
