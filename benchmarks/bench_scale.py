@@ -41,6 +41,7 @@ import time
 import numpy as np
 import torch
 
+import nopg
 from nopg import NOPG, NOPGConfig, TransitionDataset
 from nopg.bandwidth import select_bandwidths
 from nopg.defaults import check_auto_count
@@ -215,7 +216,7 @@ def accuracy(algo: NOPG, data: TransitionDataset, args: argparse.Namespace) -> d
         return sol.J, torch.cat([g.reshape(-1) for g in grads]).double().cpu().numpy()
 
     J_s, g_s = estimate(algo.model_)
-    dense = NonparametricBellman(data, algo.model_.bandwidths, algo.config.gamma, top_k=args.k,
+    dense = nopg.bellman_model(data, algo.model_.bandwidths, algo.config.gamma, top_k=args.k,
                                  neighbors="dense", dtype=algo.model_.dtype, device=algo.device,
                                  solver="bicgstab", solver_tol=args.tol,
                                  n_mc_next=algo.model_.n_mc_next)

@@ -61,7 +61,7 @@ def _true_return(gamma: float, steps: int = 600) -> float:
 def _model(successors: str = "anchored", **kw) -> NonparametricBellman:
     bw = nopg.Bandwidths(state=[0.15, 0.15], action=[0.3])
     settings = {"top_k": 8, "neighbors": "knn", **kw}
-    return NonparametricBellman(_linear_data(), bw, 0.9, successors=successors, **settings)
+    return nopg.bellman_model(_linear_data(), bw, 0.9, successors=successors, **settings)
 
 
 def test_j_hat_is_the_true_return_on_linear_dynamics():
@@ -147,7 +147,7 @@ def test_gradient_with_fixed_anchors_matches_finite_differences(
     if case == "stochastic":
         kw.update(stochastic=True, n_mc_policy=3, unsupported="penalty")
         policy, seed = gauss_policy, 4
-    model = NonparametricBellman(dataset, bandwidths, GAMMA, **kw)
+    model = nopg.bellman_model(dataset, bandwidths, GAMMA, **kw)
     anchors = model.rollout(policy, initial_states, torch.Generator().manual_seed(9))
     sol = model.solution(policy, initial_states, torch.Generator().manual_seed(seed),
                          anchors=anchors)
@@ -161,7 +161,7 @@ def test_gradient_with_fixed_anchors_matches_finite_differences(
 
 
 def test_the_anchors_follow_the_policy(dataset, bandwidths, initial_states, det_policy):
-    model = NonparametricBellman(dataset, bandwidths, GAMMA, successors="anchored", top_k=6,
+    model = nopg.bellman_model(dataset, bandwidths, GAMMA, successors="anchored", top_k=6,
                                  neighbors="knn", anchor_horizon=4)
     with torch.no_grad():
         first = model.solution(det_policy, initial_states).J
@@ -188,7 +188,7 @@ def test_auto_horizon_and_settings():
 
 
 def test_a_diverging_rollout_is_reported(dataset, bandwidths, initial_states, det_policy):
-    model = NonparametricBellman(dataset, bandwidths, GAMMA, successors="anchored", top_k=6,
+    model = nopg.bellman_model(dataset, bandwidths, GAMMA, successors="anchored", top_k=6,
                                  neighbors="knn", anchor_horizon=4)
     with pytest.raises(FloatingPointError, match="rollout"):
         model.set_anchors(torch.tensor([[np.nan, 0.0]], dtype=torch.float64))

@@ -15,7 +15,7 @@ GAMMA = 0.9
 
 
 def model(dataset, bandwidths, gamma=GAMMA, **kw) -> NonparametricBellman:
-    return NonparametricBellman(dataset, bandwidths, gamma, **kw)
+    return nopg.bellman_model(dataset, bandwidths, gamma, **kw)
 
 
 def query_states(dataset, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -301,16 +301,16 @@ def test_model_bad_arguments(dataset, bandwidths, kw, match):
     args.update(kw)
     gamma = args.pop("gamma")
     with pytest.raises(ValueError, match=match):
-        NonparametricBellman(dataset, bandwidths, gamma, **args)
+        nopg.bellman_model(dataset, bandwidths, gamma, **args)
 
 
 def test_model_bad_dataset_and_bandwidths(dataset, bandwidths):
     with pytest.raises(ValueError, match="TransitionDataset"):
-        NonparametricBellman({"states": 1}, bandwidths, GAMMA)
+        nopg.bellman_model({"states": 1}, bandwidths, GAMMA)
     with pytest.raises(ValueError, match="Bandwidths"):
-        NonparametricBellman(dataset, [0.5, 0.5], GAMMA)
+        nopg.bellman_model(dataset, [0.5, 0.5], GAMMA)
     with pytest.raises(ValueError, match="state bandwidth"):
-        NonparametricBellman(dataset, nopg.Bandwidths(state=[1.0, 1.0, 1.0], action=1.0), GAMMA)
+        nopg.bellman_model(dataset, nopg.Bandwidths(state=[1.0, 1.0, 1.0], action=1.0), GAMMA)
 
 
 @pytest.mark.parametrize("s0, match", [

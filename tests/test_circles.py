@@ -20,7 +20,6 @@ from test_anchored import fd_fixed_anchors
 from test_gradient import REL_TOL, check_against_fd, flat
 
 import nopg
-from nopg.bellman import NonparametricBellman
 from nopg.circles import find_circles, project_to_circles, resolve_circles
 
 GAMMA = 0.95
@@ -93,7 +92,7 @@ def test_project_to_circles_keeps_the_angle_and_is_differentiable():
 @pytest.mark.parametrize("circles", ["auto", None])
 def test_the_moved_successors_stay_on_the_circle(circles):
     data = _pendulum_data()
-    model = NonparametricBellman(data, BW, GAMMA, successors="local-linear", top_k=6,
+    model = nopg.bellman_model(data, BW, GAMMA, successors="local-linear", top_k=6,
                                  neighbors="knn", state_circles=circles)
     assert model.circles == ([(0, 1, pytest.approx(1.0, abs=1e-6))] if circles else [])
     # queries off the circle (a drawn next state is) and actions the data did not take
@@ -111,7 +110,7 @@ def test_the_moved_successors_stay_on_the_circle(circles):
 
 @pytest.mark.parametrize("circles", ["auto", None])
 def test_the_anchored_rollout_stays_on_the_circle(circles):
-    model = NonparametricBellman(_pendulum_data(300), BW, GAMMA, successors="anchored",
+    model = nopg.bellman_model(_pendulum_data(300), BW, GAMMA, successors="anchored",
                                  top_k=6, neighbors="knn", anchor_horizon=60,
                                  state_circles=circles)
     path = model.rollout(_policy(), np.array([[-1.0, 0.0, 0.0], [0.0, 1.0, 1.0]]))
@@ -132,7 +131,7 @@ def test_gradient_with_circles_matches_finite_differences():
 def test_anchored_gradient_with_circles_matches_finite_differences():
     # the anchored model's gradient holds the anchors fixed (nopg.anchored), so does the FD
     data = _pendulum_data(80)
-    model = NonparametricBellman(data, BW, GAMMA, successors="anchored", top_k=5,
+    model = nopg.bellman_model(data, BW, GAMMA, successors="anchored", top_k=5,
                                  neighbors="knn", anchor_horizon=8)
     assert model.circles
     policy, start = _policy(2), data.states[:3]

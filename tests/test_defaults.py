@@ -81,7 +81,7 @@ def test_fit_picks_next_states_by_behaviour_term(dataset, bandwidths, initial_st
     assert algo.model_.n_mc_next == expected
     if expected is None:
         kernel_mean = nopg.NOPGConfig(n_mc_next=None).resolved(dataset.n).model_config()
-        reference = NonparametricBellman(dataset, bandwidths, config.gamma, kernel_mean)
+        reference = nopg.bellman_model(dataset, bandwidths, config.gamma, kernel_mean)
         J = reference.solution(policy, initial_states).J
         assert algo.history_[0]["J_hat"] == pytest.approx(J, rel=1e-8)
 
@@ -143,15 +143,15 @@ def test_explicit_solver_and_top_k_are_kept(solver, n):
 
 
 def test_bellman_shares_the_rule(dataset, bandwidths):
-    old = NonparametricBellman(dataset, bandwidths, 0.9)       # low-level defaults: unchanged
+    old = nopg.bellman_model(dataset, bandwidths, 0.9)       # low-level defaults: unchanged
     assert old.top_k is None and old.dense_max_n == 2000 and old.linear_solver.dense
-    auto = NonparametricBellman(dataset, bandwidths, 0.9, top_k="auto", dense_max_n=None,
+    auto = nopg.bellman_model(dataset, bandwidths, 0.9, top_k="auto", dense_max_n=None,
                                 sparse_min_n=30)
     expected = resolve_settings(dataset.n, "auto", "auto", None, 30)
     assert auto.top_k == expected.top_k == AUTO_TOP_K and auto.neighbors == "candidates"
     assert auto.dense_max_n == expected.dense_max_n == SPARSE_P_SOLVE_MAX_N
     assert auto.linear_solver.dense and expected.solver == "dense"            # 40 samples: dense LU
-    small = NonparametricBellman(dataset, bandwidths, 0.9, top_k="auto", dense_max_n=None)
+    small = nopg.bellman_model(dataset, bandwidths, 0.9, top_k="auto", dense_max_n=None)
     assert small.top_k is None and small.neighbors == "dense" and small.linear_solver.dense
 
 
@@ -200,7 +200,7 @@ def test_resolved_rejects_bad_n(n):
                                        (dict(sparse_min_n=0), "'sparse_min_n' parameter")])
 def test_bellman_validation(dataset, bandwidths, kw, match):
     with pytest.raises(ValueError, match=match):
-        NonparametricBellman(dataset, bandwidths, 0.9, **kw)
+        nopg.bellman_model(dataset, bandwidths, 0.9, **kw)
 
 
 @pytest.mark.parametrize("name", sorted(TASKS))

@@ -119,3 +119,86 @@ def test_no_function_is_longer_than_60_lines_of_code():
     bad = [entry for path in sorted(SRC.rglob("*.py"))
            for entry in _long_functions(path, MAX_FUNCTION_LINES)]
     assert bad == [], "functions above 60 lines of code (split them):\n" + "\n".join(bad)
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _runtime_imports(path: Path) -> set[str]:
+    """The ``nopg`` modules ``path`` imports at run time (at the top or inside a function; not
+    under ``if TYPE_CHECKING:``), each resolved to the module file (a name imported from a
+    package's ``__init__`` counts as the package)."""
+    name = _module_name(path)
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    tree = ast.parse(path.read_text(), str(path))
+    skip = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
+            and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")
+            for n in ast.walk(node)}
+    found = set()
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = ".".join(parent + ([node.module] if node.module else []))
+            if base.split(".")[0] != "nopg":
+                continue
+            for alias in node.names:
+                sub = f"{base}.{alias.name}"
+                is_module = (SRC.parent / (sub.replace(".", "/") + ".py")).exists() or \
+                    (SRC.parent / sub.replace(".", "/")).is_dir()
+                found.add(sub if is_module else base)
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.split(".")[0] == "nopg"}
+    return found - {name}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One cycle through each strongly connected part of ``graph`` with more than one module
+    (Tarjan's algorithm, then a path back to the start inside the part)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    parts: list[set[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            part = set()
+            while True:
+                w = stack.pop()
+                part.add(w)
+                if w == v:
+                    break
+            if len(part) > 1:
+                parts.append(part)
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return [sorted(p) for p in parts]
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycle_among_the_packages_modules():
+    """No module imports (at run time, directly or through others) a module that imports it:
+    package ``__init__`` files, which gather the public names, are left out of the graph."""
+    modules = {_module_name(p): p for p in SRC.rglob("*.py") if p.name != "__init__.py"}
+    graph = {m: {t for t in _runtime_imports(p) if t in modules} for m, p in modules.items()}
+    assert graph["nopg.algorithm"] >= {"nopg.models", "nopg.bellman"}     # the graph is read
+    assert _cycles(graph) == [], f"import cycles: {_cycles(graph)}"

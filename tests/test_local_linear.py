@@ -19,7 +19,6 @@ import torch
 from test_gradient import GAMMA, check_against_fd
 
 import nopg
-from nopg.bellman import NonparametricBellman
 from nopg.local_linear import BOX_MARGIN, LocalLinearBellman, local_linear_slopes
 
 LL = dict(successors="local-linear", top_k=6)
@@ -68,7 +67,7 @@ def test_exact_on_linear_dynamics():
         np.testing.assert_allclose(slopes[j, :2, :2], (F - np.eye(2)).T, atol=1e-6)
         np.testing.assert_allclose(slopes[j, 2, :2], G[:, 0], atol=1e-6)
         np.testing.assert_allclose(slopes[j, :, 2], [*c, 0.8], atol=1e-6)
-    model = NonparametricBellman(data, bw, 0.9, top_k=5, neighbors="knn",
+    model = nopg.bellman_model(data, bw, 0.9, top_k=5, neighbors="knn",
                                  successors="local-linear")
     assert isinstance(model, LocalLinearBellman)
     rng = np.random.default_rng(1)
@@ -87,7 +86,7 @@ def test_the_moved_reward_stays_in_the_datas_range():
     range, so ``J_hat`` stays within ``[min r, max r] / (1 - gamma)`` for any policy."""
     data, _, _, c = _linear_data()
     bw = nopg.Bandwidths(state=[0.6, 0.4], action=[0.5])
-    model = NonparametricBellman(data, bw, 0.9, top_k=5, neighbors="knn",
+    model = nopg.bellman_model(data, bw, 0.9, top_k=5, neighbors="knn",
                                  successors="local-linear")
     lo, hi = data.rewards.min(), data.rewards.max()
     x = torch.tensor(data.states[:6])
@@ -122,7 +121,7 @@ def test_the_moved_successor_stays_in_the_datas_box():
     Inside that box it is the fit's, also past the data's own box."""
     data, F, G, _ = _linear_data()
     bw = nopg.Bandwidths(state=[0.6, 0.4], action=[0.5])
-    model = NonparametricBellman(data, bw, 0.9, top_k=5, neighbors="knn",
+    model = nopg.bellman_model(data, bw, 0.9, top_k=5, neighbors="knn",
                                  successors="local-linear")
     seen = np.concatenate([data.states, data.next_states])
     width = seen.max(0) - seen.min(0)
@@ -150,7 +149,7 @@ def test_state_bounds_clip_the_moved_successor_inside_the_box():
     data's widened box; ``None`` leaves a dimension to the box; a wrong length is refused."""
     data, F, G, _ = _linear_data()
     bw = nopg.Bandwidths(state=[0.6, 0.4], action=[0.5])
-    model = NonparametricBellman(data, bw, 0.9, top_k=5, neighbors="knn",
+    model = nopg.bellman_model(data, bw, 0.9, top_k=5, neighbors="knn",
                                  successors="local-linear", state_bounds=[[None, -0.5], [1.0, None]])
     x = torch.tensor(data.states[:6])
     idx = torch.arange(6)[:, None]
@@ -165,20 +164,20 @@ def test_state_bounds_clip_the_moved_successor_inside_the_box():
     torch.testing.assert_close(succ, x[:, None, :] @ torch.tensor(F.T) - u @ torch.tensor(G.T),
                                atol=1e-5, rtol=0)
     with pytest.raises(ValueError, match="state_bounds has 3 entries"):
-        NonparametricBellman(data, bw, 0.9, top_k=5, neighbors="knn", successors="local-linear",
+        nopg.bellman_model(data, bw, 0.9, top_k=5, neighbors="knn", successors="local-linear",
                              state_bounds=[[0, 0, 0], [1, 1, 1]])
 
 
 def test_fixed_point_rows_and_initial_value(dataset, dataset_no_terminals, bandwidths,
                                             initial_states, det_policy):
-    without = NonparametricBellman(dataset_no_terminals, bandwidths, GAMMA, top_k=6,
+    without = nopg.bellman_model(dataset_no_terminals, bandwidths, GAMMA, top_k=6,
                                    neighbors="knn", successors="local-linear")
     with torch.no_grad():
         T = without.solution(det_policy, initial_states).P.to_dense().numpy()
     # Without terminals every row keeps gamma times the responsibilities' mass (1).
     assert T.min() >= 0
     np.testing.assert_allclose(T.sum(1), GAMMA, rtol=1e-12)
-    model = NonparametricBellman(dataset, bandwidths, GAMMA, top_k=6, neighbors="knn",
+    model = nopg.bellman_model(dataset, bandwidths, GAMMA, top_k=6, neighbors="knn",
                                  successors="local-linear")
     with torch.no_grad():
         sol = model.solution(det_policy, initial_states)
@@ -206,7 +205,7 @@ def test_penalty_is_linear_in_its_scale(dataset, bandwidths, initial_states, det
     top = float(dataset.rewards.max()) / (1 - GAMMA)   # absorbing value at which lambda = 0
 
     def J(lam: float, unsupported: str = "penalty") -> float:
-        model = NonparametricBellman(dataset, bw, GAMMA, unsupported=unsupported,
+        model = nopg.bellman_model(dataset, bw, GAMMA, unsupported=unsupported,
                                      absorbing_value=top - lam / (1 - GAMMA), **LL)
         assert model.penalty_scale == pytest.approx(lam if unsupported == "penalty" else 0.0)
         with torch.no_grad():
@@ -246,12 +245,12 @@ def test_nopg_fit_improves_j_hat_and_reports(dataset, bandwidths, initial_states
 ])
 def test_unsupported_settings_are_refused(dataset, bandwidths, settings, match):
     with pytest.raises(ValueError, match=match):
-        NonparametricBellman(dataset, bandwidths, GAMMA, **settings)
+        nopg.bellman_model(dataset, bandwidths, GAMMA, **settings)
 
 
 def test_stochastic_model_needs_a_stochastic_policy(dataset, bandwidths, initial_states,
                                                     det_policy):
-    model = NonparametricBellman(dataset, bandwidths, GAMMA, stochastic=True, **LL)
+    model = nopg.bellman_model(dataset, bandwidths, GAMMA, stochastic=True, **LL)
     with pytest.raises(ValueError, match="mean_std"):
         model.solution(det_policy, initial_states)
 
@@ -266,7 +265,7 @@ def test_the_episode_ends_where_the_moved_successor_lands():
                                   next_states=data.next_states, rewards=data.rewards,
                                   terminals=ends)
     bw = nopg.Bandwidths(state=[0.3, 0.3], action=[0.5])
-    model = NonparametricBellman(data, bw, 0.9, top_k=5, neighbors="knn",
+    model = nopg.bellman_model(data, bw, 0.9, top_k=5, neighbors="knn",
                                  successors="local-linear")
     # Actions beyond the data's (uniform in [-1, 1]): the neighbours, with actions near +-1,
     # mostly went on from the first query and mostly ended from the second, while the queries' own successors

@@ -8,7 +8,6 @@ import torch
 from conftest import make_arrays, sparse_chain
 
 import nopg
-from nopg.bellman import NonparametricBellman
 from nopg.bellman_solver import BellmanSolver
 from nopg.solvers import LowPrecision, solve_bellman_auto
 
@@ -91,7 +90,7 @@ def test_mixed_and_double_models_agree_within_their_bounds(bandwidths, initial_s
     policy = nopg.DeterministicMLPPolicy(2, 1, action_max=1.0, hidden=(8,)).double()
     sols, solvers = [], []
     for precision in ("mixed", "double"):
-        model = NonparametricBellman(data, bandwidths, GAMMA, top_k=8, solver="bicgstab",
+        model = nopg.bellman_model(data, bandwidths, GAMMA, top_k=8, solver="bicgstab",
                                      solver_tol="auto", preconditioner=preconditioner,
                                      solver_precision=precision)
         sols.append(model.solution(policy, initial_states))

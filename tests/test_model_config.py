@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import nopg
-from nopg.bellman import KEYWORD_DEFAULTS, NonparametricBellman
+from nopg.bellman import KEYWORD_DEFAULTS
 from nopg.config import MODEL_FIELDS
 from nopg.model_config import MODEL_DEFAULTS, ModelConfig
 
@@ -56,27 +56,27 @@ def test_model_config_is_frozen_and_takes_torch_types():
 
 
 def test_model_keywords_keep_their_defaults(dataset, bandwidths):
-    model = NonparametricBellman(dataset, bandwidths, GAMMA, stochastic=True)
+    model = nopg.bellman_model(dataset, bandwidths, GAMMA, stochastic=True)
     assert model.config == ModelConfig(**KEYWORD_DEFAULTS, stochastic=True)
     assert model.top_k is None and model.solver_tol == 1e-10 and model.dense_max_n == 2000
     assert model.n_mc_policy == 10
-    assert NonparametricBellman(dataset, bandwidths, GAMMA, stochastic=True,
+    assert nopg.bellman_model(dataset, bandwidths, GAMMA, stochastic=True,
                                 n_mc_policy=None).n_mc_policy == 10
     with pytest.raises(TypeError, match="n_mc_polcy"):
-        NonparametricBellman(dataset, bandwidths, GAMMA, n_mc_polcy=3)
+        nopg.bellman_model(dataset, bandwidths, GAMMA, n_mc_polcy=3)
     with pytest.raises(ValueError, match="ModelConfig"):
-        NonparametricBellman(dataset, bandwidths, GAMMA, {"top_k": 3})
+        nopg.bellman_model(dataset, bandwidths, GAMMA, {"top_k": 3})
 
 
 def test_model_from_a_config_equals_the_model_from_keywords(dataset, bandwidths, initial_states,
                                                             det_policy):
     config = ModelConfig(top_k=8, solver="bicgstab", solver_tol=1e-9, n_mc_next=None)
-    from_config = NonparametricBellman(dataset, bandwidths, GAMMA, config)
-    from_keywords = NonparametricBellman(dataset, bandwidths, GAMMA, top_k=8, solver="bicgstab",
+    from_config = nopg.bellman_model(dataset, bandwidths, GAMMA, config)
+    from_keywords = nopg.bellman_model(dataset, bandwidths, GAMMA, top_k=8, solver="bicgstab",
                                          solver_tol=1e-9, n_mc_policy=15, dense_max_n=None)
     assert from_config.config == from_keywords.config
     a = from_config.solution(det_policy, initial_states)
     b = from_keywords.solution(det_policy, initial_states)
     assert a.J == b.J
     # keywords replace the fields of a given config
-    assert NonparametricBellman(dataset, bandwidths, GAMMA, config, top_k=5).top_k == 5
+    assert nopg.bellman_model(dataset, bandwidths, GAMMA, config, top_k=5).top_k == 5

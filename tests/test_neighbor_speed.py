@@ -9,7 +9,7 @@ import torch
 from conftest import perturbed
 
 import nopg
-from nopg.bellman import NonparametricBellman, candidate_action_scale
+from nopg.bellman import candidate_action_scale
 from nopg.candidates import CandidateSets
 from nopg.neighbors import NeighborIndex
 
@@ -41,7 +41,7 @@ def _policy(stochastic: bool = False, action_dim: int = 1, seed: int = 1) -> tor
 
 def _model(data, mode, scale=None, **kw):
     kw.setdefault("top_k", K)
-    model = NonparametricBellman(data, BW, 0.95, neighbors=mode, solver="dense", **kw)
+    model = nopg.bellman_model(data, BW, 0.95, neighbors=mode, solver="dense", **kw)
     if scale is not None:
         model.candidate_action_scale = scale
     return model
@@ -53,7 +53,7 @@ def test_scale_rule():
     assert candidate_action_scale(10, 160, 2) == pytest.approx(0.5)
     assert candidate_action_scale(10, 8000, 1) == pytest.approx(0.005)
     # The default candidate count keeps the plain joint index.
-    assert NonparametricBellman(_data(), BW, 0.95, top_k=10).candidate_action_scale == 1.0
+    assert nopg.bellman_model(_data(), BW, 0.95, top_k=10).candidate_action_scale == 1.0
 
 
 @pytest.mark.parametrize("scale, n_candidates", [(0.5, 16), (0.25, 32), (0.1, 64), (0.02, 8)])
@@ -83,8 +83,8 @@ def test_shrunk_candidates_two_dimensional_actions():
     data = _data(action_dim=2)
     bw = nopg.Bandwidths([0.3, 0.25, 0.35], [0.15, 0.2])
     policy = _policy(action_dim=2)
-    ref_model = NonparametricBellman(data, bw, 0.95, top_k=K, neighbors="dense", solver="dense")
-    model = NonparametricBellman(data, bw, 0.95, top_k=K, n_candidates=40, solver="dense")
+    ref_model = nopg.bellman_model(data, bw, 0.95, top_k=K, neighbors="dense", solver="dense")
+    model = nopg.bellman_model(data, bw, 0.95, top_k=K, n_candidates=40, solver="dense")
     assert model.candidate_action_scale == pytest.approx(np.sqrt(4 * K / 40))
     model.transition_matrix(policy)
     moved = perturbed(policy, 0.2)
@@ -180,7 +180,7 @@ def test_auto_neighbour_mode():
     assert resolve_switch_share("auto", "candidates", RECENTRE_SWITCH_MIN_N - 1) is None
     assert resolve_switch_share("candidates", "candidates", 10 ** 6) is None
     assert resolve_switch_share("auto", "dense", 10 ** 6) is None
-    assert NonparametricBellman(_data(), BW, 0.95, top_k=K).neighbors == "candidates"
+    assert nopg.bellman_model(_data(), BW, 0.95, top_k=K).neighbors == "candidates"
 
 
 def test_auto_preconditioner_by_n_and_device():
@@ -194,8 +194,8 @@ def test_auto_preconditioner_by_n_and_device():
     assert resolve_preconditioner("auto", "cpu", AGGREGATION_MIN_N_DRAWN) == "ilu"
     assert resolve_preconditioner("auto", "cpu", 10, aggregation_min_n=10) == "aggregation"
     data = _data(AGGREGATION_MIN_N_DRAWN)
-    assert NonparametricBellman(data, BW, 0.95, top_k=K, n_mc_next=3).preconditioner == "aggregation"
-    assert NonparametricBellman(data, BW, 0.95, top_k=K, n_mc_next=None).preconditioner == "ilu"
+    assert nopg.bellman_model(data, BW, 0.95, top_k=K, n_mc_next=3).preconditioner == "aggregation"
+    assert nopg.bellman_model(data, BW, 0.95, top_k=K, n_mc_next=None).preconditioner == "ilu"
     assert resolve_preconditioner("auto", "cuda", 10 ** 6) == "none"
     assert resolve_preconditioner("ilu", "cpu", 10 ** 7) == "ilu"
     assert resolve_preconditioner("aggregation", "cpu", 100) == "aggregation"
@@ -203,7 +203,7 @@ def test_auto_preconditioner_by_n_and_device():
     for kind in ("ilu", "aggregation"):
         with pytest.raises(ValueError, match="CPU only"):
             resolve_preconditioner(kind, "cuda", 100)
-    assert NonparametricBellman(_data(), BW, 0.95, top_k=K).preconditioner == "ilu"
+    assert nopg.bellman_model(_data(), BW, 0.95, top_k=K).preconditioner == "ilu"
 
 
 def test_neighbor_index_defaults_follow_the_device():

@@ -21,7 +21,6 @@ from test_anchored import A_TRUE, B_TRUE, START, _linear_data
 from test_terminal_bounds import BW, _pushing
 
 import nopg
-from nopg.bellman import NonparametricBellman
 from nopg.experiments import get_task
 from nopg.experiments.runner import model_episode_report
 from nopg.search import EvolutionSearch
@@ -37,7 +36,7 @@ def _true_length(start: np.ndarray, force: float, high: float, steps: int) -> in
 
 
 def test_episode_lengths_are_the_true_steps_to_the_bounds():
-    model = NonparametricBellman(_linear_data(), BW, 0.9, successors="anchored", top_k=8,
+    model = nopg.bellman_model(_linear_data(), BW, 0.9, successors="anchored", top_k=8,
                                  neighbors="knn", terminal_bounds=[[None, None], [1.0, None]])
     lengths = model.episode_lengths(_pushing(0.5), START, 60)
     truth = [_true_length(s, 0.5, 1.0, 60) for s in START]
@@ -65,8 +64,8 @@ def test_episodes_that_nothing_can_end_last_every_step_without_a_rollout(monkeyp
     is a convex combination of ones): the lengths are the steps, and nothing is rolled out."""
     data = _linear_data()
     assert not data.terminals.any()
-    model = NonparametricBellman(data, BW, 0.9, successors="anchored", top_k=8, neighbors="knn")
-    far = NonparametricBellman(data, BW, 0.9, successors="anchored", top_k=8, neighbors="knn",
+    model = nopg.bellman_model(data, BW, 0.9, successors="anchored", top_k=8, neighbors="knn")
+    far = nopg.bellman_model(data, BW, 0.9, successors="anchored", top_k=8, neighbors="knn",
                                terminal_bounds=[[None, None], [None, 1e9]])
     assert list(far.episode_lengths(_pushing(0.5), START, 60)) == [60, 60]    # rolled out
     monkeypatch.setattr(model, "_mean_step", lambda *a: pytest.fail("rolled out"))

@@ -12,7 +12,6 @@ import torch
 from conftest import make_arrays, sparse_chain
 
 import nopg
-from nopg.bellman import NonparametricBellman
 from nopg.solvers import AUTO_ERROR, check_solver_tol, solve_bellman_auto
 
 GAMMA = 0.99
@@ -51,7 +50,7 @@ def test_auto_tolerance_proves_its_bound_and_keeps_the_gradient(data300, bandwid
     """Along a short fit (warm starts, the ILU kept across updates): the errors of q (max-norm
     against its spread) and mu (l1) are within the reported bounds, the bounds within 1e-3, J_hat
     within 1e-3 osc(q), and the gradient within a cosine of 0.9999 of the exact one."""
-    model = NonparametricBellman(data300, bandwidths, GAMMA, top_k=8, solver="bicgstab",
+    model = nopg.bellman_model(data300, bandwidths, GAMMA, top_k=8, solver="bicgstab",
                                  solver_tol="auto", unsupported=unsupported)
     policy = _policy()
     opt = torch.optim.Adam(policy.parameters(), lr=0.05)
@@ -97,14 +96,14 @@ def test_auto_is_the_config_default_and_reaches_the_model(data300, bandwidths, i
     metrics = algo.step()
     assert np.isfinite(metrics["J_hat"]) and metrics["residual_q"] < 1.0
     # The low-level model keeps the former default.
-    assert NonparametricBellman(data300, bandwidths, GAMMA).solver_tol == 1e-10
+    assert nopg.bellman_model(data300, bandwidths, GAMMA).solver_tol == 1e-10
 
 
 def test_explicit_tolerances_unchanged(data300, bandwidths, initial_states):
     """A float tolerance is the relative 2-norm residual of plain BiCGSTAB, as before: the model's
     solve returns bit for bit what bicgstab does with the same operator and preconditioner."""
     for tol in (1e-10, 1e-6):
-        model = NonparametricBellman(data300, bandwidths, GAMMA, top_k=8, solver="bicgstab",
+        model = nopg.bellman_model(data300, bandwidths, GAMMA, top_k=8, solver="bicgstab",
                                      solver_tol=tol)
         assert model.solver_tol == tol and model.linear_solver.refresh == "iterations"
         sol = model.solution(_policy(), initial_states)
@@ -129,7 +128,7 @@ def test_invalid_solver_tol_rejected(data300, bandwidths, value):
     with pytest.raises(ValueError, match="solver_tol.*positive float or 'auto'"):
         nopg.NOPGConfig(solver_tol=value)
     with pytest.raises(ValueError, match="solver_tol.*positive float or 'auto'"):
-        NonparametricBellman(data300, bandwidths, GAMMA, solver_tol=value)
+        nopg.bellman_model(data300, bandwidths, GAMMA, solver_tol=value)
 
 
 def test_invalid_solver_arguments_rejected():
@@ -225,14 +224,14 @@ def test_auto_iteration_cap_warns():
 
 def test_auto_solver_state_round_trip(data300, bandwidths, initial_states):
     """The cost-based ILU rebuild rule's state travels with the checkpointed solver state."""
-    model = NonparametricBellman(data300, bandwidths, GAMMA, top_k=8, solver="bicgstab",
+    model = nopg.bellman_model(data300, bandwidths, GAMMA, top_k=8, solver="bicgstab",
                                  solver_tol="auto")
     policy = _policy()
     sol = model.solution(policy, initial_states)
     model.solution(policy, initial_states, warm_start=(sol.q, sol.mu))
     model.linear_solver.ilu_excess = 7
     state = model.solver_state()
-    other = NonparametricBellman(data300, bandwidths, GAMMA, top_k=8, solver="bicgstab",
+    other = nopg.bellman_model(data300, bandwidths, GAMMA, top_k=8, solver="bicgstab",
                                  solver_tol="auto")
     other.load_solver_state(state)
     restored, saved = other.linear_solver, model.linear_solver
@@ -251,7 +250,7 @@ def test_a_failing_stale_preconditioner_is_rebuilt_from_this_P(data300, bandwidt
                                                                caplog):
     """A preconditioner built from an earlier P that fails on this one (a far-away candidate
     of a search) is rebuilt from this P, and the solve reaches the solution."""
-    model = NonparametricBellman(data300, bandwidths, GAMMA, top_k=8, solver="bicgstab",
+    model = nopg.bellman_model(data300, bandwidths, GAMMA, top_k=8, solver="bicgstab",
                                  solver_tol=solver_tol, solver_max_iter=200)
     policy = _policy()
     good = model.solution(policy, initial_states)
@@ -277,7 +276,7 @@ def test_a_stale_preconditioner_that_needs_every_iteration_is_rebuilt(data300, b
     rebuilt from this P, and the solve is retried: no warning of the discarded attempt, and
     the same solution as a model that builds it for this policy in the first place."""
     kw = dict(top_k=8, solver="bicgstab", solver_tol="auto", solver_max_iter=15)
-    model = NonparametricBellman(data300, bandwidths, GAMMA, **kw)
+    model = nopg.bellman_model(data300, bandwidths, GAMMA, **kw)
     other = _policy(1)
     with torch.no_grad():
         for p in other.parameters():
@@ -289,7 +288,7 @@ def test_a_stale_preconditioner_that_needs_every_iteration_is_rebuilt(data300, b
                 caplog.at_level(logging.INFO, logger="nopg.bellman_solver"):
             warnings.simplefilter("always")
             sol = model.solution(other, initial_states)
-        fresh = NonparametricBellman(data300, bandwidths, GAMMA, **kw).solution(other,
+        fresh = nopg.bellman_model(data300, bandwidths, GAMMA, **kw).solution(other,
                                                                                initial_states)
     assert "reached solver_max_iter" in caplog.text
     assert model.linear_solver.builds == builds + 1
@@ -306,7 +305,7 @@ def test_a_failing_preconditioner_is_dropped_and_the_solve_retried(data300, band
     also when rebuilt from this P) must not leave the solves unconverged: the solver retries
     without it, reaches the same solution as with a good one, and builds a fresh one at the next
     solve."""
-    model = NonparametricBellman(data300, bandwidths, GAMMA, top_k=8, solver="bicgstab",
+    model = nopg.bellman_model(data300, bandwidths, GAMMA, top_k=8, solver="bicgstab",
                                  solver_tol=solver_tol, solver_max_iter=200)
     policy = _policy()
     good = model.solution(policy, initial_states)
@@ -362,10 +361,10 @@ def test_dense_P_solved_by_bicgstab_is_preconditioned_and_exact(data300, bandwid
     narrow = nopg.Bandwidths(state=0.3 * bandwidths.state, action=0.3 * bandwidths.action)
     kw = dict(top_k=None, solver="bicgstab", solver_tol=solver_tol, solver_max_iter=2000)
     policy = _policy()
-    model = NonparametricBellman(data300, narrow, GAMMA, **kw)
+    model = nopg.bellman_model(data300, narrow, GAMMA, **kw)
     with_ilu = model.solution(policy, initial_states)
     assert model.preconditioner_builds_ == 1
-    without = NonparametricBellman(data300, narrow, GAMMA, preconditioner="none",
+    without = nopg.bellman_model(data300, narrow, GAMMA, preconditioner="none",
                                    **kw).solution(policy, initial_states)
     q, mu = _exact(with_ilu, with_ilu.q.new_tensor(data300.rewards))
     rtol = 1e-3 if solver_tol == "auto" else 1e-7
@@ -382,10 +381,10 @@ def test_auto_tolerance_with_drawn_next_states_aims_at_the_draws_noise(data300, 
     gradients of two sets of draws at the same policy."""
     from nopg.solvers import AUTO_ERROR_DRAWN
 
-    kernel_mean = NonparametricBellman(data300, bandwidths, GAMMA, top_k=8, solver="bicgstab",
+    kernel_mean = nopg.bellman_model(data300, bandwidths, GAMMA, top_k=8, solver="bicgstab",
                                        solver_tol="auto")
     assert kernel_mean.linear_solver.auto_error == AUTO_ERROR
-    model = NonparametricBellman(data300, bandwidths, GAMMA, top_k=8, solver="bicgstab",
+    model = nopg.bellman_model(data300, bandwidths, GAMMA, top_k=8, solver="bicgstab",
                                  solver_tol="auto", n_mc_next=3)
     assert model.linear_solver.auto_error == AUTO_ERROR_DRAWN > AUTO_ERROR
     policy = _policy()
@@ -406,7 +405,7 @@ def test_auto_tolerance_with_drawn_next_states_aims_at_the_draws_noise(data300, 
 def test_solver_error_sets_the_proven_bound(data300, bandwidths, initial_states, error):
     """``solver_error`` replaces the ``auto`` target: the solves prove it, the solutions are
     within it against exact ones, and a looser target takes fewer iterations."""
-    model = NonparametricBellman(data300, bandwidths, GAMMA, top_k=8, solver="bicgstab",
+    model = nopg.bellman_model(data300, bandwidths, GAMMA, top_k=8, solver="bicgstab",
                                  solver_tol="auto", solver_error=error)
     assert model.linear_solver.auto_error == error
     sol = model.solution(_policy(), initial_states)
@@ -414,7 +413,7 @@ def test_solver_error_sets_the_proven_bound(data300, bandwidths, initial_states,
     assert max(sol.info_q.error_bound, sol.info_mu.error_bound) <= error
     assert float((sol.q - q_x).abs().max() / (q_x.max() - q_x.min())) <= sol.info_q.error_bound
     assert float((sol.mu - mu_x).abs().sum() / mu_x.abs().sum()) <= sol.info_mu.error_bound
-    default = NonparametricBellman(data300, bandwidths, GAMMA, top_k=8, solver="bicgstab",
+    default = nopg.bellman_model(data300, bandwidths, GAMMA, top_k=8, solver="bicgstab",
                                    solver_tol="auto").solution(_policy(), initial_states)
     its = sol.info_q.iterations + sol.info_mu.iterations
     its_default = default.info_q.iterations + default.info_mu.iterations

@@ -9,7 +9,6 @@ import pytest
 import torch
 
 import nopg
-from nopg.bellman import NonparametricBellman
 
 GAMMA = 0.9
 
@@ -135,7 +134,7 @@ def test_model_bicgstab_matches_dense(dataset, bandwidths, initial_states, det_p
                                       n_mc_next):
     sols = {}
     for solver in ("dense", "bicgstab"):
-        m = NonparametricBellman(dataset, bandwidths, 0.97, top_k=top_k, n_mc_next=n_mc_next,
+        m = nopg.bellman_model(dataset, bandwidths, 0.97, top_k=top_k, n_mc_next=n_mc_next,
                                  solver=solver)
         sols[solver] = m.solution(det_policy, initial_states, torch.Generator().manual_seed(0))
     d, it = sols["dense"], sols["bicgstab"]
@@ -148,7 +147,7 @@ def test_model_bicgstab_matches_dense(dataset, bandwidths, initial_states, det_p
 
 
 def test_model_bicgstab_warm_start(dataset, bandwidths, initial_states, det_policy):
-    m = NonparametricBellman(dataset, bandwidths, 0.97, solver="bicgstab")
+    m = nopg.bellman_model(dataset, bandwidths, 0.97, solver="bicgstab")
     cold = m.solution(det_policy, initial_states)
     warm = m.solution(det_policy, initial_states, warm_start=(cold.q, cold.mu))
     assert warm.info_q.iterations == 0 and warm.info_mu.iterations == 0
@@ -156,14 +155,14 @@ def test_model_bicgstab_warm_start(dataset, bandwidths, initial_states, det_poli
 
 
 def test_model_auto_solver_switches_on_size(dataset, bandwidths, initial_states, det_policy):
-    small = NonparametricBellman(dataset, bandwidths, GAMMA, solver="auto")
+    small = nopg.bellman_model(dataset, bandwidths, GAMMA, solver="auto")
     assert small.solution(det_policy, initial_states).info_q.method == "dense"
-    big = NonparametricBellman(dataset, bandwidths, GAMMA, solver="auto", dense_max_n=10)
+    big = nopg.bellman_model(dataset, bandwidths, GAMMA, solver="auto", dense_max_n=10)
     assert big.solution(det_policy, initial_states).info_q.method == "bicgstab"
 
 
 def test_model_solver_iteration_cap_warns(dataset, bandwidths, initial_states, det_policy):
-    m = NonparametricBellman(dataset, bandwidths, 0.99, solver="bicgstab", solver_max_iter=1,
+    m = nopg.bellman_model(dataset, bandwidths, 0.99, solver="bicgstab", solver_max_iter=1,
                              solver_tol=1e-14)
     with pytest.warns(nopg.SolverWarning):
         sol = m.solution(det_policy, initial_states)
@@ -349,7 +348,7 @@ def test_model_with_aggregation_preconditioner_matches_ilu(dataset, bandwidths, 
     monkeypatch.setattr("nopg.bellman.AGGREGATE_SIZE", 4)    # many groups on the small data
     sols = {}
     for pre in ("ilu", "aggregation"):
-        m = NonparametricBellman(dataset, bandwidths, 0.97, top_k=8, solver="bicgstab",
+        m = nopg.bellman_model(dataset, bandwidths, 0.97, top_k=8, solver="bicgstab",
                                  solver_tol=1e-11, preconditioner=pre)
         sols[pre] = m.solution(det_policy, initial_states)
         assert m.preconditioner == pre and m.linear_solver.builds == 1
@@ -375,7 +374,7 @@ def test_aggregation_groups_follow_the_order_of_the_matrix_they_precondition(
     from nopg.solvers import aggregation_preconditioner
 
     monkeypatch.setattr("nopg.bellman.AGGREGATE_SIZE", 4)
-    m = NonparametricBellman(dataset, bandwidths, 0.97, top_k=top_k, solver="bicgstab",
+    m = nopg.bellman_model(dataset, bandwidths, 0.97, top_k=top_k, solver="bicgstab",
                              solver_tol=1e-11, preconditioner="aggregation")
     m.solution(det_policy, initial_states)
     solver = m.linear_solver
@@ -387,7 +386,7 @@ def test_aggregation_groups_follow_the_order_of_the_matrix_they_precondition(
     v = torch.from_numpy(np.random.default_rng(4).normal(size=dataset.n))
     torch.testing.assert_close(solver.ilu[0](v), direct(v), rtol=1e-12, atol=1e-14)
     state = m.solver_state()
-    fresh = NonparametricBellman(dataset, bandwidths, 0.97, top_k=top_k, solver="bicgstab",
+    fresh = nopg.bellman_model(dataset, bandwidths, 0.97, top_k=top_k, solver="bicgstab",
                                  solver_tol=1e-11, preconditioner="aggregation")
     fresh.load_solver_state(state)
     assert fresh.linear_solver.ilu_ordered == solver.ilu_ordered

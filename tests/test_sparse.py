@@ -12,7 +12,6 @@ import torch
 from conftest import perturbed
 
 import nopg
-from nopg.bellman import NonparametricBellman
 from nopg.neighbors import NeighborIndex
 from nopg.row_matrices import SparseRows
 
@@ -88,7 +87,7 @@ def test_neighbor_index_bad_input():
 
 def _model(data, mode, **kw):
     kw.setdefault("top_k", K)
-    return NonparametricBellman(data, BW, 0.95, neighbors=mode, solver="dense", **kw)
+    return nopg.bellman_model(data, BW, 0.95, neighbors=mode, solver="dense", **kw)
 
 
 @pytest.mark.parametrize("mode, kw", [
@@ -210,7 +209,7 @@ def test_all_candidates_certify_every_row(data):
 
 
 def test_sparse_rows_keep_k_entries_and_sum_to_gamma(data):
-    model = NonparametricBellman(data, BW, 0.95, top_k=K, n_candidates=16)
+    model = nopg.bellman_model(data, BW, 0.95, top_k=K, n_candidates=16)
     P = model.transition_matrix(_policy())
     assert isinstance(P, SparseRows) and P.index.shape == (N, K)
     sums = P.values.detach().sum(1).numpy()
@@ -220,8 +219,8 @@ def test_sparse_rows_keep_k_entries_and_sum_to_gamma(data):
 @pytest.mark.parametrize("mode", ["candidates", "knn"])
 def test_queries_equal_dense_top_k(data, mode):
     policy = _policy()
-    ref = NonparametricBellman(data, BW, 0.95, top_k=K, neighbors="dense")
-    got = NonparametricBellman(data, BW, 0.95, top_k=K, neighbors=mode, n_candidates=8)
+    ref = nopg.bellman_model(data, BW, 0.95, top_k=K, neighbors="dense")
+    got = nopg.bellman_model(data, BW, 0.95, top_k=K, neighbors=mode, n_candidates=8)
     sol = ref.solution(policy, S0)
     rng = np.random.default_rng(5)
     qs = rng.uniform(-1.5, 1.5, (50, 3))
@@ -235,7 +234,7 @@ def test_queries_equal_dense_top_k(data, mode):
 def test_finite_differences_on_candidate_path_with_bicgstab(data):
     """Autograd of the surrogate equals central differences of J_hat on the sparse path."""
     policy = _policy()
-    model = NonparametricBellman(data, BW, 0.95, top_k=K, n_candidates=8, solver="bicgstab",
+    model = nopg.bellman_model(data, BW, 0.95, top_k=K, n_candidates=8, solver="bicgstab",
                                  solver_tol=1e-13)
     model.solution(perturbed(policy, 0.3), S0)      # candidates built elsewhere
     sol = model.solution(policy, S0)
@@ -257,7 +256,7 @@ def test_finite_differences_on_candidate_path_with_bicgstab(data):
 
 
 def test_operators_match_matvec(data):
-    model = NonparametricBellman(data, BW, 0.95, top_k=K)
+    model = nopg.bellman_model(data, BW, 0.95, top_k=K)
     P = model.transition_matrix(_policy()).detach()
     matvec, rmatvec = P.operators()
     x = torch.tensor(np.random.default_rng(1).normal(size=N))
@@ -282,7 +281,7 @@ def test_fit_logs_refined_rows(data):
 ])
 def test_bad_sparse_options(data, kw, match):
     with pytest.raises(ValueError, match=match):
-        NonparametricBellman(data, BW, 0.95, **kw)
+        nopg.bellman_model(data, BW, 0.95, **kw)
 
 
 def test_config_rejects_bad_sparse_options():
@@ -297,7 +296,7 @@ def test_config_rejects_bad_sparse_options():
 def test_dense_without_top_k_is_refused_for_large_data():
     big = _data(n=20_001, seed=0)
     with pytest.raises(ValueError, match="set top_k"):
-        NonparametricBellman(big, BW, 0.95)
+        nopg.bellman_model(big, BW, 0.95)
 
 
 # ---------------------------------------------------------------- no n x n allocation

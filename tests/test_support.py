@@ -16,7 +16,7 @@ import torch
 from test_gradient import GAMMA, check_against_fd
 
 import nopg
-from nopg.bellman import NonparametricBellman, pessimistic_value
+from nopg.bellman import pessimistic_value
 
 CASES = [dict(), dict(top_k=6, neighbors="dense"), dict(top_k=6, neighbors="candidates"),
          dict(top_k=6, neighbors="knn")]
@@ -50,8 +50,8 @@ def _support_and_paper_models(dataset, bandwidths, initial_states, policy, unsup
     """One solve of the ``unsupported`` model (``v_abs = -7``) and the paper's ``P``, ``eps0`` and
     thinness at the next and initial states, on narrow bandwidths."""
     bw = bandwidths.scaled(0.5, 0.5)
-    model = NonparametricBellman(dataset, bw, GAMMA, unsupported=unsupported, absorbing_value=-7.0)
-    plain = NonparametricBellman(dataset, bw, GAMMA)
+    model = nopg.bellman_model(dataset, bw, GAMMA, unsupported=unsupported, absorbing_value=-7.0)
+    plain = nopg.bellman_model(dataset, bw, GAMMA)
     with torch.no_grad():
         sol = model.solution(policy, initial_states)
         P = plain.transition_matrix(policy).to_dense().numpy()
@@ -99,19 +99,19 @@ def test_penalty_closed_form(dataset, bandwidths, initial_states, det_policy):
 
 def test_penalty_is_zero_on_the_data_pairs(dataset, bandwidths):
     # Q at the data's own pairs (where the thinness is ~0) is the paper's.
-    model = NonparametricBellman(dataset, bandwidths, GAMMA, unsupported="penalty")
-    plain = NonparametricBellman(dataset, bandwidths, GAMMA)
+    model = nopg.bellman_model(dataset, bandwidths, GAMMA, unsupported="penalty")
+    plain = nopg.bellman_model(dataset, bandwidths, GAMMA)
     q = torch.as_tensor(np.linspace(-1.0, 1.0, dataset.n))
     np.testing.assert_allclose(model.logged_q_value(q), plain.logged_q_value(q), atol=1e-3)
 
 
 def test_unknown_unsupported_option_is_rejected(dataset, bandwidths):
     with pytest.raises(ValueError, match="unsupported"):
-        NonparametricBellman(dataset, bandwidths, GAMMA, unsupported="halt")
+        nopg.bellman_model(dataset, bandwidths, GAMMA, unsupported="halt")
 
 
 def test_thinness_zero_on_data_one_far_away(dataset, bandwidths):
-    model = NonparametricBellman(dataset, bandwidths, GAMMA)
+    model = nopg.bellman_model(dataset, bandwidths, GAMMA)
 
     class Replay(torch.nn.Module):
         """Plays the data's own action at the data's states, a far-away action elsewhere."""
@@ -168,7 +168,7 @@ def test_initial_gap_is_the_thinness_at_the_initial_states(dataset, bandwidths, 
     # The support gap weighs the initial queries 1 against a discounted visitation of about
     # 1 / (1 - gamma); the initial gap reports them alone. Initial states far from the data give
     # an initial gap of 1 while the support gap stays small.
-    model = NonparametricBellman(dataset, bandwidths, 0.99)
+    model = nopg.bellman_model(dataset, bandwidths, 0.99)
     far = dataset.states[:4] + 50.0
     with torch.no_grad():
         sol_far = model.solution(det_policy, far)
@@ -210,6 +210,6 @@ def test_csv_logger_keeps_an_older_files_columns(tmp_path):
 ])
 def test_bad_support_options(dataset, bandwidths, bad, match):
     with pytest.raises(ValueError, match=match):
-        NonparametricBellman(dataset, bandwidths, GAMMA, **bad)
+        nopg.bellman_model(dataset, bandwidths, GAMMA, **bad)
     with pytest.raises(ValueError, match=match):
         nopg.NOPGConfig(**bad)

@@ -43,7 +43,7 @@ def _pushing(force: float) -> nopg.LinearPolicy:
 
 
 def _model(successors: str = "local-linear", **kw) -> NonparametricBellman:
-    return NonparametricBellman(_linear_data(), BW, 0.9, successors=successors, top_k=8,
+    return nopg.bellman_model(_linear_data(), BW, 0.9, successors=successors, top_k=8,
                                 neighbors="knn", **kw)
 
 
@@ -169,7 +169,7 @@ def test_the_anchored_episode_ends_at_the_bounds(high):
 def test_gradient_with_successors_past_the_bounds_matches_finite_differences(
         dataset, bandwidths, initial_states, det_policy):
     cut = float(np.median(dataset.next_states[:, 0]))
-    model = NonparametricBellman(dataset, bandwidths, GAMMA, successors="anchored", top_k=6,
+    model = nopg.bellman_model(dataset, bandwidths, GAMMA, successors="anchored", top_k=6,
                                  neighbors="knn", anchor_horizon=6,
                                  terminal_bounds=[[None, None], [cut, None]])
     anchors = model.rollout(det_policy, initial_states, torch.Generator().manual_seed(9))

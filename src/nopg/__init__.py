@@ -35,6 +35,7 @@ from .gradient import PolicyGradientResult, policy_gradient
 from .local_linear import LocalLinearBellman
 from .method_config import MethodConfig
 from .model_config import ModelConfig
+from .models import bellman_model
 from .policies import (
     DeterministicMLPPolicy,
     DiagonalLinearPolicy,
@@ -49,7 +50,8 @@ __all__ = [
     "NOPG", "NOPGConfig", "ModelConfig", "CheckpointCallback", "EvalCallback", "SupportWarning",
     "TransitionDataset", "Bandwidths", "DuplicatedDataWarning", "select_bandwidths",
     "silverman_bandwidth", "scott_bandwidth", "cross_validated_bandwidth",
-    "NonparametricBellman", "LocalLinearBellman", "AnchoredBellman", "BellmanSolution", "policy_gradient",
+    "NonparametricBellman", "LocalLinearBellman", "AnchoredBellman", "bellman_model",
+    "BellmanSolution", "policy_gradient",
     "PolicyGradientResult",
     "DeterministicMLPPolicy", "DiagonalLinearPolicy", "GaussianMLPPolicy", "LinearPolicy",
     "gaussian_log_prob",

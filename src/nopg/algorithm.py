@@ -46,6 +46,7 @@ from .loggers import (
     ProgressBarLogger,
     show_progress,
 )
+from .models import bellman_model
 from .policies import is_stochastic
 from .search import EvolutionSearch, fitness_key
 from .starts import farthest_data_states
@@ -196,8 +197,8 @@ class NOPG:
                         f", behaviour_n_mc_next={self.config.behaviour_n_mc_next!r} while the "
                         "behaviour term is on" if self.behaviour_weight_ > 0 else "")
         previous = self.model_.solver_state() if self.model_ is not None else self._solver_state
-        self.model_ = NonparametricBellman(data, bandwidths, c.gamma,
-                                           c.model_config(stochastic=self.stochastic))
+        self.model_ = bellman_model(data, bandwidths, c.gamma,
+                                    c.model_config(stochastic=self.stochastic))
         if previous:
             self.model_.load_solver_state(previous)
         self.initial_states_ = as_states(initial_states, data.state_dim, "initial_states")

@@ -44,7 +44,7 @@ fallen below ``e^-4`` (2%): 400 steps for ``gamma = 0.99``.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -78,7 +78,7 @@ def resolve_anchor_horizon(anchor_horizon: int | str, gamma: float) -> int:
 class AnchoredBellman(LocalLinearBellman):
     """The anchored model of the module docstring, with :class:`NonparametricBellman`'s interface.
 
-    Built by ``NonparametricBellman(..., successors="anchored")`` (or a
+    Built by ``nopg.bellman_model(..., successors="anchored")`` (or a
     :class:`~nopg.model_config.ModelConfig` with that setting). The solution's ``q`` and ``mu``
     have ``n + H m`` entries: the data's next states, then the anchors (step by step, the ``m``
     initial states within a step). ``value``, ``q_value``, ``visitation`` and
@@ -91,6 +91,8 @@ class AnchoredBellman(LocalLinearBellman):
     anchors : tensor of shape (H m, d_s)
         The anchors of the latest solution (empty before the first).
     """
+
+    SUCCESSORS: ClassVar[str] = "anchored"
 
     def __init__(self, data: TransitionDataset, bandwidths: Bandwidths, gamma: float,
                  config: ModelConfig | None = None, **settings: Any) -> None:

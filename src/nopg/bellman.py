@@ -32,8 +32,9 @@ renormalises them; the ``neighbors`` option says how they are found (:mod:`nopg.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -223,8 +224,9 @@ class NonparametricBellman:
     gamma : float in [0, 1)
     config : ModelConfig, optional
         The model's settings (:class:`nopg.model_config.ModelConfig`: sparsification, neighbour
-        search, Monte-Carlo counts, solver, support model, successors, dtype, device);
-        ``successors="local-linear"`` builds a :class:`nopg.local_linear.LocalLinearBellman`.
+        search, Monte-Carlo counts, solver, support model, successors, dtype, device). This class
+        is the kernel model (``successors="kernel"``); :func:`nopg.models.bellman_model` builds
+        the class that a configuration's ``successors`` names.
     **settings
         Fields of :class:`~nopg.model_config.ModelConfig` (e.g. ``top_k=10``,
         ``stochastic=True``), replacing those of ``config``. Without ``config`` the fields not
@@ -247,26 +249,25 @@ class NonparametricBellman:
         Solves for ``q`` and ``mu`` and keeps the preconditioner (:mod:`nopg.bellman_solver`).
     """
 
-    def __new__(cls, *args: Any, **kwargs: Any) -> NonparametricBellman:
-        """``successors="local-linear"`` (in ``config`` or the keywords) builds the two-hop
-        :class:`nopg.local_linear.LocalLinearBellman`, ``"anchored"`` its anchored form
-        :class:`nopg.anchored.AnchoredBellman`."""
-        config = kwargs.get("config", args[3] if len(args) > 3 else None)
-        default = config.successors if isinstance(config, ModelConfig) else "kernel"
-        successors = kwargs.get("successors", default)
-        if cls is NonparametricBellman and successors == "local-linear":
-            from .local_linear import LocalLinearBellman  # it subclasses this class
-            return super().__new__(LocalLinearBellman)
-        if cls is NonparametricBellman and successors == "anchored":
-            from .anchored import AnchoredBellman
-            return super().__new__(AnchoredBellman)
-        return super().__new__(cls)
+    SUCCESSORS: ClassVar[str] = "kernel"
+    """The ``successors`` this class models (a subclass models its own: the ``config``'s value
+    is replaced by it; :func:`nopg.models.bellman_model` builds the class a configuration
+    names)."""
 
     @renamed_keyword("dataset", "data")
     def __init__(self, data: TransitionDataset, bandwidths: Bandwidths, gamma: float,
                  config: ModelConfig | None = None, **settings: Any) -> None:
         _check_data(data, bandwidths, gamma)
-        self.config = config = keyword_config(config, **settings)
+        config = keyword_config(config, **settings)
+        if config.successors != self.SUCCESSORS:
+            if type(self) is NonparametricBellman:
+                raise ValueError(
+                    f"NonparametricBellman is the kernel model; successors="
+                    f"{config.successors!r} is built by nopg.bellman_model(data, bandwidths, "
+                    f"gamma, config, **settings), which picks the model class the "
+                    f"configuration names")
+            config = dataclasses.replace(config, successors=self.SUCCESSORS)
+        self.config = config
         n = data.n
         resolved = config.resolved(n)
         neighbors = resolve_neighbors(config.neighbors, resolved.top_k)

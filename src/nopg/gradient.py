@@ -10,9 +10,9 @@ import torch
 from torch import nn
 
 from .bandwidth import Bandwidths
-from .bellman import NonparametricBellman
 from .data import TransitionDataset
 from .model_config import ModelConfig
+from .models import bellman_model
 from .solvers import SolveInfo
 
 
@@ -108,7 +108,7 @@ def policy_gradient(
     # A policy without parameters (a fixed controller) is evaluated, with no gradient, in the
     # configuration's dtype and device.
     placement = {"dtype": params[0].dtype, "device": params[0].device} if params else {}
-    model = NonparametricBellman(data, bandwidths, gamma, config, **{**settings, **placement})
+    model = bellman_model(data, bandwidths, gamma, config, **{**settings, **placement})
     generator = torch.Generator().manual_seed(int(seed))  # CPU noise, moved to the device
     sol = model.solution(policy, initial_states, generator)
     grads = surrogate_gradient(sol.surrogate(), params) if params else []

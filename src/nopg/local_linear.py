@@ -73,7 +73,7 @@ The support diagnostics are the kernel model's: the thinness of the data at the 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -142,7 +142,7 @@ def _bound_arrays(bounds: list, name: str, state_dim: int) -> tuple[np.ndarray, 
 class LocalLinearBellman(NonparametricBellman):
     """The two-hop model of the module docstring, with :class:`NonparametricBellman`'s interface.
 
-    Built by ``NonparametricBellman(..., successors="local-linear")`` (or a
+    Built by ``nopg.bellman_model(..., successors="local-linear")`` (or a
     :class:`~nopg.model_config.ModelConfig` with that setting). The solution's ``q`` holds the
     values ``v`` at the data's next states, and ``value``, ``q_value``, ``visitation``,
     ``logged_q_value`` and ``data_value`` read it as such.
@@ -157,6 +157,8 @@ class LocalLinearBellman(NonparametricBellman):
     penalty_scale : float
         ``lambda`` of the penalty (0 without ``unsupported="penalty"``).
     """
+
+    SUCCESSORS: ClassVar[str] = "local-linear"
 
     def __init__(self, data: TransitionDataset, bandwidths: Bandwidths, gamma: float,
                  config: ModelConfig | None = None, **settings: Any) -> None:

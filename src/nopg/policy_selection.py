@@ -35,7 +35,7 @@ from torch import nn
 
 from .anchored import AnchoredBellman
 from .bandwidth import Bandwidths
-from .bellman import NonparametricBellman, as_states
+from .bellman import as_states
 from .config import NOPGConfig
 from .data import TransitionDataset
 
@@ -90,9 +90,7 @@ def judge_model(data: TransitionDataset, bandwidths: Bandwidths, config: NOPGCon
     """The judge: an anchored model of ``data`` with ``config``'s other model settings (its
     bounds, circles, draws), resolved for the data's size."""
     c = anchored_config(config).resolved(data.n)
-    model = NonparametricBellman(data, bandwidths, c.gamma, c.model_config(stochastic=stochastic))
-    assert isinstance(model, AnchoredBellman)
-    return model
+    return AnchoredBellman(data, bandwidths, c.gamma, c.model_config(stochastic=stochastic))
 
 
 @torch.no_grad()

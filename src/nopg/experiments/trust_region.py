@@ -61,6 +61,7 @@ from ..data import TransitionDataset
 from ..envs.pendulum import BOTTOM_STATE, angle_to_obs, make_pendulum_env, obs_to_angle
 from ..gradient import surrogate_gradient
 from ..model_config import ModelConfig, keyword_config
+from ..models import bellman_model
 from ..policies import LinearPolicy
 from ..validation import (
     check_choice,
@@ -403,7 +404,7 @@ def _model(data: TransitionDataset, config: TrustRegionConfig
     logger.info("trust region: %r, action mean %.4f variance %.4f; bandwidths state=%s action=%s",
                 data, data.actions.mean(), data.actions.var(), np.round(bw.state, 4).tolist(),
                 np.round(bw.action, 4).tolist())
-    model = NonparametricBellman(data, bw, config.gamma, config.model)
+    model = bellman_model(data, bw, config.gamma, config.model)
     return bw, model, initial_states_for(data, config.initial_states)
 
 
