@@ -14,8 +14,7 @@ Its parts (one gradient fit with given bandwidths, the gradient alone)::
     algo = nopg.NOPG(policy, nopg.NOPGConfig(gamma=0.99)).fit(data, bw, s0, n_updates=1000)
 """
 
-__version__ = "0.1.0"
-
+from ._version import __version__ as __version__
 from .algorithm import NOPG, CheckpointCallback, EvalCallback, SupportWarning
 from .anchored import AnchoredBellman
 from .auto import AutoNOPG

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from . import __version__
+from ._version import __version__
 from .bandwidth import Bandwidths
 from .config import NOPGConfig
 from .data import TransitionDataset

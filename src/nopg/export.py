@@ -34,7 +34,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from . import __version__
+from ._version import __version__
 from .dimensions import StateSelect
 from .policies import is_stochastic, mean_actions
 
