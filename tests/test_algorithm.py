@@ -389,25 +389,20 @@ def test_config_dict_round_trip():
         nopg.NOPGConfig.from_dict({**d, "gama": 0.9})
 
 
-def test_former_dataset_keyword_still_works_with_a_deprecation_warning(dataset, bandwidths,
-                                                                       initial_states, det_policy):
-    # The API names a data set `data` everywhere; the former keyword `dataset` still works.
+def test_the_data_set_keyword_is_data_everywhere(dataset, bandwidths, initial_states, det_policy):
+    """The API names a data set ``data``; the former keyword ``dataset`` (deprecated in 0.1 and
+    removed) is refused by every entry point."""
     algo = nopg.NOPG(det_policy, nopg.NOPGConfig(gamma=0.9))
-    with pytest.warns(DeprecationWarning, match="'dataset' keyword is now called 'data'"):
-        algo.fit(dataset=dataset, bandwidths=bandwidths, initial_states=initial_states,
-                 n_updates=1, progress=False)
+    algo.fit(data=dataset, bandwidths=bandwidths, initial_states=initial_states, n_updates=1,
+             progress=False)
     assert algo.update_ == 1
-    with pytest.warns(DeprecationWarning, match="'dataset'"):
-        bw = nopg.select_bandwidths(dataset=dataset)
-    assert bw == nopg.select_bandwidths(dataset)
-    with pytest.warns(DeprecationWarning):
-        model = nopg.NonparametricBellman(dataset=dataset, bandwidths=bandwidths, gamma=0.9)
-    assert model.data is dataset
-    with pytest.raises(TypeError, match="got both 'dataset'"):
-        algo.fit(dataset=dataset, data=dataset, bandwidths=bandwidths,
-                 initial_states=initial_states, n_updates=1)
-    with pytest.raises(TypeError, match="multiple values for argument 'data'"):
-        algo.fit(dataset, bandwidths, initial_states, 1, dataset=dataset)
+    for call in (lambda: algo.fit(dataset=dataset, bandwidths=bandwidths,
+                                  initial_states=initial_states, n_updates=1),
+                 lambda: nopg.select_bandwidths(dataset=dataset),
+                 lambda: nopg.NonparametricBellman(dataset=dataset, bandwidths=bandwidths,
+                                                   gamma=0.9)):
+        with pytest.raises(TypeError, match="unexpected keyword argument .dataset.|missing 1 required positional argument: .data."):
+            call()
 
 
 # ---------------------------------------------------------------------------- drawn starts

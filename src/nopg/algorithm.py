@@ -50,7 +50,7 @@ from .models import bellman_model
 from .policies import is_stochastic
 from .search import EvolutionSearch, fitness_key
 from .starts import farthest_data_states
-from .validation import renamed_attribute, renamed_keyword, warn_user
+from .validation import warn_user
 
 logger = logging.getLogger(__name__)
 START_DRAW_STREAM = 0x57A27
@@ -170,7 +170,6 @@ class NOPG:
         self.action_predictability_: float | None = None
 
     # ------------------------------------------------------------------ set-up
-    @renamed_keyword("dataset", "data")
     def setup(self, data: TransitionDataset, bandwidths: Bandwidths,
               initial_states: np.ndarray | torch.Tensor) -> NOPG:
         """Build the Bellman model for ``data``; called by :meth:`fit` when needed."""
@@ -374,7 +373,6 @@ class NOPG:
                      "residual %(residual_q).1e/%(residual_mu).1e time %(update_time_s).4fs", metrics)
         return metrics
 
-    @renamed_keyword("dataset", "data")
     def updates(self, data: TransitionDataset, bandwidths: Bandwidths,
                 initial_states: np.ndarray | torch.Tensor,
                 n_updates: int) -> Iterator[dict[str, Any]]:
@@ -426,7 +424,6 @@ class NOPG:
             self.history_.append(metrics)
             yield metrics
 
-    @renamed_keyword("dataset", "data")
     def fit(self, data: TransitionDataset, bandwidths: Bandwidths,
             initial_states: np.ndarray | torch.Tensor, n_updates: int, *,
             callbacks: Iterable[Callback] = (), log_path: str | Path | None = None,
@@ -546,7 +543,6 @@ class NOPG:
         states (:meth:`solution`, solved once per policy update and cached)."""
         return self.solution().J
 
-    J_ = renamed_attribute("J_", "J_hat", call=True)
 
     def model_episode_lengths(self, steps: int, initial_states: np.ndarray | None = None
                               ) -> np.ndarray:
@@ -636,7 +632,6 @@ class NOPG:
         return read_checkpoint_meta(path)
 
     @classmethod
-    @renamed_keyword("dataset", "data")
     def load(cls, path: str | Path, policy: nn.Module | None = None, *,
              data: TransitionDataset | None = None, device: str | None = None) -> NOPG:
         """Restore a checkpoint written by :meth:`save`; ``fit`` then resumes exactly.

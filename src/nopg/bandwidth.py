@@ -15,7 +15,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from .data import TransitionDataset
-from .validation import renamed_keyword, warn_user
+from .validation import warn_user
 
 __all__ = [
     "ACTION_EFFECT_MAX",
@@ -298,7 +298,6 @@ def _heldout_loglik(train: np.ndarray, test: np.ndarray, grid: np.ndarray) -> np
     return total - test.shape[0] * log_norm
 
 
-@renamed_keyword("rng", "seed")
 def cross_validated_bandwidth(
     x: ArrayLike,
     n_folds: int = 5,
@@ -421,8 +420,6 @@ class KnnSelection:
     action_narrowing: tuple[float, ...] = ()
 
 
-@renamed_keyword("dataset", "data")
-@renamed_keyword("rng", "seed")
 def knn_bandwidths(
     data: TransitionDataset,
     k: int = 10,
@@ -695,8 +692,6 @@ def resolve_method(method: str) -> str:
     return "knn" if method == "auto" else method
 
 
-@renamed_keyword("dataset", "data")
-@renamed_keyword("rng", "seed")
 def select_bandwidths(
     data: TransitionDataset,
     method: str = "auto",

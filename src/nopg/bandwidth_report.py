@@ -44,7 +44,6 @@ from .bandwidth import (
 from .behaviour import AUTO_SCALE, action_predictability
 from .bellman import NonparametricBellman
 from .data import TransitionDataset
-from .validation import renamed_keyword
 
 __all__ = ["BandwidthReport", "bandwidth_report"]
 
@@ -299,8 +298,6 @@ def _check_probes(value: int) -> int:
 
 
 # ------------------------------------------------------------------------------ report
-@renamed_keyword("dataset", "data")
-@renamed_keyword("rng", "seed")
 def bandwidth_report(
     data: TransitionDataset,
     method: str = "auto",

@@ -66,7 +66,6 @@ from .policies import is_stochastic
 from .responsibilities import KernelRows, QueryStates
 from .row_matrices import Rows
 from .solvers import SolveInfo
-from .validation import renamed_attribute, renamed_keyword
 
 __all__ = ["NonparametricBellman", "BellmanSolution", "ModelConfig", "KEYWORD_DEFAULTS", "keyword_config",
            "as_states", "pessimistic_value", "candidate_action_scale", "default_candidates",
@@ -75,7 +74,6 @@ __all__ = ["NonparametricBellman", "BellmanSolution", "ModelConfig", "KEYWORD_DE
 _DENSE_LIMIT = 20_000          # top_k=None beyond this many samples is refused (n x n memory)
 
 
-@renamed_keyword("dataset", "data")
 def pessimistic_value(data: TransitionDataset, gamma: float) -> float:
     """``min(r) / (1 - gamma)``, capped at 0 when the data hold a terminal transition."""
     value = float(data.rewards.min()) / (1.0 - gamma)
@@ -254,7 +252,6 @@ class NonparametricBellman:
     is replaced by it; :func:`nopg.models.bellman_model` builds the class a configuration
     names)."""
 
-    @renamed_keyword("dataset", "data")
     def __init__(self, data: TransitionDataset, bandwidths: Bandwidths, gamma: float,
                  config: ModelConfig | None = None, **settings: Any) -> None:
         _check_data(data, bandwidths, gamma)
@@ -532,8 +529,6 @@ class NonparametricBellman:
                                absorbing_value=c, initial_actions=actions0,
                                next_actions=actions_next, initial_gap=thin064)
 
-    evaluate = renamed_attribute("evaluate", "solution")
-    dataset = renamed_attribute("dataset", "data")
 
     # ------------------------------------------------------------------ queries
     @torch.no_grad()

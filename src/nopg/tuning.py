@@ -41,7 +41,6 @@ from .bellman import NonparametricBellman
 from .data import TransitionDataset
 from .gradient import surrogate_gradient
 from .kernels import log_weights
-from .validation import renamed_keyword
 
 J_REL_ERR_MAX = 0.01
 """Recommendation threshold: ``|J_hat(k) - J_hat(ref)| / |J_hat(ref)|`` at most 1 %."""
@@ -234,9 +233,6 @@ def _kept_mass(model: NonparametricBellman, policy: nn.Module, rows: np.ndarray,
     return {k: np.concatenate(v) for k, v in out.items()}
 
 
-@renamed_keyword("dataset", "data")
-@renamed_keyword("ks", "top_k_values")
-@renamed_keyword("candidates", "n_candidates_values")
 def neighbor_report(data: TransitionDataset, bandwidths: Bandwidths, policy: nn.Module,
                     initial_states: np.ndarray, *, gamma: float = 0.99,
                     top_k_values: tuple[int, ...] = (5, 10, 20, 40),

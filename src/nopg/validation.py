@@ -8,18 +8,13 @@ int, 'auto' or None. Got 0 instead." (``owner`` names the class; without it the 
 from __future__ import annotations
 
 import difflib
-import functools
 import inspect
 import math
 import os
 import warnings
-from collections.abc import Callable
-from typing import Any, NoReturn, TypeVar
+from typing import Any, NoReturn
 
 import numpy as np
-
-_F = TypeVar("_F", bound=Callable[..., Any])
-
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
@@ -34,8 +29,8 @@ def suggestion(name: str, known: list[str]) -> str:
 
 def warn_user(message: str | Warning, category: type[Warning] = UserWarning) -> None:
     """``warnings.warn`` at the first frame outside the ``nopg`` package: the user's line, not
-    the library's (a fixed ``stacklevel`` lands inside nopg when a call passes through a
-    wrapper such as :func:`renamed_keyword` or another nopg function)."""
+    the library's (a fixed ``stacklevel`` lands inside nopg when a call passes through
+    another nopg function)."""
     frame, level = inspect.currentframe().f_back, 1  # type: ignore[union-attr]
     while frame.f_back is not None and os.path.abspath(frame.f_code.co_filename).startswith(
             _PACKAGE_DIR + os.sep):
@@ -97,43 +92,3 @@ def check_discount(name: str, value: Any, owner: str | None = None) -> None:
     """A discount factor: a real number in [0, 1)."""
     if not is_float(value) or not 0.0 <= value < 1.0:
         fail(name, "a float in [0, 1)", value, owner)
-
-
-def renamed_attribute(old: str, new: str, *, call: bool = False) -> property:
-    """A property ``old`` for a class whose attribute is now called ``new``: reading (or
-    setting) it warns with a ``DeprecationWarning`` and reads (sets) ``new``; with ``call``,
-    ``new`` is a method and reading ``old`` returns its value."""
-    what = f"{new}()" if call else new
-
-    def warn(obj: Any) -> None:
-        warnings.warn(f"{type(obj).__name__}.{old} is deprecated; use {type(obj).__name__}.{what}",
-                      DeprecationWarning, stacklevel=3)
-
-    def get(obj: Any) -> Any:
-        warn(obj)
-        value = getattr(obj, new)
-        return value() if call else value
-
-    def put(obj: Any, value: Any) -> None:
-        warn(obj)
-        setattr(obj, new, value)
-
-    return property(get, None if call else put, doc=f"Deprecated name of ``{what}``.")
-
-
-def renamed_keyword(old: str, new: str) -> Callable[[_F], _F]:
-    """Accept the former keyword argument ``old`` of a function for ``new``, with a
-    ``DeprecationWarning`` (the API uses one name per concept; ``data`` for a data set)."""
-    def wrap(fn: _F) -> _F:
-        @functools.wraps(fn)
-        def inner(*args: Any, **kwargs: Any) -> Any:
-            if old in kwargs:
-                if new in kwargs:
-                    raise TypeError(f"{fn.__qualname__}() got both '{old}' (its former name) "
-                                    f"and '{new}'")
-                warnings.warn(f"{fn.__qualname__}(): the '{old}' keyword is now called '{new}'",
-                              DeprecationWarning, stacklevel=2)
-                kwargs[new] = kwargs.pop(old)
-            return fn(*args, **kwargs)
-        return inner  # type: ignore[return-value]
-    return wrap

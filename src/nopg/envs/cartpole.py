@@ -64,8 +64,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from nopg.validation import renamed_keyword
-
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from nopg.data import TransitionDataset
 
@@ -322,7 +320,6 @@ def _count(name: str, value: int) -> int:
     return int(value)
 
 
-@renamed_keyword("rng", "seed")
 def sample_initial_states(seed: np.random.Generator | int, size: int,
                           theta_max: float = INIT_THETA_MAX,
                           params: CartPoleParams = DEFAULT_PARAMS) -> np.ndarray:

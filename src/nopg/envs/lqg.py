@@ -38,8 +38,6 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.linalg import solve_discrete_lyapunov
 
-from nopg.validation import renamed_keyword
-
 __all__ = [
     "LQG",
     "PAPER_BEHAVIOUR_THETA",
@@ -371,7 +369,6 @@ class LQG:
         return -2.0 * a @ self.R.T - 2.0 * self.gamma * nxt @ (p_next @ self.B)
 
     # ---------------------------------------------------------------------------- sampling
-    @renamed_keyword("rng", "seed")
     def rollout_returns(self, theta: ArrayLike, sigma: ArrayLike, horizon: int, n_episodes: int,
                         seed: np.random.Generator | int | None = None) -> np.ndarray:
         """Discounted returns of ``n_episodes`` simulated episodes of ``horizon`` steps, (m,);

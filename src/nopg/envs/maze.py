@@ -42,8 +42,6 @@ from typing import TYPE_CHECKING, Any
 import gymnasium as gym
 import numpy as np
 
-from nopg.validation import renamed_keyword
-
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from nopg.data import TransitionDataset
 
@@ -181,7 +179,6 @@ class WaypointController:
         ``rng``); ``None`` draws fresh entropy.
     """
 
-    @renamed_keyword("rng", "seed")
     def __init__(self, maze_map: Sequence[Sequence[Any]] = UMAZE_MAP, p_gain: float = 10.0,
                  d_gain: float = 1.0, solve_thresh: float = 0.1, noise: float = 0.0,
                  jitter: float = 0.2, seed: int | np.random.Generator | None = None) -> None:
