@@ -44,6 +44,16 @@ def test_graph_is_the_exact_knn_graph_without_self() -> None:
     assert np.array_equal(np.sort(graph.numpy(), 1), np.sort(brute, 1))
 
 
+def test_state_neighbours_join_the_graph() -> None:
+    s, a = _pairs()
+    graph = GraphSearch(s, a, degree=4, state_degree=3).graph()
+    assert graph.shape == (N, 7)
+    by_state = torch.topk(torch.cdist(s, s), 4, dim=1, largest=False).indices[:, 1:].numpy()
+    assert np.array_equal(np.sort(graph[:, 4:].numpy(), 1), np.sort(by_state, 1))
+    with pytest.raises(ValueError, match="state_degree"):
+        GraphSearch(s, a, state_degree=-1)
+
+
 def test_first_search_is_exact() -> None:
     s, a = _pairs()
     qs, qa = _pairs(60, seed=1)

@@ -59,6 +59,16 @@ def _check_finite(name: str, values: torch.Tensor) -> None:
         raise ValueError(f"{name} must be finite (no NaN or inf).")
 
 
+def _without_self(index: NeighborIndex, degree: int) -> torch.Tensor:
+    """The ``degree`` nearest neighbours (n, degree) of every indexed point but itself."""
+    n = index.n
+    found = index.query_index(index.points, degree + 1)                     # (n, degree + 1)
+    keep = found != torch.arange(n, device=found.device)[:, None]
+    extra = keep.sum(1) > degree           # itself not among them (duplicates): drop the last
+    keep[extra, degree] = False
+    return found[keep].reshape(n, degree)
+
+
 @dataclass
 class WarmStart:
     """The pools of a fixed batch of query states, kept between searches.
@@ -106,6 +116,9 @@ class GraphSearch:
         ``i % refresh_every == searches % refresh_every`` (0: never).
     backend : {"auto", "kdtree", "torch"}
         Exact k-NN search of the graph and of :meth:`start` (:class:`nopg.neighbors.NeighborIndex`).
+    state_degree : int
+        Further graph neighbours per data pair by state alone (any action): they let the search
+        move along the actions at a fixed state (0: none).
     index : NeighborIndex, optional
         An existing exact index over ``cat([states, actions], 1)`` to share (``backend`` is then
         unused).
@@ -125,7 +138,8 @@ class GraphSearch:
     def __init__(self, states: torch.Tensor, actions: torch.Tensor, degree: int = DEFAULT_DEGREE,
                  pool: int = DEFAULT_POOL, beam: int = DEFAULT_BEAM, expand: int = DEFAULT_EXPAND,
                  max_rounds: int = DEFAULT_MAX_ROUNDS, refresh_every: int = DEFAULT_REFRESH_EVERY,
-                 backend: str = "auto", index: NeighborIndex | None = None) -> None:
+                 backend: str = "auto", index: NeighborIndex | None = None,
+                 state_degree: int = 0) -> None:
         if states.ndim != 2 or actions.ndim != 2 or states.shape[0] != actions.shape[0] \
                 or states.shape[0] < 2:
             raise ValueError(f"states and actions must have shapes (n, d_s) and (n, d_a) with the "
@@ -135,11 +149,16 @@ class GraphSearch:
         for name, value in (("degree", degree), ("pool", pool), ("beam", beam),
                             ("expand", expand), ("max_rounds", max_rounds)):
             check_positive_int(name, value)
+        if isinstance(state_degree, bool) or not isinstance(state_degree, (int, np.integer)) \
+                or state_degree < 0:
+            raise ValueError(f"state_degree must be a non-negative int. Got {state_degree!r}.")
         if isinstance(refresh_every, bool) or not isinstance(refresh_every, (int, np.integer)) \
                 or refresh_every < 0:
             raise ValueError(f"refresh_every must be a non-negative int. Got {refresh_every!r}.")
         self.states, self.actions = states, actions
         self.degree = min(int(degree), self.n - 1)
+        self.state_degree = min(int(state_degree), self.n - 1)
+        self._backend = backend
         self.pool = min(int(pool), self.n)
         self.beam, self.expand = int(beam), int(expand)
         self.max_rounds, self.refresh_every = int(max_rounds), int(refresh_every)
@@ -155,15 +174,15 @@ class GraphSearch:
         return self.states.shape[0]
 
     def graph(self) -> torch.Tensor:
-        """The k-NN graph (n, degree) of the data pairs, each pair's own index left out (built on
-        first use by one exact k-NN query of the data)."""
+        """The k-NN graph (n, degree + state_degree) of the data pairs, each pair's own index left
+        out: its ``degree`` nearest pairs, then its ``state_degree`` nearest states (built on
+        first use by exact k-NN queries of the data)."""
         if self._graph is None:
-            n, deg = self.n, self.degree
-            found = self.index.query_index(self.index.points, deg + 1)       # (n, deg + 1)
-            keep = found != torch.arange(n, device=found.device)[:, None]
-            extra = keep.sum(1) > deg          # self not among them (duplicates): drop the last
-            keep[extra, deg] = False
-            self._graph = found[keep].reshape(n, deg)
+            parts = [_without_self(self.index, self.degree)]
+            if self.state_degree:
+                states = NeighborIndex(self.states, self._backend)
+                parts.append(_without_self(states, self.state_degree))
+            self._graph = torch.cat(parts, dim=1)
         return self._graph
 
     def _check_queries(self, states: torch.Tensor, actions: torch.Tensor,
