@@ -84,6 +84,18 @@ def test_warm_start_follows_moving_queries() -> None:
     assert _recall(frozen.search(cold, qs, moved, K), _brute(s, a, qs, moved, K)) < recalls[-1]
 
 
+def test_restart_makes_every_pool_exact_in_turn() -> None:
+    s, a = _pairs()
+    qs, qa = _pairs(30, seed=4)
+    search = GraphSearch(s, a, pool=12, beam=K, max_rounds=1, expand=1, refresh_every=0,
+                         restart_every=3)
+    warm = search.start(qs, qa)
+    moved = qa + 1.5
+    for _ in range(3):                    # each query restarted exactly once at the moved actions
+        found = search.search(warm, qs, moved, K)
+    assert _recall(found, _brute(s, a, qs, moved, K)) == 1.0
+
+
 def test_expansion_updates_the_pool_and_refresh_clears_marks() -> None:
     s, a = _pairs()
     qs, qa = _pairs(40, seed=3)
@@ -112,6 +124,8 @@ def test_bad_inputs_get_clear_errors() -> None:
         GraphSearch(s, a, pool=0)
     with pytest.raises(ValueError, match="refresh_every"):
         GraphSearch(s, a, refresh_every=-1)
+    with pytest.raises(ValueError, match="restart_every"):
+        GraphSearch(s, a, restart_every=True)
     search = GraphSearch(s, a, pool=10)
     with pytest.raises(ValueError, match=r"shapes \(m, 4\) and \(m, 2\)"):
         search.start(s[:5, :3], a[:5])

@@ -119,6 +119,11 @@ class GraphSearch:
     state_degree : int
         Further graph neighbours per data pair by state alone (any action): they let the search
         move along the actions at a fixed state (0: none).
+    restart_every : int
+        At every search, first replace the pools of the queries ``i`` with
+        ``i % restart_every == searches % restart_every`` by exact ones (:meth:`start` at the
+        current actions): every pool is then at most ``restart_every`` searches old, for
+        ``1 / restart_every`` of an exact query per search (0: never).
     index : NeighborIndex, optional
         An existing exact index over ``cat([states, actions], 1)`` to share (``backend`` is then
         unused).
@@ -139,7 +144,7 @@ class GraphSearch:
                  pool: int = DEFAULT_POOL, beam: int = DEFAULT_BEAM, expand: int = DEFAULT_EXPAND,
                  max_rounds: int = DEFAULT_MAX_ROUNDS, refresh_every: int = DEFAULT_REFRESH_EVERY,
                  backend: str = "auto", index: NeighborIndex | None = None,
-                 state_degree: int = 0) -> None:
+                 state_degree: int = 0, restart_every: int = 0) -> None:
         if states.ndim != 2 or actions.ndim != 2 or states.shape[0] != actions.shape[0] \
                 or states.shape[0] < 2:
             raise ValueError(f"states and actions must have shapes (n, d_s) and (n, d_a) with the "
@@ -152,9 +157,10 @@ class GraphSearch:
         if isinstance(state_degree, bool) or not isinstance(state_degree, (int, np.integer)) \
                 or state_degree < 0:
             raise ValueError(f"state_degree must be a non-negative int. Got {state_degree!r}.")
-        if isinstance(refresh_every, bool) or not isinstance(refresh_every, (int, np.integer)) \
-                or refresh_every < 0:
-            raise ValueError(f"refresh_every must be a non-negative int. Got {refresh_every!r}.")
+        for name, value in (("refresh_every", refresh_every), ("restart_every", restart_every)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+                raise ValueError(f"{name} must be a non-negative int. Got {value!r}.")
+        self.restart_every = int(restart_every)
         self.states, self.actions = states, actions
         self.degree = min(int(degree), self.n - 1)
         self.state_degree = min(int(state_degree), self.n - 1)
@@ -223,6 +229,13 @@ class GraphSearch:
                              f"Got {k!r} instead.")
         beam = min(max(self.beam, int(k)), self.pool)
         m = states.shape[0]
+        if self.restart_every:
+            turn = torch.nonzero(torch.arange(m, device=states.device) % self.restart_every
+                                 == warm.searches % self.restart_every).reshape(-1)
+            if turn.numel():
+                fresh = self.start(states[turn], actions[turn])
+                warm.index[turn], warm.sq_state[turn] = fresh.index, fresh.sq_state
+                warm.expanded[turn] = fresh.expanded
         if self.refresh_every:
             turn = torch.arange(m, device=states.device) % self.refresh_every \
                 == warm.searches % self.refresh_every
