@@ -3,6 +3,7 @@
     OMP_NUM_THREADS=1 python benchmarks/bench_highdim_knn.py --data hopper --n 100000 --updates 20
     OMP_NUM_THREADS=1 python benchmarks/bench_highdim_knn.py --data walker --n 100000 --updates 20 \
         --exact-updates 3
+    ... --graph beam=16 pool=48 restart_every=50      # GraphSearch settings of the graph path
 
 One process, one thread. The data: ``--n`` MuJoCo transitions under uniform random actions,
 ``hopper`` (Hopper-v5: 11-D state, 3-D action, 14-D pairs) or ``walker`` (Walker2d-v5: 17-D
@@ -78,8 +79,10 @@ def _timed(obj: object, name: str, log: list[float]) -> None:
     setattr(obj, name, wrapper)
 
 
-def fit(data: TransitionDataset, neighbors: str, updates: int, lr: float, k: int) -> tuple[dict, NOPG]:
-    """``setup``, then ``updates`` timed updates of NOPG with ``neighbors``."""
+def fit(data: TransitionDataset, neighbors: str, updates: int, lr: float, k: int,
+        graph_options: dict | None = None) -> tuple[dict, NOPG]:
+    """``setup``, then ``updates`` timed updates of NOPG with ``neighbors`` (``graph_options``:
+    settings of :class:`nopg.graph_search.GraphSearch` other than the model's)."""
     bw = select_bandwidths(data, "auto")
     torch.manual_seed(0)
     policy = DeterministicMLPPolicy(data.state_dim, data.action_dim,
@@ -89,6 +92,12 @@ def fit(data: TransitionDataset, neighbors: str, updates: int, lr: float, k: int
     t0 = time.perf_counter()
     algo.setup(data, bw, data.states[:1])
     setup = time.perf_counter() - t0
+    if graph_options:
+        from nopg.graph_search import DEFAULT_BEAM, DEFAULT_POOL, GraphSearch
+
+        sel = algo.model_.selector
+        options = {"pool": max(DEFAULT_POOL, 2 * k), "beam": max(DEFAULT_BEAM, k), **graph_options}
+        sel._graph_search = GraphSearch(sel.states, sel.actions, index=sel.joint_index(), **options)
     select_log: list[float] = []
     _timed(algo.model_.selector, "select", select_log)
     times, select, J = [], [], []
@@ -164,8 +173,11 @@ def main(argv: list[str] | None = None) -> int:
                    help="updates of the exact path (default: --updates)")
     p.add_argument("--k", type=int, default=10)
     p.add_argument("--lr", type=float, default=1e-2)
+    p.add_argument("--graph", nargs="*", default=[], metavar="NAME=INT",
+                   help="GraphSearch settings of the graph path, e.g. beam=16 restart_every=50")
     p.add_argument("--json", help="also write the results to this file")
     args = p.parse_args(argv)
+    graph_options = {key: int(value) for key, value in (item.split("=") for item in args.graph)}
     torch.set_num_threads(1)
     t = time.perf_counter()
     data = make_data(args.data, args.n)
@@ -173,7 +185,8 @@ def main(argv: list[str] | None = None) -> int:
                  "data_s": time.perf_counter() - t, "threads": torch.get_num_threads()}
     exact_updates = args.exact_updates or args.updates
     out["exact"], _ = fit(data, "knn", exact_updates, args.lr, args.k)
-    out["graph"], algo = fit(data, "graph", args.updates, args.lr, args.k)
+    out["graph_options"] = graph_options
+    out["graph"], algo = fit(data, "graph", args.updates, args.lr, args.k, graph_options)
     out["accuracy"] = accuracy(algo, data, args.k)
     e, g = out["exact"], out["graph"]
     out["ratio_mean"] = g["mean_s"] / e["mean_s"]
