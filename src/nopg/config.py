@@ -102,7 +102,8 @@ class NOPGConfig(TorchPlacement):
         rows it cannot certify (exact, near-linear; the ``auto`` choice with ``top_k``); ``knn``
         queries (state, action) neighbours for every row and update (exact); ``graph`` follows
         each row's neighbours from update to update by a warm-started graph search
-        (approximate, for pairs of more than 10 dimensions; :mod:`nopg.graph_search`).
+        (approximate, for pairs of more than 10 dimensions; its accuracy depends on the data
+        and the fit's stage, see :mod:`nopg.graph_search`).
     n_candidates : int or None
         State-space candidates per row (``None``: ``max(4 top_k, 32)``); see ``nopg tune-k``.
     refine : bool

@@ -23,7 +23,11 @@ missed. ``refresh_every`` bounds how stale the expansion marks get: at every sea
 of every ``refresh_every``-th query (in turn) are cleared, so that its beam is expanded again.
 Every distance is computed exactly from the coordinates, so the entries that are found rank
 exactly; recall, gradient cosine and ``J_hat`` error against the exact path are measured by
-``benchmarks/bench_highdim_knn.py`` (``docs/scale.md``).
+``benchmarks/bench_highdim_knn.py`` (``docs/scale.md``, 2026-11-29): at 10^5 Hopper transitions
+(14-D pairs) an update after the first cost 0.11-0.13 of the exact path's, with recall@10 about
+0.95; the gradient's cosine to the exact one was 0.9996 after 20 updates but 0.856 after 100 (a
+nearly converged fit), and on 5 x 10^4 Walker2d transitions (23-D) 0.68 after 20. Measure on the
+data at hand before relying on it.
 """
 
 from __future__ import annotations
