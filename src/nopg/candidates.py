@@ -19,6 +19,8 @@ With ``n_candidates`` above ``4 top_k`` the candidates are found with the action
 (:func:`candidate_action_scale`): they reach ``1 / lambda`` times further along the actions, where
 the policy moves, and :meth:`TopKSelector.certified` gives the bound that still holds.
 ``refine=False`` skips the certificate (candidates from the first update only): an approximation.
+With ``graph=True`` (``neighbors="graph"``) the cached batches are answered instead by the
+warm-started graph search of :mod:`nopg.graph_search` (approximate, for high-dimensional pairs).
 
 Where the policy moves far in bandwidth units at every update (narrow action kernels on large
 data), most rows leave their certificate and the candidates cost a re-centring query per row on
