@@ -312,7 +312,8 @@ class NonparametricBellman:
         self.discounts = t(self.data.discounts(self.gamma))                   # (n,)
         self.selector = TopKSelector(self.states_scaled, self.actions_scaled, self.top_k,
                                      self.n_candidates, self.refine, self.neighbor_backend,
-                                     self.switch_share, KNN_PROBE_EVERY)
+                                     self.switch_share, KNN_PROBE_EVERY,
+                                     graph=self.neighbors == "graph")
         absorb = self.unsupported == "absorb"
         self.kernel_rows = KernelRows(self.selector, self.neighbors, self.support_radius, absorb,
                                       attach_thinness=self.unsupported == "penalty")

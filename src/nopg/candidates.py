@@ -19,6 +19,8 @@ With ``n_candidates`` above ``4 top_k`` the candidates are found with the action
 (:func:`candidate_action_scale`): they reach ``1 / lambda`` times further along the actions, where
 the policy moves, and :meth:`TopKSelector.certified` gives the bound that still holds.
 ``refine=False`` skips the certificate (candidates from the first update only): an approximation.
+With ``graph=True`` (``neighbors="graph"``) the cached batches are answered instead by the
+warm-started graph search of :mod:`nopg.graph_search` (approximate, for high-dimensional pairs).
 
 Where the policy moves far in bandwidth units at every update (narrow action kernels on large
 data), most rows leave their certificate and the candidates cost a re-centring query per row on
@@ -41,6 +43,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from .graph_search import DEFAULT_BEAM, DEFAULT_POOL, GraphSearch, WarmStart
 from .kernels import gather_rows, gathered_squared_distances, squared_norm
 from .neighbors import NeighborIndex
 
@@ -104,6 +107,9 @@ class CandidateSets:
         (``switch_share`` of :class:`TopKSelector`).
     knn_run : int
         Length of the next such run (0: ``probe_every``); doubles after each costly selection.
+    warm : WarmStart or None
+        ``neighbors="graph"``: the pools of the warm-started graph search
+        (:class:`nopg.graph_search.GraphSearch`), made at the first selection.
     """
 
     states: torch.Tensor
@@ -114,6 +120,7 @@ class CandidateSets:
     scale: torch.Tensor | None = None
     knn_left: int = 0
     knn_run: int = 0
+    warm: WarmStart | None = None
 
     def allocate(self, n_candidates: int, action_dim: int) -> None:
         """Empty buffers for every row (called before the first :meth:`TopKSelector.recentre`)."""
@@ -146,11 +153,15 @@ class TopKSelector:
         ``None``: always the candidates.
     probe_every : int
         Length of such a k-NN run, the selection that tries the candidates again included.
+    graph : bool
+        Answer cached batches by the warm-started graph search of :mod:`nopg.graph_search`
+        (``neighbors="graph"``: approximate) instead of the candidates.
     """
 
     def __init__(self, states: torch.Tensor, actions: torch.Tensor, top_k: int | None,
                  n_candidates: int, refine: bool = True, backend: str = "auto",
-                 switch_share: float | None = None, probe_every: int = 10) -> None:
+                 switch_share: float | None = None, probe_every: int = 10,
+                 graph: bool = False) -> None:
         self.states, self.actions = states, actions
         self.top_k, self.n_candidates = top_k, int(n_candidates)
         self.refine, self.backend = bool(refine), backend
@@ -169,6 +180,10 @@ class TopKSelector:
         self._joint: NeighborIndex | None = None
         self._shrunk: NeighborIndex | None = None
         self._shrunk_scale = 1.0
+        self.graph = bool(graph)
+        self._graph_search: GraphSearch | None = None
+        self.graph_expanded_rows = 0
+        """``graph``: query-rounds of graph expansion since the counter was last reset."""
 
     @property
     def n(self) -> int:
@@ -200,6 +215,31 @@ class TopKSelector:
                                          self.backend)
             self._shrunk_scale = lam
         return self._shrunk
+
+    def graph_search(self) -> GraphSearch:
+        """The warm-started graph search over the scaled pairs (built on first use; it shares
+        the joint k-NN index)."""
+        if self._graph_search is None:
+            top_k = self._top_k()
+            self._graph_search = GraphSearch(
+                self.states, self.actions, pool=max(DEFAULT_POOL, 2 * top_k),
+                beam=max(DEFAULT_BEAM, top_k), index=self.joint_index())
+        return self._graph_search
+
+    def _graph_select(self, states: torch.Tensor, actions: torch.Tensor, sets: CandidateSets
+                      ) -> torch.Tensor:
+        """``graph``: the top-k found by the warm-started graph search for every pair, from the
+        exact pools made at the batch's first selection (approximate)."""
+        M, G, _ = actions.shape
+        top_k = self._top_k()
+        search = self.graph_search()
+        points = states[:, None, :].expand(M, G, -1).reshape(M * G, -1)
+        flat = actions.reshape(M * G, -1)
+        if sets.warm is None or sets.warm.index.shape[0] != M * G:
+            sets.warm = search.start(points, flat)
+        idx = search.search(sets.warm, points, flat, top_k)
+        self.graph_expanded_rows += sets.warm.expanded_rows
+        return idx.reshape(M, G, top_k)
 
     def exact_knn(self, states: torch.Tensor, actions: torch.Tensor, k: int
                   ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -323,6 +363,8 @@ class TopKSelector:
         """
         M, G, _ = actions.shape
         top_k = self._top_k()
+        if sets is not None and self.graph:
+            return self._graph_select(states, actions, sets)
         if sets is not None and sets.knn_left > 0:     # switch_share: k-NN for this selection
             sets.knn_left -= 1
             self.knn_selections += 1

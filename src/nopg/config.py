@@ -96,11 +96,14 @@ class NOPGConfig(TorchPlacement):
         Number of samples from which ``top_k="auto"`` keeps 10 entries per row instead of the
         dense ``P``: the measured size at which the sparse path becomes the faster one
         (:mod:`nopg.defaults`).
-    neighbors : {"auto", "dense", "candidates", "knn"}
+    neighbors : {"auto", "dense", "candidates", "knn", "graph"}
         How the top-k entries are found: ``dense`` builds the (n, n) log-weights (the paper's
         method); ``candidates`` re-ranks cached (state, action) neighbours and re-centres the
         rows it cannot certify (exact, near-linear; the ``auto`` choice with ``top_k``); ``knn``
-        queries (state, action) neighbours for every row and update (exact).
+        queries (state, action) neighbours for every row and update (exact); ``graph`` follows
+        each row's neighbours from update to update by a warm-started graph search
+        (approximate, for pairs of more than 10 dimensions; its accuracy depends on the data
+        and the fit's stage, see :mod:`nopg.graph_search`).
     n_candidates : int or None
         State-space candidates per row (``None``: ``max(4 top_k, 32)``); see ``nopg tune-k``.
     refine : bool

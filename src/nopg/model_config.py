@@ -39,7 +39,7 @@ from .validation import (
     is_int,
 )
 
-NEIGHBOR_MODES = ("auto", "dense", "candidates", "knn")
+NEIGHBOR_MODES = ("auto", "dense", "candidates", "knn", "graph")
 SOLVERS = ("auto", "dense", "bicgstab")
 PRECONDITIONERS = ("auto", "ilu", "aggregation", "none")
 UNSUPPORTED = ("extrapolate", "absorb", "penalty")
@@ -75,11 +75,13 @@ class ModelConfig(TorchPlacement):
         (``successors`` other than ``"kernel"``).
     sparse_min_n : int
         Number of samples from which ``top_k="auto"`` keeps 10 entries per row.
-    neighbors : {"auto", "dense", "candidates", "knn"}
+    neighbors : {"auto", "dense", "candidates", "knn", "graph"}
         How the top-k entries are found (:mod:`nopg.responsibilities`); ``auto`` is ``dense``
         without ``top_k`` and ``candidates`` with it, switching (from 50 000 samples on) to
         ``knn`` for a few updates whenever the policy moved so far that most rows had to be
-        re-centred (:func:`nopg.defaults.resolve_neighbors`).
+        re-centred (:func:`nopg.defaults.resolve_neighbors`). ``graph`` (never chosen by
+        ``auto``) finds the rows of ``P`` and ``eps0`` by a warm-started graph search
+        (:mod:`nopg.graph_search`): approximate, for high-dimensional pairs.
     n_candidates : int or None
         Candidate neighbours kept per query (``None``: ``max(4 top_k, 32)``).
     refine : bool
@@ -340,7 +342,7 @@ def _check_sparsity(v: Mapping[str, Any], owner: str | None) -> None:
     if not check_auto_count(v["top_k"]):
         fail("top_k", "a positive int, 'auto' or None", v["top_k"], owner)
     check_choice("neighbors", v["neighbors"], NEIGHBOR_MODES, owner)
-    if v["top_k"] is None and v["neighbors"] in ("candidates", "knn"):
+    if v["top_k"] is None and v["neighbors"] in ("candidates", "knn", "graph"):
         fail("neighbors", f"'auto' or 'dense' when top_k is None (neighbors={v['neighbors']!r} "
              "needs top_k, the entries kept per row)", v["neighbors"], owner)
     check_positive_int("n_candidates", v["n_candidates"], owner, allow_none=True)

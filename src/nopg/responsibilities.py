@@ -66,8 +66,9 @@ class KernelRows:
     ----------
     selector : TopKSelector
         The scaled data points, ``top_k`` and the top-k search of the sparse modes.
-    neighbors : {"dense", "candidates", "knn"}
-        The (resolved) neighbour mode.
+    neighbors : {"dense", "candidates", "knn", "graph"}
+        The (resolved) neighbour mode (``graph``: cached queries by the warm-started graph
+        search of :mod:`nopg.graph_search`, one-off queries by exact k-NN).
     support_radius : float
         Distance, in bandwidths, at which one data pair leaves the thinness at ``1/e``.
     absorb : bool
@@ -98,7 +99,8 @@ class KernelRows:
         if self.neighbors == "dense":
             return QueryStates(scaled, fixed=policy_free_log_weights(
                 scaled, self.selector.states, self.action_sq))
-        sets = CandidateSets(scaled) if cache and self.neighbors == "candidates" else None
+        sets = (CandidateSets(scaled) if cache and self.neighbors in ("candidates", "graph")
+                else None)
         return QueryStates(scaled, candidates=sets)
 
     def rows(self, queries: QueryStates, actions: torch.Tensor, group: int = 1
