@@ -401,7 +401,8 @@ def test_the_data_set_keyword_is_data_everywhere(dataset, bandwidths, initial_st
                  lambda: nopg.select_bandwidths(dataset=dataset),
                  lambda: nopg.NonparametricBellman(dataset=dataset, bandwidths=bandwidths,
                                                    gamma=0.9)):
-        with pytest.raises(TypeError, match="unexpected keyword argument .dataset.|missing 1 required positional argument: .data."):
+        with pytest.raises(TypeError, match="unexpected keyword argument .dataset.|"
+                                             "missing 1 required positional argument: .data."):
             call()
 
 
