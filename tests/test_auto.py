@@ -193,7 +193,7 @@ def test_many_initial_states_reach_the_judge_and_moved_successors_as_a_spread_su
 def test_the_judges_horizon_is_where_the_datas_episodes_are_cut(data_file, dataset):
     """Without a horizon the judge forecasts over the length at which at least two episodes
     are cut without a terminal (a time limit), else over 10 / (1 - gamma) steps."""
-    from nopg.auto import episode_horizon
+    from nopg.task_knowledge import episode_horizon
 
     pendulum = nopg.formats.load_dataset(data_file)            # three 20-step episodes
     assert episode_horizon(pendulum) == 20

@@ -33,11 +33,9 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 import time
 import warnings
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -54,9 +52,8 @@ from .bellman import as_states
 from .data import TransitionDataset
 from .dimensions import StateSelect, drop_state_dims, informative_state_dims, reduce_states
 from .fit_report import Candidate, FitReport
+from .fit_run import Deadline, FitContext, policy_snapshots, run_fit
 from .method_config import MethodConfig
-from .model_config import check_state_bounds
-from .policies import DeterministicMLPPolicy, GaussianMLPPolicy, input_scaling_from_data
 from .policy_selection import best_score, judge_model, score_policy
 from .recipes import (
     BUDGET_FLOOR_S,
@@ -70,54 +67,18 @@ from .recipes import (
     selection_starts,
 )
 from .snapshots import PolicySnapshots, SnapshotChoice, choose_snapshot
+from .task_knowledge import (
+    action_bound,
+    check_bounds,
+    episode_horizon,
+    make_policy,
+    model_episode_report,
+    with_bounds,
+)
 
-__all__ = ["AutoNOPG", "episode_horizon", "make_policy", "model_episode_report",
-           "with_bounds"]
+__all__ = ["AutoNOPG"]
 
 logger = logging.getLogger("nopg.auto")
-
-Bounds = list[list[float | None]]
-
-
-def make_policy(config: MethodConfig, state_dim: int, action_dim: int,
-                action_max: float | ArrayLike, data: TransitionDataset | None = None) -> nn.Module:
-    """The paper's policy: an MLP (``config.hidden``) with an ``a_max tanh`` output, Gaussian
-    for NOPG-S; with ``config.normalize_states`` (and ``data``) its input is standardised by the
-    data's states."""
-    scaling = input_scaling_from_data(data.states) if config.normalize_states and data is not None \
-        else {}
-    if config.stochastic:
-        return GaussianMLPPolicy(state_dim, action_dim, action_max=action_max,
-                                 sigma_max=config.sigma_max, hidden=config.hidden, **scaling)
-    return DeterministicMLPPolicy(state_dim, action_dim, action_max=action_max,
-                                  hidden=config.hidden, **scaling)
-
-
-@dataclass
-class _FitContext:
-    """What every fit of one :meth:`AutoNOPG.fit` call shares."""
-
-    data: TransitionDataset
-    bandwidths: Bandwidths
-    starts: np.ndarray
-    few_starts: np.ndarray        # the judge's and the moved-successor recipes' (selection_starts)
-    action_max: np.ndarray
-    state_bounds: Bounds | None
-    terminal_bounds: Bounds | None
-    horizon: int
-    evaluate: Callable[[nn.Module], list[float]] | None
-    monitor: Callable[[nn.Module], float] | None
-    monitor_every: int
-    evaluate_candidates: bool
-    log_dir: Path | None
-    tensorboard_dir: Path | None
-    progress: bool
-    escalate: bool = False        # auto's escalation applies (set by the plan)
-    judge: AnchoredBellman | None = None
-
-    def log_path(self, name: str) -> Path | None:
-        return None if self.log_dir is None else self.log_dir / name
-
 
 class AutoNOPG:
     """The default NOPG method: bandwidths, fits, the judge's selection and a fit report.
@@ -256,7 +217,7 @@ class AutoNOPG:
                  terminal_bounds: ArrayLike | None, horizon: int | None, evaluate: Any,
                  monitor: Any, monitor_every: int, evaluate_candidates: bool,
                  log_dir: str | Path | None, tensorboard_dir: str | Path | None,
-                 progress: bool) -> _FitContext:
+                 progress: bool) -> FitContext:
         """Check the task's knowledge, select the bandwidths and gather what the fits share."""
         if not isinstance(data, TransitionDataset):
             raise ValueError(f"The 'data' parameter must be a TransitionDataset. "
@@ -264,9 +225,9 @@ class AutoNOPG:
         d_s = data.state_dim
         starts = data.episode_start_states() if initial_states is None else \
             as_states(initial_states, d_s, "initial_states")
-        state_bounds = _bounds("state_bounds", state_bounds, d_s)
-        terminal_bounds = _bounds("terminal_bounds", terminal_bounds, d_s)
-        action_bound = _action_bound(action_max, data)
+        state_bounds = check_bounds("state_bounds", state_bounds, d_s)
+        terminal_bounds = check_bounds("terminal_bounds", terminal_bounds, d_s)
+        bound = action_bound(action_max, data)
         if horizon is not None and (isinstance(horizon, bool) or not isinstance(
                 horizon, (int, np.integer)) or horizon < 1):
             raise ValueError(f"The 'horizon' parameter must be a positive int (the evaluation's "
@@ -284,9 +245,9 @@ class AutoNOPG:
                 None if b is None else [[v for v, k in zip(side, keep) if k] for side in b]
                 for b in (state_bounds, terminal_bounds))
         self.bandwidth_report_ = self.select_bandwidths(data)
-        return _FitContext(
+        return FitContext(
             data=data, bandwidths=self.bandwidths_, starts=starts,
-            few_starts=selection_starts(starts), action_max=action_bound,
+            few_starts=selection_starts(starts), action_max=bound,
             state_bounds=state_bounds, terminal_bounds=terminal_bounds,
             horizon=int(horizon) if horizon is not None else self._default_horizon(data),
             evaluate=evaluate, monitor=monitor, monitor_every=monitor_every,
@@ -327,7 +288,7 @@ class AutoNOPG:
                     np.round(report.bandwidths.action, 4).tolist())
         return report
 
-    def _plan(self, ctx: _FitContext) -> FitReport:
+    def _plan(self, ctx: FitContext) -> FitReport:
         """The fits to make (``auto`` resolved by the data), recorded."""
         c, data, n_starts = self.config, ctx.data, len(ctx.starts)
         recipes = resolve_recipes(c.recipes, data, c.nopg.gamma, c.restarts)
@@ -355,11 +316,11 @@ class AutoNOPG:
         ctx.escalate = escalate is not None
         return report
 
-    def _recipe_config(self, ctx: _FitContext, name: str) -> MethodConfig:
+    def _recipe_config(self, ctx: FitContext, name: str) -> MethodConfig:
         """Recipe ``name``'s settings with the task's bounds (:func:`with_bounds`)."""
         return with_bounds(apply_recipe(self.config, name), ctx.state_bounds, ctx.terminal_bounds)
 
-    def judge(self, ctx: _FitContext) -> AnchoredBellman:
+    def judge(self, ctx: FitContext) -> AnchoredBellman:
         """The judge of the fits (one anchored model of the data, the task's bounds), built once."""
         if ctx.judge is None:
             judge_cfg = with_bounds(self.config.replace(**{"nopg.successors": "anchored"}),
@@ -368,7 +329,7 @@ class AutoNOPG:
                                     self.config.stochastic)
         return ctx.judge
 
-    def _fit_once(self, ctx: _FitContext, config: MethodConfig, name: str, restart: int,
+    def _fit_once(self, ctx: FitContext, config: MethodConfig, name: str, restart: int,
                   n_updates: int, log_name: str, board: str | None,
                   stop: Deadline | None = None
                   ) -> tuple[NOPG, EvalCallback | None, PolicySnapshots | None]:
@@ -383,14 +344,14 @@ class AutoNOPG:
         algo = NOPG(policy, dataclasses.replace(config.nopg, seed=self.seed),
                     stochastic=config.stochastic)
         monitor = None if ctx.monitor is None else EvalCallback(ctx.monitor, ctx.monitor_every)
-        snapshots = _snapshots(config)
+        snapshots = policy_snapshots(config)
         board_dir = None if ctx.tensorboard_dir is None or board is None else \
             ctx.tensorboard_dir / board
-        _run_fit(algo, ctx, starts, monitor, snapshots, board_dir, n_updates,
-                 ctx.log_path(log_name), stop)
+        run_fit(algo, ctx.data, ctx.bandwidths, starts, n_updates, monitor, snapshots,
+                board_dir, ctx.log_path(log_name), ctx.progress, stop)
         return algo, monitor, snapshots
 
-    def _keep_snapshot(self, ctx: _FitContext, algo: NOPG, snapshots: PolicySnapshots | None,
+    def _keep_snapshot(self, ctx: FitContext, algo: NOPG, snapshots: PolicySnapshots | None,
                        label: str) -> SnapshotChoice | None:
         """Load the judge's choice among ``algo``'s final policy and ``snapshots`` into
         ``algo``, logged; ``None`` (no judge built) without an earlier snapshot."""
@@ -408,7 +369,7 @@ class AutoNOPG:
                     final.episode_return_mean, len(choice.updates) - 1, snapshots.start)
         return choice
 
-    def _fit_recipe(self, ctx: _FitContext, name: str, deadline: float | None = None
+    def _fit_recipe(self, ctx: FitContext, name: str, deadline: float | None = None
                     ) -> Candidate:
         """Recipe ``name``'s fit (restart 0's initialisation, the judge's snapshot choice),
         scored by the judge; stopped at ``deadline`` (``time.perf_counter()`` seconds) if it
@@ -451,7 +412,7 @@ class AutoNOPG:
                              "reward_per_step": per_step, "discounted_reward_per_step": discounted}
         return fitted
 
-    def _fit_recipes(self, ctx: _FitContext, report: FitReport) -> None:
+    def _fit_recipes(self, ctx: FitContext, report: FitReport) -> None:
         """Fit each recipe (with ``auto``'s escalation, the later ones only where it fires) and
         keep the judge's best."""
         fits: list[Candidate] = []
@@ -482,7 +443,7 @@ class AutoNOPG:
             report.decide(f"seed {self.seed}: the judge keeps recipe {kept.name}")
         report.candidates = sorted(fits, key=lambda f: not f.kept)
 
-    def _fit_restarts(self, ctx: _FitContext, report: FitReport) -> None:
+    def _fit_restarts(self, ctx: FitContext, report: FitReport) -> None:
         """One recipe's fit with ``config.restarts`` restarts (the highest ``J_hat`` kept and
         continued to ``n_updates``), then the judge's choice among its snapshots."""
         config = self._recipe_config(ctx, report.recipes[0])
@@ -513,8 +474,9 @@ class AutoNOPG:
                           "and is kept")
             if continued:
                 board = None if ctx.tensorboard_dir is None else ctx.tensorboard_dir / kept.name
-                _run_fit(kept.algo, ctx, kept.algo.initial_states_, monitor, snapshots, board,
-                         config.n_updates - first, kept.log_path)
+                run_fit(kept.algo, ctx.data, ctx.bandwidths, kept.algo.initial_states_,
+                        config.n_updates - first, monitor, snapshots, board, kept.log_path,
+                        ctx.progress)
         kept.snapshot = self._keep_snapshot(ctx, kept.algo, snapshots, "")
         kept.score = None if kept.snapshot is None else kept.snapshot.kept_score
         kept.fit_time_s += time.perf_counter() - fit_start
@@ -529,136 +491,5 @@ class AutoNOPG:
         return model_episode_report(self.algo_, steps, self.seed)
 
 
-def with_bounds(config: MethodConfig, state_bounds: Bounds | None,
-                terminal_bounds: Bounds | None) -> MethodConfig:
-    """``config`` with ``state_bounds`` and ``terminal_bounds`` (a task's knowledge), where its
-    successors move and it sets none itself; logged."""
-    if config.nopg.successors == "kernel":
-        return config
-    changes = {name: bounds for name, bounds in (("state_bounds", state_bounds),
-                                                 ("terminal_bounds", terminal_bounds))
-               if bounds is not None and getattr(config.nopg, name) is None}
-    for name, bounds in changes.items():
-        logger.debug("%s of the moved successors from the task: low %s, high %s",
-                     name.replace("_", " "), *bounds)
-    return config.replace(nopg=changes) if changes else config
-
-
-def model_episode_report(algo: NOPG, steps: int, seed: int) -> dict[str, Any]:
-    """How long the anchored model's own episodes of ``algo``'s policy last from the fit's
-    initial states, up to ``steps`` (the evaluation's length), logged; a warning where they
-    end before half of it on average (a failure the discount of ``J_hat`` may hide). Empty for
-    other models."""
-    if not isinstance(algo.model_, AnchoredBellman):
-        return {}
-    lengths = algo.model_episode_lengths(int(steps))
-    mean, shortest = float(np.mean(lengths)), int(np.min(lengths))
-    message = (f"seed {seed}: the model's own episodes of the final policy last "
-               f"{mean:.1f} of the evaluation's {steps} steps on average (shortest {shortest})")
-    if mean < steps / 2:
-        logger.warning("%s: the model predicts a failure there, which J_hat (discounted, "
-                       "gamma %g) may not show", message, algo.config.gamma)
-    else:
-        logger.info(message)
-    return {"model_episode_steps_mean": mean, "model_episode_steps_min": shortest,
-            "model_episode_steps_of": int(steps)}
-
-
-def episode_horizon(data: TransitionDataset) -> int | None:
-    """The evaluation length the data show: the length ``L`` at which their episodes are cut,
-    where at least two episodes longer than one step end without a terminal transition at the
-    longest such length (a repeated cut is a time limit; a single one can be the end of the
-    logging). ``None`` where the data show none (episodes that end in terminals, one
-    transition each, or one cut)."""
-    lengths = [len(idx) for idx in data.episodes() if not data.terminals[idx[-1]]]
-    if not lengths:
-        return None
-    longest = max(lengths)
-    return longest if longest > 1 and lengths.count(longest) >= 2 else None
-
-
 def _format(value: float | None) -> str:
     return "n/a (no evaluation)" if value is None else f"{value:.2f}"
-
-
-def _snapshots(config: MethodConfig) -> PolicySnapshots | None:
-    """The policy snapshots of a gradient fit (``snapshot_every`` updates apart, from
-    ``snapshot_from`` of ``n_updates`` on); ``None`` when off or for ``optimizer="cma-es"``,
-    whose search keeps its best candidate itself."""
-    if config.snapshot_every is None or config.nopg.optimizer == "cma-es":
-        return None
-    return PolicySnapshots(config.snapshot_every,
-                           int(math.ceil(config.snapshot_from * config.n_updates - 1e-9)))
-
-
-class Deadline:
-    """A fit callback that stops the fit at the first update ending at or after ``deadline``
-    (``time.perf_counter()`` seconds), and records that update in :attr:`stopped_at`."""
-
-    def __init__(self, deadline: float) -> None:
-        self.deadline = float(deadline)
-        self.stopped_at: int | None = None
-
-    def __call__(self, algo: NOPG, metrics: dict[str, Any]) -> bool:
-        if time.perf_counter() < self.deadline:
-            return True
-        self.stopped_at = algo.update_
-        return False
-
-
-def _run_fit(algo: NOPG, ctx: _FitContext, starts: Any, monitor: EvalCallback | None,
-             snapshots: PolicySnapshots | None, board_dir: Path | None, n_updates: int,
-             log_path: Path | None, stop: Deadline | None = None) -> None:
-    """``algo.fit`` on the context's data from ``starts`` with the monitor, the snapshots, a
-    ``stop`` deadline and, with a ``board_dir``, a TensorBoard writer after them (so it sees the
-    monitor's return)."""
-    callbacks: list[Any] = [cb for cb in (monitor, snapshots, stop) if cb is not None]
-    board = None
-    if board_dir is not None:
-        from .tensorboard import TensorBoardCallback
-
-        board = TensorBoardCallback(board_dir)
-        callbacks.append(board)
-    try:
-        algo.fit(ctx.data, ctx.bandwidths, starts, n_updates, callbacks=callbacks,
-                 log_path=log_path, progress=ctx.progress)
-    finally:
-        if board is not None:
-            board.close()
-
-
-def _action_bound(action_max: float | ArrayLike | None, data: TransitionDataset) -> np.ndarray:
-    """The policy's action bound per dimension: ``action_max`` broadcast, or the largest
-    ``|a|`` per dimension in the data; positive and finite or one clear error."""
-    raw = np.abs(np.asarray(data.actions, float)).max(axis=0) if action_max is None else \
-        np.asarray(action_max, float)
-    try:
-        bound = np.broadcast_to(raw, (data.action_dim,)).astype(float)
-    except ValueError:
-        raise ValueError(f"The 'action_max' parameter must be a number or {data.action_dim} "
-                         f"numbers (one per action dimension). Got shape {raw.shape} "
-                         "instead.") from None
-    if not (np.isfinite(bound).all() and (bound > 0).all()):
-        raise ValueError(f"The action bound must be positive and finite per dimension. Got "
-                         f"{bound.tolist()} instead (all actions in the data are 0? give "
-                         "action_max).")
-    return bound
-
-
-def _bounds(name: str, bounds: ArrayLike | Sequence[Any] | None, state_dim: int) -> Bounds | None:
-    """``[low, high]`` of ``state_dim`` entries each (``None``, ``nan`` or an infinity:
-    unbounded) as plain lists, or one clear error."""
-    if bounds is None:
-        return None
-    what = f"[low, high] with {state_dim} entries each (None, nan or inf: unbounded)"
-    try:
-        out = [[None if b is None or not math.isfinite(float(b)) else float(b) for b in side]
-               for side in bounds]  # type: ignore[union-attr]
-    except (TypeError, ValueError):
-        raise ValueError(f"The '{name}' parameter must be {what}. Got {bounds!r} "
-                         "instead.") from None
-    if len(out) != 2 or any(len(side) != state_dim for side in out):
-        raise ValueError(f"The '{name}' parameter must be {what}, one per state dimension. "
-                         f"Got {[len(side) for side in out]} entries instead.")
-    check_state_bounds(out, name=name)
-    return out

@@ -39,9 +39,7 @@ from torch import nn
 
 from ..algorithm import NOPG
 from ..analysis.statistics import rank_correlation
-from ..auto import AutoNOPG, with_bounds
-from ..auto import make_policy as method_policy
-from ..auto import model_episode_report as model_episode_report_upto
+from ..auto import AutoNOPG
 from ..bandwidth import Bandwidths
 from ..bandwidth_plots import plot_bandwidth_report
 from ..data import TransitionDataset
@@ -51,6 +49,9 @@ from ..model_config import plain_bounds
 from ..plots import plot_learning_curve, plot_learning_curves
 from ..recipes import discount_horizon
 from ..run_evaluation import bootstrap_mean_ci
+from ..task_knowledge import make_policy as method_policy
+from ..task_knowledge import model_episode_report as model_episode_report_upto
+from ..task_knowledge import with_bounds
 from .common import TaskSettings, check_task_value
 
 logger = logging.getLogger("nopg.experiments")
@@ -138,7 +139,7 @@ class Task(Protocol):
 
 def make_policy(task: Task, config: ExperimentConfig, data: TransitionDataset | None = None
                 ) -> nn.Module:
-    """The paper's policy for ``task`` (:func:`nopg.auto.make_policy`): an MLP with an
+    """The paper's policy for ``task`` (:func:`nopg.task_knowledge.make_policy`): an MLP with an
     ``a_max tanh`` output (Gaussian for NOPG-S), its input standardised by ``data`` with
     ``config.normalize_states``."""
     return method_policy(config, task.state_dim, task.action_dim, task.action_max, data)
@@ -189,13 +190,13 @@ def task_terminal_bounds(task: Task, config: ExperimentConfig, state_dim: int
 
 def with_task_bounds(task: Task, config: ExperimentConfig, state_dim: int) -> ExperimentConfig:
     """``config`` with the task's state and terminal bounds where its successors move
-    (:func:`nopg.auto.with_bounds`), as :class:`nopg.AutoNOPG` runs it."""
+    (:func:`nopg.task_knowledge.with_bounds`), as :class:`nopg.AutoNOPG` runs it."""
     return with_bounds(config, environment_state_bounds(task, config, state_dim),
                        task_terminal_bounds(task, config, state_dim))
 
 
 def model_episode_report(config: ExperimentConfig, algo: NOPG, seed: int) -> dict[str, Any]:
-    """:func:`nopg.auto.model_episode_report` up to the task's evaluation length
+    """:func:`nopg.task_knowledge.model_episode_report` up to the task's evaluation length
     (``eval_steps``); empty for tasks without one."""
     steps = _eval_steps(config)
     return model_episode_report_upto(algo, int(steps), seed) if steps else {}

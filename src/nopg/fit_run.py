@@ -1,0 +1,98 @@
+"""One fit of :class:`nopg.AutoNOPG` with what it runs beside it: what the fits of one call
+share (:class:`FitContext`), the judged policy snapshots (:func:`policy_snapshots`), a deadline
+that spends the time budget (:class:`Deadline`), and a TensorBoard writer (:func:`run_fit`)."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from torch import nn
+
+from .algorithm import NOPG, EvalCallback
+from .anchored import AnchoredBellman
+from .bandwidth import Bandwidths
+from .data import TransitionDataset
+from .method_config import MethodConfig
+from .snapshots import PolicySnapshots
+from .task_knowledge import Bounds
+
+__all__ = ["Deadline", "FitContext", "policy_snapshots", "run_fit"]
+
+
+@dataclass
+class FitContext:
+    """What every fit of one :meth:`nopg.AutoNOPG.fit` call shares."""
+
+    data: TransitionDataset
+    bandwidths: Bandwidths
+    starts: np.ndarray
+    few_starts: np.ndarray        # the judge's and the moved-successor recipes' (selection_starts)
+    action_max: np.ndarray
+    state_bounds: Bounds | None
+    terminal_bounds: Bounds | None
+    horizon: int
+    evaluate: Callable[[nn.Module], list[float]] | None
+    monitor: Callable[[nn.Module], float] | None
+    monitor_every: int
+    evaluate_candidates: bool
+    log_dir: Path | None
+    tensorboard_dir: Path | None
+    progress: bool
+    escalate: bool = False        # auto's escalation applies (set by the plan)
+    judge: AnchoredBellman | None = None
+
+    def log_path(self, name: str) -> Path | None:
+        return None if self.log_dir is None else self.log_dir / name
+
+
+def policy_snapshots(config: MethodConfig) -> PolicySnapshots | None:
+    """The policy snapshots of a gradient fit (``snapshot_every`` updates apart, from
+    ``snapshot_from`` of ``n_updates`` on); ``None`` when off or for ``optimizer="cma-es"``,
+    whose search keeps its best candidate itself."""
+    if config.snapshot_every is None or config.nopg.optimizer == "cma-es":
+        return None
+    return PolicySnapshots(config.snapshot_every,
+                           int(math.ceil(config.snapshot_from * config.n_updates - 1e-9)))
+
+
+class Deadline:
+    """A fit callback that stops the fit at the first update ending at or after ``deadline``
+    (``time.perf_counter()`` seconds), and records that update in :attr:`stopped_at`."""
+
+    def __init__(self, deadline: float) -> None:
+        self.deadline = float(deadline)
+        self.stopped_at: int | None = None
+
+    def __call__(self, algo: NOPG, metrics: dict[str, Any]) -> bool:
+        if time.perf_counter() < self.deadline:
+            return True
+        self.stopped_at = algo.update_
+        return False
+
+
+def run_fit(algo: NOPG, data: TransitionDataset, bandwidths: Bandwidths, starts: Any,
+            n_updates: int, monitor: EvalCallback | None, snapshots: PolicySnapshots | None,
+            board_dir: Path | None, log_path: Path | None, progress: bool,
+            stop: Deadline | None = None) -> None:
+    """``algo.fit`` on ``data`` from ``starts`` with the monitor, the snapshots, a ``stop``
+    deadline and, with a ``board_dir``, a TensorBoard writer after them (so it sees the
+    monitor's return)."""
+    callbacks: list[Any] = [cb for cb in (monitor, snapshots, stop) if cb is not None]
+    board = None
+    if board_dir is not None:
+        from .tensorboard import TensorBoardCallback
+
+        board = TensorBoardCallback(board_dir)
+        callbacks.append(board)
+    try:
+        algo.fit(data, bandwidths, starts, n_updates, callbacks=callbacks, log_path=log_path,
+                 progress=progress)
+    finally:
+        if board is not None:
+            board.close()
