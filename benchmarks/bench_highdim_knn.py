@@ -40,6 +40,9 @@ from nopg.bandwidth import select_bandwidths  # noqa: E402
 from nopg.bellman import NonparametricBellman  # noqa: E402
 from nopg.policies import DeterministicMLPPolicy  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_scale import _timed  # noqa: E402
+
 
 def walker_data(n: int, seed: int = 0) -> TransitionDataset:
     """``n`` Walker2d-v5 transitions under uniform random actions (17-D state, 6-D action)."""
@@ -64,19 +67,6 @@ def make_data(kind: str, n: int) -> TransitionDataset:
 
         return collect_hopper(n, seed=0)
     return walker_data(n)
-
-
-def _timed(obj: object, name: str, log: list[float]) -> None:
-    fn = getattr(obj, name)
-
-    def wrapper(*a, **kw):
-        t = time.perf_counter()
-        try:
-            return fn(*a, **kw)
-        finally:
-            log.append(time.perf_counter() - t)
-
-    setattr(obj, name, wrapper)
 
 
 def fit(data: TransitionDataset, neighbors: str, updates: int, lr: float, k: int,

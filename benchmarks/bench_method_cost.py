@@ -59,13 +59,19 @@ def task_knowledge(task, config, data) -> dict:
             "horizon": steps}
 
 
-def run_one(name: str, seed: int) -> dict:
+def task_setup(name: str, seed: int):
+    """Data set ``name`` at ``seed``: its task, configuration, data, initial states and the
+    task knowledge the user path passes."""
     task_name, settings = DATA_SETS[name]
     task = get_task(task_name)
     config = task.default_config().replace(task=settings) if settings else task.default_config()
     data = task.make_dataset(config, seed)
-    s0 = task.initial_states(data, config, seed)
-    knowledge = task_knowledge(task, config, data)
+    return task, config, data, task.initial_states(data, config, seed), \
+        task_knowledge(task, config, data)
+
+
+def run_one(name: str, seed: int) -> dict:
+    task, config, data, s0, knowledge = task_setup(name, seed)
     row: dict = {"data": name, "seed": seed, "n": len(data), "initial_states": len(s0)}
     for label, method_config in (("plain", MethodConfig(recipes=("given",), snapshot_every=None)),
                                  ("default", MethodConfig())):

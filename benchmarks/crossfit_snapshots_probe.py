@@ -31,13 +31,12 @@ import torch
 from scipy.stats import spearmanr
 
 from nopg import AutoNOPG, MethodConfig
-from nopg.experiments import get_task
 from nopg.policy_selection import JudgeScore, best_score, judge_model, score_policy
 from nopg.snapshots import policy_state
 from nopg.task_knowledge import with_bounds
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_method_cost import DATA_SETS, task_knowledge  # noqa: E402
+from bench_method_cost import DATA_SETS, task_setup  # noqa: E402
 
 
 def fit_states(data, s0, knowledge, seed):
@@ -70,12 +69,7 @@ def choose(forecasts: np.ndarray) -> int:
 
 
 def run_one(name: str, seed: int) -> dict:
-    task_name, settings = DATA_SETS[name]
-    task = get_task(task_name)
-    config = task.default_config().replace(task=settings) if settings else task.default_config()
-    data = task.make_dataset(config, seed)
-    s0 = task.initial_states(data, config, seed)
-    knowledge = task_knowledge(task, config, data)
+    task, config, data, s0, knowledge = task_setup(name, seed)
     start = time.perf_counter()
     method, ctx, algo, states = fit_states(data, s0, knowledge, seed)
     full_s = time.perf_counter() - start
