@@ -1,0 +1,99 @@
+"""How well the default method's judge chooses, on the benchmark data sets through the user path.
+
+    OMP_NUM_THREADS=1 python benchmarks/bench_selection_quality.py --data pendulum-grid \
+        --seeds 0 1 2 3 4 --out docs/runs/selection_quality.jsonl
+
+For every data set and seed the script fits ``AutoNOPG(MethodConfig())`` (what ``nopg fit FILE``
+runs) with the task knowledge the user path passes (:func:`bench_method_cost.task_setup`) and
+``evaluate_candidates=True``: every policy the judge scores (each fit's final policy and its
+snapshots, each recipe's kept policy) is also evaluated with the task's own protocol, for the
+record only; the judge never sees those returns. One JSON line per data set and seed: the
+scored policies (fit, update, forecast, true return, kept), the Spearman correlation of the
+forecast with the return within the seed, and the regret@1 of the choice (the best scored
+return less the kept one's). The summary per data set gives the Spearman correlation pooled
+over the seeds' scored policies, its median within a seed, and the regret@1's mean and largest:
+the selection-quality figures of the issue "One NOPG".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from bench_method_cost import DATA_SETS, task_setup
+
+from nopg import AutoNOPG, MethodConfig
+from nopg.analysis.statistics import rank_correlation
+
+
+def run_one(name: str, seed: int) -> dict:
+    """The default method on data set ``name`` at ``seed``, every judged policy evaluated."""
+    task, config, data, s0, knowledge = task_setup(name, seed)
+
+    def evaluate(policy: torch.nn.Module) -> list[float]:
+        return [float(r) for r in task.evaluate(policy, config, seed,
+                                                config.final_eval_episodes)]
+
+    torch.manual_seed(seed)
+    start, cpu = time.perf_counter(), time.process_time()
+    method = AutoNOPG(MethodConfig(), seed=seed).fit(data, s0, progress=False, evaluate=evaluate,
+                                                      evaluate_candidates=True, **knowledge)
+    report = method.report_
+    rows = report.scored()
+    return {"data": name, "seed": seed, "n": len(data), "initial_states": len(s0),
+            "wall_s": time.perf_counter() - start, "cpu_s": time.process_time() - cpu,
+            "kept": report.kept.name, "fits": [c.name for c in report.candidates],
+            "kept_return": next(r["return"] for r in rows if r["kept"]),
+            "scored": rows, "regret_at_1": report.regret(),
+            "spearman": rank_correlation([r["forecast"] for r in rows],
+                                         [r["return"] for r in rows]),
+            "decisions": report.decisions}
+
+
+def summary(rows: list[dict]) -> list[dict]:
+    """Per data set: policies scored, Spearman pooled and median within a seed, regret@1."""
+    out = []
+    for name in dict.fromkeys(r["data"] for r in rows):
+        mine = [r for r in rows if r["data"] == name]
+        pooled = [s for r in mine for s in r["scored"]]
+        within = [r["spearman"] for r in mine if r["spearman"] is not None]
+        regrets = [r["regret_at_1"] for r in mine]
+        out.append({"data": name, "seeds": [r["seed"] for r in mine], "scored": len(pooled),
+                    "spearman_pooled": rank_correlation([s["forecast"] for s in pooled],
+                                                        [s["return"] for s in pooled]),
+                    "spearman_within_median": statistics.median(within) if within else None,
+                    "regret_at_1_mean": float(np.mean(regrets)),
+                    "regret_at_1_max": float(np.max(regrets)),
+                    "kept_return_mean": float(np.mean([r["kept_return"] for r in mine]))})
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--data", nargs="+", default=list(DATA_SETS), choices=list(DATA_SETS))
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0])
+    parser.add_argument("--out", type=Path, default=None, help="append JSON lines here")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    rows = []
+    for name in args.data:
+        for seed in args.seeds:
+            rows.append(run_one(name, seed))
+            line = json.dumps(rows[-1])
+            print(line, flush=True)
+            if args.out is not None:
+                with args.out.open("a") as f:
+                    f.write(line + "\n")
+    for row in summary(rows):
+        print(json.dumps(row), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
