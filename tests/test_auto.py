@@ -241,9 +241,9 @@ def test_reproduce_and_the_sweep_run_the_same_object(tmp_path, monkeypatch):
 
 
 def test_the_later_fits_spend_at_most_the_budget(dataset, monkeypatch):
-    """The fits after the first stop once they have spent ``budget`` times the first fit's
-    seconds (the floor set to 0 so that a test-sized fit reaches it); a budget of 0 fits none,
-    and the kept policy is then the first fit's."""
+    """What follows the first fit's updates stops once it has spent ``budget`` times their
+    seconds (the plain fit's; the floor set to 0 so that a test-sized fit reaches it); a budget
+    of 0 fits nothing after the first, and the kept policy is then the first fit's."""
     monkeypatch.setattr("nopg.auto.BUDGET_FLOOR_S", 0.0)
     config = MethodConfig(n_updates=400, recipes=("given", "anchored"), snapshot_every=None,
                           budget=0.5)
@@ -252,7 +252,8 @@ def test_the_later_fits_spend_at_most_the_budget(dataset, monkeypatch):
     report = method.report_
     first, later = (next(c for c in report.candidates if c.name == name)
                     for name in ("given", "anchored"))
-    assert report.budget_s == pytest.approx(0.5 * first.fit_time_s, rel=1e-12)
+    assert 0 < report.plain_fit_s <= first.fit_time_s
+    assert report.budget_s == pytest.approx(0.5 * report.plain_fit_s, rel=1e-12)
     assert later.stopped_at is not None and later.stopped_at < config.n_updates
     assert later.algo.update_ == later.stopped_at
     slowest = max(m["update_time_s"] for m in later.algo.history_)       # one update may overrun
@@ -260,6 +261,7 @@ def test_the_later_fits_spend_at_most_the_budget(dataset, monkeypatch):
     assert any("stopped recipe anchored at update" in d for d in report.decisions)
     assert {c["name"]: c["stopped_at"] for c in report.to_dict()["candidates"]} == \
         {"given": None, "anchored": later.stopped_at}
+    assert report.to_dict()["plain_fit_s"] == report.plain_fit_s
 
     none = AutoNOPG(config.replace(budget=0.0), seed=0).fit(dataset, dataset.states[:3],
                                                             horizon=15, progress=False)
@@ -268,3 +270,26 @@ def test_the_later_fits_spend_at_most_the_budget(dataset, monkeypatch):
     for bad in (-1.0, float("nan"), "fast", True):
         with pytest.raises(ValueError, match="'budget' parameter must be a finite number >= 0"):
             MethodConfig(budget=bad)
+
+
+def test_the_snapshot_choice_stops_at_the_budget(dataset, monkeypatch):
+    """The judge's snapshot choice is part of what the budget pays for: with a budget spent as
+    the plain fit ends, only the final policy is scored (and kept), the report says how many
+    snapshots were left, and without a limit every snapshot is scored."""
+    monkeypatch.setattr("nopg.auto.BUDGET_FLOOR_S", 0.0)
+    config = MethodConfig(n_updates=40, recipes=("given",), snapshot_every=10,
+                          snapshot_from=0.0, budget=1e-9)
+    spent = AutoNOPG(config, seed=0).fit(dataset, dataset.states[:3], horizon=15,
+                                         progress=False).report_
+    choice = spent.kept.snapshot
+    assert choice is not None and choice.updates == [40] and choice.kept_final
+    assert choice.unscored == 3 and choice.to_dict()["unscored"] == 3
+    assert any("3 of the 3 snapshots were not scored" in d for d in spent.decisions)
+    free = AutoNOPG(config.replace(budget=None), seed=0).fit(dataset, dataset.states[:3],
+                                                              horizon=15, progress=False).report_
+    assert free.budget_s is None and free.plain_fit_s > 0
+    assert free.kept.snapshot.updates == [40, 30, 20, 10] and free.kept.snapshot.unscored == 0
+    zero = AutoNOPG(config.replace(budget=0.0), seed=0).fit(dataset, dataset.states[:3],
+                                                             horizon=15, progress=False)
+    assert zero.report_.kept.snapshot is None and zero.algo_.update_ == 40
+    assert any("a budget of 0" in d for d in zero.report_.decisions)

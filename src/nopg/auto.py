@@ -12,9 +12,12 @@ this order, and records each decision in :attr:`AutoNOPG.report_` (a :class:`Fit
    (:mod:`nopg.policy_selection`), and keeps one per fit (:mod:`nopg.snapshots`), then one
    among the fits (:func:`nopg.policy_selection.best_score`); with ``auto``, a second fit
    (``anchored``) is made only where the judge forecasts that the first fit's policy gains
-   nothing along its episodes (:func:`nopg.recipes.gains_nothing`). The fits after the first
-   may spend ``config.budget`` times the first fit's seconds together; one that reaches the
-   budget stops there and the judge chooses among what it has (the report says where).
+   nothing along its episodes (:func:`nopg.recipes.gains_nothing`).
+
+Everything after the first fit's updates (one plain fit of the data) may spend
+``config.budget`` times that fit's seconds together: the judge's snapshot choices and the later
+fits. A fit that reaches the budget stops there, no later fit starts, the snapshot choice scores
+no further snapshot, and the judge chooses among what it has (the report says where).
 
 ``nopg fit``, ``nopg reproduce``, the sample-efficiency sweep and the Python API all run this
 object; the experiment runner (:mod:`nopg.experiments.runner`) only adds the data, the
@@ -352,34 +355,55 @@ class AutoNOPG:
         return algo, monitor, snapshots
 
     def _keep_snapshot(self, ctx: FitContext, algo: NOPG, snapshots: PolicySnapshots | None,
-                       label: str) -> SnapshotChoice | None:
-        """Load the judge's choice among ``algo``'s final policy and ``snapshots`` into
-        ``algo``, logged; ``None`` (no judge built) without an earlier snapshot."""
+                       label: str, report: FitReport) -> SnapshotChoice | None:
+        """Load the judge's choice among ``algo``'s final policy and ``snapshots`` (those it
+        scores before the budget's deadline) into ``algo``, logged; ``None`` (no judge built)
+        without an earlier snapshot."""
         if snapshots is None or all(s.update == algo.update_ for s in snapshots.snapshots):
             return None
         evaluate = ctx.evaluate
         choice = choose_snapshot(self.judge(ctx), algo, snapshots.snapshots, ctx.few_starts,
                                  ctx.horizon, self.seed,
                                  evaluate=(lambda pol: float(np.mean(evaluate(pol))))
-                                 if ctx.evaluate_candidates and evaluate is not None else None)
+                                 if ctx.evaluate_candidates and evaluate is not None else None,
+                                 deadline=ctx.deadline)
         kept, final = choice.kept_score, choice.scores[0]
         logger.info("seed %d%s: the judge keeps the policy of update %d of %d (forecast %.2f; "
                     "the final policy's %.2f; %d snapshots from update %d)", self.seed, label,
                     choice.update, choice.updates[0], kept.episode_return_mean,
                     final.episode_return_mean, len(choice.updates) - 1, snapshots.start)
+        if choice.unscored:
+            report.decide(f"seed {self.seed}{label}: {self._budget_words(report)} is spent: "
+                          f"{choice.unscored} of the {choice.unscored + len(choice.updates) - 1} "
+                          "snapshots were not scored, the judge chose among the final policy "
+                          "and the latest ones")
         return choice
 
-    def _fit_recipe(self, ctx: FitContext, name: str, deadline: float | None = None
-                    ) -> Candidate:
+    def _start_budget(self, ctx: FitContext, report: FitReport, plain_s: float) -> None:
+        """Record the plain fit's seconds and set the budget's deadline from now on."""
+        report.plain_fit_s = plain_s
+        budget = self.config.budget
+        if budget is None:
+            return
+        report.budget_s = 0.0 if budget == 0 else max(budget * plain_s, BUDGET_FLOOR_S)
+        ctx.deadline = time.perf_counter() + report.budget_s
+
+    def _budget_words(self, report: FitReport) -> str:
+        assert report.budget_s is not None and report.plain_fit_s is not None
+        return (f"the budget of {report.budget_s:.1f} s ({self.config.budget:g} times the plain "
+                f"fit's {report.plain_fit_s:.1f} s, at least {BUDGET_FLOOR_S:g} s)")
+
+    def _fit_recipe(self, ctx: FitContext, name: str, report: FitReport) -> Candidate:
         """Recipe ``name``'s fit (restart 0's initialisation, the judge's snapshot choice),
-        scored by the judge; stopped at ``deadline`` (``time.perf_counter()`` seconds) if it
-        runs that long."""
+        scored by the judge; the first starts the budget, a later one stops at its deadline."""
         rconfig = self._recipe_config(ctx, name)
         fit_start = time.perf_counter()
-        stop = None if deadline is None else Deadline(deadline)
+        stop = None if ctx.deadline is None else Deadline(ctx.deadline)
         algo, _, snapshots = self._fit_once(ctx, rconfig, name, 0, rconfig.n_updates,
                                             f"log_{name}.csv", name, stop)
-        choice = self._keep_snapshot(ctx, algo, snapshots, f" recipe {name}")
+        if report.plain_fit_s is None:
+            self._start_budget(ctx, report, time.perf_counter() - fit_start)
+        choice = self._keep_snapshot(ctx, algo, snapshots, f" recipe {name}", report)
         seconds = time.perf_counter() - fit_start
         returns = None if ctx.evaluate is None else [float(r) for r in ctx.evaluate(algo.policy)]
         score = choice.kept_score if choice is not None else \
@@ -416,26 +440,17 @@ class AutoNOPG:
         """Fit each recipe (with ``auto``'s escalation, the later ones only where it fires) and
         keep the judge's best."""
         fits: list[Candidate] = []
-        deadline = None
         for name in report.recipes:
             if ctx.escalate and fits and not self._escalates(fits[0], name, report):
                 break
-            if fits and deadline is None and self.config.budget is not None:
-                budget = self.config.budget
-                report.budget_s = 0.0 if budget == 0 else \
-                    max(budget * fits[0].fit_time_s, BUDGET_FLOOR_S)
-                deadline = time.perf_counter() + report.budget_s
-            if deadline is not None and time.perf_counter() >= deadline:
-                report.decide(f"seed {self.seed}: recipe {name} is not fitted: the budget of "
-                              f"{report.budget_s:.1f} s ({self.config.budget:g} times the first "
-                              f"fit's time, at least {BUDGET_FLOOR_S:g} s) is spent")
+            if fits and ctx.deadline is not None and time.perf_counter() >= ctx.deadline:
+                report.decide(f"seed {self.seed}: recipe {name} is not fitted: "
+                              f"{self._budget_words(report)} is spent")
                 continue
-            fits.append(self._fit_recipe(ctx, name, deadline))
+            fits.append(self._fit_recipe(ctx, name, report))
             if fits[-1].stopped_at is not None:
-                report.decide(f"seed {self.seed}: the budget of {report.budget_s:.1f} s "
-                              f"({self.config.budget:g} times the first fit's time, at least "
-                              f"{BUDGET_FLOOR_S:g} s) stopped "
-                              f"recipe {name} at update {fits[-1].stopped_at} of "
+                report.decide(f"seed {self.seed}: {self._budget_words(report)} stopped recipe "
+                              f"{name} at update {fits[-1].stopped_at} of "
                               f"{fits[-1].config.n_updates}")
         kept = fits[best_score([f.score for f in fits if f.score is not None])]
         kept.kept = True
@@ -450,13 +465,14 @@ class AutoNOPG:
         restarts = config.restarts
         first = config.n_updates if restarts == 1 else \
             min(config.restart_updates or config.n_updates, config.n_updates)
-        runs = []
+        runs, plain_s = [], 0.0
         for r in range(restarts):
             fit_start = time.perf_counter()
             log_name = "log.csv" if restarts == 1 else f"log_restart{r}.csv"
             algo, monitor, snapshots = self._fit_once(
                 ctx, config, f"restart{r}", r, first, log_name,
                 "" if restarts == 1 else f"restart{r}")
+            plain_s += time.perf_counter() - fit_start
             returns = None if ctx.evaluate is None else \
                 [float(x) for x in ctx.evaluate(algo.policy)]
             runs.append((Candidate(f"restart{r}" if restarts > 1 else report.recipes[0], algo,
@@ -477,7 +493,12 @@ class AutoNOPG:
                 run_fit(kept.algo, ctx.data, ctx.bandwidths, kept.algo.initial_states_,
                         config.n_updates - first, monitor, snapshots, board, kept.log_path,
                         ctx.progress)
-        kept.snapshot = self._keep_snapshot(ctx, kept.algo, snapshots, "")
+        self._start_budget(ctx, report, plain_s + time.perf_counter() - fit_start)
+        if report.budget_s == 0.0 and snapshots is not None and snapshots.snapshots:
+            report.decide(f"seed {self.seed}: a budget of 0: the final policy is kept, the judge "
+                          "scores no snapshot")
+        else:
+            kept.snapshot = self._keep_snapshot(ctx, kept.algo, snapshots, "", report)
         kept.score = None if kept.snapshot is None else kept.snapshot.kept_score
         kept.fit_time_s += time.perf_counter() - fit_start
         if ctx.evaluate is not None and (continued or (kept.snapshot is not None

@@ -101,9 +101,12 @@ class FitReport:
         Every fit, the kept one first.
     escalation : dict or None
         With ``auto``'s escalation: the judge's two reward rates and whether it fired.
+    plain_fit_s : float or None
+        Seconds of the first fit's updates: one plain fit of the data, the budget's unit.
     budget_s : float or None
-        The seconds the fits after the first could spend (``MethodConfig.budget`` times the first
-        fit's); ``None`` with one fit or no limit.
+        The seconds everything after the plain fit could spend (the judge's choices and the
+        later fits): ``MethodConfig.budget`` times :attr:`plain_fit_s`, at least
+        :data:`nopg.recipes.BUDGET_FLOOR_S` (0 for a budget of 0); ``None`` with no limit.
     horizon : int
         The episode length the judge forecasts returns over.
     bandwidth_time_s, fit_time_s, total_time_s : float
@@ -117,6 +120,7 @@ class FitReport:
     decisions: list[str] = field(default_factory=list)
     candidates: list[Candidate] = field(default_factory=list)
     escalation: dict[str, Any] | None = None
+    plain_fit_s: float | None = None
     budget_s: float | None = None
     horizon: int = 0
     bandwidth_time_s: float = 0.0
@@ -162,7 +166,8 @@ class FitReport:
         return {"recipes_asked": list(self.recipes_asked), "recipes": list(self.recipes),
                 "kept": self.kept.name, "decisions": list(self.decisions),
                 "candidates": [c.to_dict() for c in self.candidates],
-                "escalation": self.escalation, "budget_s": self.budget_s, "horizon": self.horizon,
+                "escalation": self.escalation, "plain_fit_s": self.plain_fit_s,
+                "budget_s": self.budget_s, "horizon": self.horizon,
                 "bandwidth_time_s": self.bandwidth_time_s, "fit_time_s": self.fit_time_s,
                 "total_time_s": self.total_time_s, "scored": self.scored(),
                 "regret_at_1": self.regret(),

@@ -46,6 +46,7 @@ class FitContext:
     progress: bool
     escalate: bool = False        # auto's escalation applies (set by the plan)
     judge: AnchoredBellman | None = None
+    deadline: float | None = None  # time.perf_counter() at which the budget is spent
 
     def log_path(self, name: str) -> Path | None:
         return None if self.log_dir is None else self.log_dir / name

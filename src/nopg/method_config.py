@@ -51,7 +51,7 @@ class MethodConfig:
     recipes: tuple[str, ...] = ("auto",)      # fits per seed (nopg.recipes; "auto": by the data)
     snapshot_every: int | None = 100          # judged policy snapshots every N updates (None: off)
     snapshot_from: float = 0.5                # ... from this share of n_updates on
-    budget: float | None = BUDGET             # later fits' seconds / the first fit's (None: no limit)
+    budget: float | None = BUDGET             # seconds after the plain fit / its (None: no limit)
     nopg: NOPGConfig = field(default_factory=NOPGConfig)
 
     KIND: ClassVar[str] = "method"            # the word unknown settings are named with
@@ -68,8 +68,8 @@ class MethodConfig:
         budget = self.budget
         if budget is not None and (isinstance(budget, bool) or not isinstance(budget, (int, float))
                                    or not math.isfinite(budget) or budget < 0):
-            raise ValueError(f"The 'budget' parameter must be a finite number >= 0 (the later "
-                             f"fits' time in units of the first fit's) or None (no limit). "
+            raise ValueError(f"The 'budget' parameter must be a finite number >= 0 (what follows "
+                             f"the plain fit, in units of its time) or None (no limit). "
                              f"Got {budget!r} instead.")
         check_recipes(self.recipes)
         if len(self.recipes) > 1 and self.restarts > 1:

@@ -11,7 +11,9 @@ parameters every ``every`` updates from update ``start`` on. :func:`choose_snaps
 final policy and the snapshots under the judge and keeps one by :func:`~nopg.policy_selection.
 best_score` with the final policy first, then the snapshots from the latest back: an earlier
 policy replaces the kept one only where its forecast is higher by more than ``rtol`` of the
-larger magnitude of the two. Unlike the choice among recipes, forecasts within that margin keep
+larger magnitude of the two. With a ``deadline`` (the method's time budget) the scoring stops at
+the first candidate that ends after it, and the choice is among those scored (the final policy
+always is). Unlike the choice among recipes, forecasts within that margin keep
 the later policy (no tie-break by the judge's ``J_hat``): along one fit the policies differ
 little, and a tie-break would trade the end of the fit for noise. The kept policy's parameters
 are loaded into the fit (:meth:`nopg.NOPG.load_policy_state`).
@@ -23,6 +25,7 @@ fit.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -93,12 +96,15 @@ class SnapshotChoice:
     returns : list of float or None
         Their true returns where the caller asked for them (``evaluate``; for the record of the
         judge's quality only), in the same order.
+    unscored : int
+        Snapshots left unscored at the deadline (the earliest ones).
     """
 
     update: int
     updates: list[int]
     scores: list[JudgeScore]
     returns: list[float] | None = None
+    unscored: int = 0
 
     @property
     def kept_final(self) -> bool:
@@ -114,23 +120,28 @@ class SnapshotChoice:
                 "forecasts": [s.episode_return_mean for s in self.scores],
                 "judge_J_hat": [s.J_hat for s in self.scores],
                 "support_gaps": [s.support_gap for s in self.scores],
-                "returns": self.returns}
+                "returns": self.returns, "unscored": self.unscored}
 
 
 def choose_snapshot(judge: AnchoredBellman, algo: NOPG, snapshots: Sequence[Snapshot],
                     initial_states: np.ndarray | torch.Tensor, steps: int, seed: int,
                     rtol: float = FORECAST_RTOL,
-                    evaluate: Callable[[torch.nn.Module], float] | None = None
-                    ) -> SnapshotChoice:
+                    evaluate: Callable[[torch.nn.Module], float] | None = None,
+                    deadline: float | None = None) -> SnapshotChoice:
     """Score ``algo``'s final policy and ``snapshots`` under ``judge`` (episodes of ``steps``
     steps from ``initial_states``, draws seeded by ``seed``), keep one (module docstring) and
     load it into ``algo``. A snapshot of the final update itself is not scored twice. With
     ``evaluate`` (a policy's true return) every candidate is also evaluated, for the record;
-    the choice does not see it."""
+    the choice does not see it. With ``deadline`` (``time.perf_counter()`` seconds) no candidate
+    is scored once it has passed, the final policy excepted."""
     candidates = [Snapshot(algo.update_, policy_state(algo.policy))]
     candidates += [s for s in sorted(snapshots, key=lambda s: -s.update) if s.update != algo.update_]
+    total = len(candidates)
     scores, returns = [], []
-    for snap in candidates:
+    for i, snap in enumerate(candidates):
+        if i and deadline is not None and time.perf_counter() >= deadline:
+            candidates = candidates[:i]
+            break
         algo.load_policy_state(snap.state)
         scores.append(score_policy(judge, algo.policy, initial_states, steps, seed))
         if evaluate is not None:
@@ -138,4 +149,4 @@ def choose_snapshot(judge: AnchoredBellman, algo: NOPG, snapshots: Sequence[Snap
     kept = candidates[best_score(scores, rtol, tie_break=False)]
     algo.load_policy_state(kept.state)
     return SnapshotChoice(kept.update, [c.update for c in candidates], scores,
-                          returns if evaluate is not None else None)
+                          returns if evaluate is not None else None, total - len(candidates))
