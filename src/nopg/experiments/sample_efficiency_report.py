@@ -365,31 +365,13 @@ def sample_efficiency_figure(summary: Sequence[Mapping[str, Any]], title: str | 
     paper_lines = paper_points(summary, paper)
     offline_sizes = sorted({float(r["size"]) for r in summary if r["kind"] == "offline"})
     units = sorted({r["size_unit"] for r in summary if r["kind"] == "offline"}) or ["transitions"]
-    columns: list[list[tuple[Any, str]]] = []
+    columns = []
     for index, (ax, (family, algos)) in enumerate(zip(cells, families)):
-        entries = [(_legend_header(plt), family)]
         online = all(r["kind"] == "online" for r in summary if r["algorithm"] in algos)
         sizes = sorted({float(r["size"]) for r in summary if r["algorithm"] in algos}) if online \
             else offline_sizes
-        span = _size_axis(plt, ax, sizes)
-        for k, algo in enumerate(algos):
-            part = sorted((r for r in summary if r["algorithm"] == algo and math.isfinite(r["mean"])),
-                          key=lambda r: r["size"])
-            x = np.array([r["size"] for r in part], float)
-            mean = np.array([r["mean"] for r in part], float)
-            lo = np.nan_to_num(np.array([r["ci_lo"] for r in part], float), nan=mean)
-            hi = np.nan_to_num(np.array([r["ci_hi"] for r in part], float), nan=mean)
-            shift = 10 ** (DODGE * span * (k - (len(algos) - 1) / 2))
-            line = ax.errorbar(x * shift, mean, yerr=[np.maximum(mean - lo, 0), np.maximum(hi - mean, 0)],
-                               color=colors[algo], marker=_MARKERS[k % len(_MARKERS)],
-                               ls=_LINESTYLES[k % len(_LINESTYLES)], ms=4.5, lw=1.4,
-                               elinewidth=0.9, capsize=2, mfc="white" if k % 2 else colors[algo])
-            entries.append((line, algo))
-            if algo in paper_lines:
-                px, pmean = paper_lines[algo]
-                (paper_line,) = ax.plot(px, pmean, ls=":", lw=1.0, marker="x", ms=4,
-                                        color=colors[algo], alpha=0.8)
-                entries.append((paper_line, f"{algo}, paper"))
+        entries = [(_legend_header(plt), family)]
+        entries += _draw_family(ax, summary, algos, colors, paper_lines, _size_axis(plt, ax, sizes))
         if reference is not None:
             ref = ax.axhline(reference, color="k", lw=0.8, ls=":")
             if index == 0:
@@ -404,20 +386,52 @@ def sample_efficiency_figure(summary: Sequence[Mapping[str, Any]], title: str | 
         columns.append(entries)
     for ax in cells[len(families):]:
         ax.set_axis_off()
-    # One legend column per family: pad the columns to one length (the legend fills columns first).
-    rows = max(len(entries) for entries in columns)
-    padded = [e for entries in columns
-              for e in entries + [(_legend_header(plt), "")] * (rows - len(entries))]
-    legend = fig.legend([h for h, _ in padded], [label for _, label in padded],
-                        loc="outside lower center", ncol=len(columns), fontsize="small",
-                        handlelength=2.6, frameon=False, columnspacing=1.5)
-    headers = {family for family, _ in families}
-    for text in legend.get_texts():
-        if text.get_text() in headers:
-            text.set_fontweight("bold")
+    _family_legend(plt, fig, columns)
     if title:
         fig.suptitle(title, fontsize="medium")
     return fig
+
+
+def _draw_family(ax: Any, summary: Sequence[Mapping[str, Any]], algos: Sequence[str],
+                 colors: Mapping[str, Any], paper_lines: Mapping[str, Any], span: float
+                 ) -> list[tuple[Any, str]]:
+    """One panel's algorithms (and the paper's means of them): ``[(handle, label), ...]``."""
+    entries = []
+    for k, algo in enumerate(algos):
+        part = sorted((r for r in summary if r["algorithm"] == algo and math.isfinite(r["mean"])),
+                      key=lambda r: r["size"])
+        x = np.array([r["size"] for r in part], float)
+        mean = np.array([r["mean"] for r in part], float)
+        lo = np.nan_to_num(np.array([r["ci_lo"] for r in part], float), nan=mean)
+        hi = np.nan_to_num(np.array([r["ci_hi"] for r in part], float), nan=mean)
+        shift = 10 ** (DODGE * span * (k - (len(algos) - 1) / 2))
+        line = ax.errorbar(x * shift, mean, yerr=[np.maximum(mean - lo, 0), np.maximum(hi - mean, 0)],
+                           color=colors[algo], marker=_MARKERS[k % len(_MARKERS)],
+                           ls=_LINESTYLES[k % len(_LINESTYLES)], ms=4.5, lw=1.4,
+                           elinewidth=0.9, capsize=2, mfc="white" if k % 2 else colors[algo])
+        entries.append((line, algo))
+        if algo in paper_lines:
+            px, pmean = paper_lines[algo]
+            (paper_line,) = ax.plot(px, pmean, ls=":", lw=1.0, marker="x", ms=4,
+                                    color=colors[algo], alpha=0.8)
+            entries.append((paper_line, f"{algo}, paper"))
+    return entries
+
+
+def _family_legend(plt: Any, fig: Any, columns: Sequence[Sequence[tuple[Any, str]]]) -> Any:
+    """The figure's legend below the panels, one column per family (its name in bold on top)."""
+    rows = max(len(entries) for entries in columns)
+    # The legend fills its columns first: pad every family's entries to one length.
+    padded = [e for entries in columns
+              for e in [*entries, *[(_legend_header(plt), "")] * (rows - len(entries))]]
+    legend = fig.legend([h for h, _ in padded], [label for _, label in padded],
+                        loc="outside lower center", ncol=len(columns), fontsize="small",
+                        handlelength=2.6, frameon=False, columnspacing=1.5)
+    headers = {entries[0][1] for entries in columns}
+    for text in legend.get_texts():
+        if text.get_text() in headers:
+            text.set_fontweight("bold")
+    return legend
 
 
 def _legend_header(plt: Any) -> Any:
