@@ -18,15 +18,13 @@ k-NN rows; each only up to the size where it is feasible (``MAX_N``).
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import sys
-import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+from _harness import Stopwatch, add_out_arg, median, write_csv
 from bench_scale import pendulum_data
 
 from nopg import NOPG, NOPGConfig
@@ -64,11 +62,11 @@ def time_setting(data: Any, bw: Any, config: NOPGConfig, warmup: int, updates: i
         algo.step()
     times = []
     for _ in range(updates):
-        start = time.perf_counter()
-        metrics = algo.step()
-        times.append(time.perf_counter() - start)
+        with Stopwatch() as watch:
+            metrics = algo.step()
+        times.append(watch.wall_s)
     return {"update_ms_mean": 1e3 * float(np.mean(times)),
-            "update_ms_median": 1e3 * float(np.median(times)), "J_hat": metrics["J_hat"],
+            "update_ms_median": 1e3 * median(times), "J_hat": metrics["J_hat"],
             "iters_q": metrics["solver_iters_q"], "iters_mu": metrics["solver_iters_mu"]}
 
 
@@ -104,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=int, default=2, help="untimed updates before timing")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--target", type=float, default=1.5, help="largest acceptable defaults ratio")
-    p.add_argument("--csv", default="docs/runs/bench_defaults.csv")
+    add_out_arg(p, "--csv", default="docs/runs/bench_defaults.csv", help="write the rows (CSV) here")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     print(f"# NOPGConfig() vs the best explicit setting: NOPG-D, float64, cpu, "
@@ -120,13 +118,7 @@ def main(argv: list[str] | None = None) -> int:
                    key=lambda r: r["update_ms_mean"])
         ok &= default["ratio_to_best"] <= args.target
         print(f"  defaults / best ({best['setting']}): {default['ratio_to_best']:.2f}", flush=True)
-    path = Path(args.csv)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=FIELDS)
-        writer.writeheader()
-        for r in rows:
-            writer.writerow({k: (f"{r[k]:.6g}" if isinstance(r[k], float) else r[k]) for k in FIELDS})
+    path = write_csv(args.out, rows, FIELDS, float_format=".6g")
     print(f"wrote {path}; defaults within {args.target}x of the best at every size: {ok}")
     return 0 if ok else 1
 

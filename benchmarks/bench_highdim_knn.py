@@ -28,7 +28,6 @@ import argparse
 import json
 import os
 import sys
-import time
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
@@ -41,7 +40,7 @@ from nopg.bellman import NonparametricBellman  # noqa: E402
 from nopg.policies import DeterministicMLPPolicy  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_scale import _timed  # noqa: E402
+from _harness import Stopwatch, add_out_arg, time_calls, timed, write_json  # noqa: E402
 
 
 def walker_data(n: int, seed: int = 0) -> TransitionDataset:
@@ -79,9 +78,8 @@ def fit(data: TransitionDataset, neighbors: str, updates: int, lr: float, k: int
                                     action_max=float(np.abs(data.actions).max()), hidden=(50,))
     algo = NOPG(policy, NOPGConfig(top_k=k, neighbors=neighbors, n_mc_next=None, solver="bicgstab",
                                    learning_rate=lr))
-    t0 = time.perf_counter()
-    algo.setup(data, bw, data.states[:1])
-    setup = time.perf_counter() - t0
+    _, setup_watch = timed(algo.setup, data, bw, data.states[:1])
+    setup = setup_watch.wall_s
     if graph_options:
         from nopg.graph_search import DEFAULT_BEAM, DEFAULT_POOL, GraphSearch
 
@@ -89,13 +87,13 @@ def fit(data: TransitionDataset, neighbors: str, updates: int, lr: float, k: int
         options = {"pool": max(DEFAULT_POOL, 2 * k), "beam": max(DEFAULT_BEAM, k), **graph_options}
         sel._graph_search = GraphSearch(sel.states, sel.actions, index=sel.joint_index(), **options)
     select_log: list[float] = []
-    _timed(algo.model_.selector, "select", select_log)
+    time_calls(algo.model_.selector, "select", select_log)
     times, select, J = [], [], []
     for i in range(updates):
         select_log.clear()
-        t = time.perf_counter()
-        m = algo.step()
-        times.append(time.perf_counter() - t)
+        with Stopwatch() as watch:
+            m = algo.step()
+        times.append(watch.wall_s)
         select.append(sum(select_log))
         J.append(m["J_hat"])
         print(f"{neighbors} update {i + 1}: {times[-1]:.2f} s (select {select[-1]:.2f} s), "
@@ -165,14 +163,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lr", type=float, default=1e-2)
     p.add_argument("--graph", nargs="*", default=[], metavar="NAME=INT",
                    help="GraphSearch settings of the graph path, e.g. beam=16 restart_every=50")
-    p.add_argument("--json", help="also write the results to this file")
+    add_out_arg(p, "--json", help="also write the results (one JSON document) to this file")
     args = p.parse_args(argv)
     graph_options = {key: int(value) for key, value in (item.split("=") for item in args.graph)}
     torch.set_num_threads(1)
-    t = time.perf_counter()
-    data = make_data(args.data, args.n)
+    data, data_watch = timed(make_data, args.data, args.n)
     out: dict = {"data": args.data, "n": data.n, "dims": data.state_dim + data.action_dim,
-                 "data_s": time.perf_counter() - t, "threads": torch.get_num_threads()}
+                 "data_s": data_watch.wall_s, "threads": torch.get_num_threads()}
     exact_updates = args.exact_updates or args.updates
     out["exact"], _ = fit(data, "knn", exact_updates, args.lr, args.k)
     out["graph_options"] = graph_options
@@ -183,9 +180,8 @@ def main(argv: list[str] | None = None) -> int:
     out["ratio_after_first"] = g["mean_after_first_s"] / e["mean_after_first_s"]
     out["ratio_select_after_first"] = g["select_after_first_s"] / e["select_after_first_s"]
     print(json.dumps(out, indent=1))
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(out, fh, indent=1)
+    if args.out:
+        write_json(args.out, out)
     return 0
 
 

@@ -18,16 +18,14 @@ same run.
 from __future__ import annotations
 
 import argparse
-import csv
 import os
-import time
 from collections.abc import Callable
-from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from _harness import add_out_arg, timed, write_csv  # noqa: E402
 
 
 def hopper_points(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -115,12 +113,9 @@ def run(points: np.ndarray, queries: np.ndarray, k: int, names: list[str]) -> li
     for name in names:
         builder, exact = BACKENDS[name]
         try:
-            start = time.perf_counter()
-            search = builder(points)
-            built = time.perf_counter() - start
-            start = time.perf_counter()
-            idx = np.asarray(search(queries, k))
-            queried = time.perf_counter() - start
+            search, build_watch = timed(builder, points)
+            idx, query_watch = timed(lambda: np.asarray(search(queries, k)))  # noqa: B023
+            built, queried = build_watch.wall_s, query_watch.wall_s
         except ImportError as err:
             print(f"{name}: skipped ({err})")
             continue
@@ -144,7 +139,7 @@ def main() -> None:
     parser.add_argument("--data", choices=("hopper", "gaussian"), default="hopper")
     parser.add_argument("--backends", nargs="+", default=list(BACKENDS), choices=list(BACKENDS))
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path)
+    add_out_arg(parser, help="write the rows (CSV) to this file")
     args = parser.parse_args()
     if args.backends[0] != "scipy-kdtree":
         args.backends = ["scipy-kdtree"] + [b for b in args.backends if b != "scipy-kdtree"]
@@ -152,11 +147,7 @@ def main() -> None:
     queries = queries[: args.queries]
     rows = run(points, queries, args.k, args.backends)
     if args.out is not None and rows:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        with args.out.open("w", newline="") as fh:
-            writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
+        write_csv(args.out, rows)
 
 
 if __name__ == "__main__":

@@ -17,14 +17,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_scale import _sync, pendulum_data  # noqa: E402
+from _harness import ratio, timed  # noqa: E402
+from bench_scale import pendulum_data  # noqa: E402
 
 from nopg import select_bandwidths  # noqa: E402
 from nopg.neighbors import NeighborIndex  # noqa: E402
@@ -57,12 +57,11 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(w)
         index = NeighborIndex(torch.tensor(pts, dtype=torch.float64), backend="kdtree")
         q = torch.tensor(qry, dtype=torch.float64)
-        t = time.perf_counter()
-        idx = index.query_index(q, args.k)
-        secs = time.perf_counter() - t
+        idx, watch = timed(index.query_index, q, args.k)
+        secs = watch.wall_s
         base = base or secs
         ref = idx.sort(1).values if ref is None else ref
-        print(f"kdtree   workers={w:<3} {secs:8.2f} s  ratio {secs / base:6.3f}", flush=True)
+        print(f"kdtree   workers={w:<3} {secs:8.2f} s  ratio {ratio(secs, base):6.3f}", flush=True)
     torch.set_num_threads(1)
     P = torch.tensor(pts, dtype=dtype, device=args.device)
     Q = torch.tensor(qry, dtype=dtype, device=args.device)
@@ -70,14 +69,11 @@ def main(argv: list[str] | None = None) -> int:
         index = NeighborIndex(P, backend="torch", block_elements=1 << b)
         if args.device.startswith("cuda"):
             index.query_index(Q[:1024], args.k)
-        _sync(args.device)
-        t = time.perf_counter()
-        idx = index.query_index(Q, args.k)
-        _sync(args.device)
-        secs = time.perf_counter() - t
+        idx, watch = timed(index.query_index, Q, args.k, device=args.device)   # synchronised
+        secs = watch.wall_s
         same = (idx.cpu().sort(1).values == ref).all(1).double().mean().item()
         print(f"torch    block=2^{b:<3} rows/tile={max(1, (1 << b) // args.n):<6} {secs:8.2f} s  "
-              f"ratio {secs / base:6.3f}  same sets {same:.4f}", flush=True)
+              f"ratio {ratio(secs, base):6.3f}  same sets {same:.4f}", flush=True)
     return 0
 
 

@@ -22,6 +22,7 @@ import warnings
 
 import numpy as np
 import torch
+from _harness import ratio
 
 from nopg import NOPG
 from nopg.bandwidth import select_bandwidths
@@ -68,7 +69,7 @@ def main() -> None:
             seconds, j_hat = time_fit(name, device, args.updates)
             base = seconds if base is None else base
             print(f"{name:18s} {device:5s} {seconds:8.3f} s/update  J_hat {j_hat:.10f}  "
-                  f"ratio to {args.devices[0]} {seconds / base:.3f}", flush=True)
+                  f"ratio to {args.devices[0]} {ratio(seconds, base):.3f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -33,13 +33,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import subprocess
 import sys
-import time
 
 import numpy as np
 import torch
+from _harness import Stopwatch, add_out_arg, median, peak_rss_mb, time_calls, timed, write_json
 
 import nopg
 from nopg import NOPG, NOPGConfig, TransitionDataset
@@ -86,24 +85,6 @@ def fitted_defaults(n: int, updates: int, n_mc_next: int | None) -> NOPG:
     return algo
 
 
-def _peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-
-
-def _timed(obj: object, name: str, log: list[float]) -> None:
-    """Wrap ``obj.name`` so that the seconds of every call are appended to ``log``."""
-    fn = getattr(obj, name)
-
-    def wrapper(*a, **kw):
-        t = time.perf_counter()
-        try:
-            return fn(*a, **kw)
-        finally:
-            log.append(time.perf_counter() - t)
-
-    setattr(obj, name, wrapper)
-
-
 def time_path(data: TransitionDataset, neighbors: str, args: argparse.Namespace, updates: int,
               preconditioner: str = "auto") -> tuple[dict, NOPG]:
     """``algo.setup`` (timed as ``setup_s``), then ``updates`` timed updates from the start.
@@ -125,20 +106,18 @@ def time_path(data: TransitionDataset, neighbors: str, args: argparse.Namespace,
                         learning_rate=args.lr, preconditioner=preconditioner)
     algo = NOPG(policy, config)
     s0 = np.array([[-1.0, 0.0, 0.0]]) if args.data == "pendulum" else data.states[:1]
-    t0 = time.perf_counter()
-    algo.setup(data, bw, s0)
-    _sync(args.device)
-    setup = time.perf_counter() - t0
+    _, setup_watch = timed(algo.setup, data, bw, s0, device=args.device)
+    setup = setup_watch.wall_s
     select_log: list[float] = []
-    _timed(algo.model_.selector, "select", select_log)
-    times, its, refined, neighbor, trace = [], [], [], [], []
+    time_calls(algo.model_.selector, "select", select_log)
+    times, cpu, its, refined, neighbor, trace = [], [], [], [], [], []
     every = args.progress
     for i in range(updates):
         select_log.clear()
-        t = time.perf_counter()
-        m = algo.step()
-        _sync(args.device)
-        times.append(time.perf_counter() - t)
+        with Stopwatch(args.device) as watch:
+            m = algo.step()
+        times.append(watch.wall_s)
+        cpu.append(watch.cpu_s)
         neighbor.append(sum(select_log))
         its.append((m["solver_iters_q"], m["solver_iters_mu"]))
         refined.append(m["refined_rows"])
@@ -157,7 +136,7 @@ def time_path(data: TransitionDataset, neighbors: str, args: argparse.Namespace,
             "update_s": float(np.median(times[tail])),
             "refined_first5": float(np.mean(refined[:5])),
             "refined_steady": float(np.mean(refined[tail])),
-            "total_s": float(np.sum(times)),
+            "total_s": float(np.sum(times)), "total_cpu_s": float(np.sum(cpu)),
             "iters": its[-1], "residual": max(m["residual_q"], m["residual_mu"]),
             "J_hat": m["J_hat"], "trace": trace}, algo
 
@@ -189,19 +168,19 @@ def time_paper_path(data: TransitionDataset, args: argparse.Namespace, updates: 
 
     times = []
     for i in range(updates + 1):
-        start = time.perf_counter()
-        P = responsibilities(t["sn"]) * t["g"][:, None]
-        eps0 = responsibilities(s0).mean(0)
-        lam = (eye - P).detach()
-        q = torch.linalg.solve(lam, t["r"])
-        mu = torch.linalg.solve(lam.T, eps0.detach())
-        loss = -(eps0 @ q + mu @ (P @ q))
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+        with Stopwatch() as watch:
+            P = responsibilities(t["sn"]) * t["g"][:, None]
+            eps0 = responsibilities(s0).mean(0)
+            lam = (eye - P).detach()
+            q = torch.linalg.solve(lam, t["r"])
+            mu = torch.linalg.solve(lam.T, eps0.detach())
+            loss = -(eps0 @ q + mu @ (P @ q))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
         if i:
-            times.append(time.perf_counter() - start)
-    return {"update_s": float(np.median(times))}
+            times.append(watch.wall_s)
+    return {"update_s": median(times)}
 
 
 def accuracy(algo: NOPG, data: TransitionDataset, args: argparse.Namespace) -> dict:
@@ -225,11 +204,6 @@ def accuracy(algo: NOPG, data: TransitionDataset, args: argparse.Namespace) -> d
             "grad_cos": float(g_s @ g_d / (np.linalg.norm(g_s) * np.linalg.norm(g_d)))}
 
 
-def _sync(device: str) -> None:
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-
-
 def _tolerance(text: str) -> str | float:
     return text if text == "auto" else float(text)
 
@@ -237,9 +211,8 @@ def _tolerance(text: str) -> str | float:
 def one_size(args: argparse.Namespace) -> dict:
     torch.set_num_threads(args.threads)
     n = args.n
-    t = time.perf_counter()
-    data = pendulum_data(n) if args.data == "pendulum" else hopper_data(n)
-    out = {"n": n, "data": args.data, "data_s": time.perf_counter() - t, "threads": torch.get_num_threads(),
+    data, data_watch = timed(pendulum_data if args.data == "pendulum" else hopper_data, n)
+    out = {"n": n, "data": args.data, "data_s": data_watch.wall_s, "threads": torch.get_num_threads(),
            "device": args.device, "dtype": args.dtype, "k": args.k}
     out["sparse"], algo = time_path(data, args.neighbors, args, args.updates,
                                     preconditioner=args.preconditioner)
@@ -252,7 +225,7 @@ def one_size(args: argparse.Namespace) -> dict:
     if n <= args.paper_max:
         out["paper"] = time_paper_path(data, args, max(1, min(args.updates, args.dense_updates)))
         out["speedup_paper"] = out["paper"]["update_s"] / out["sparse"]["update_s"]
-    out["peak_rss_mb"] = _peak_rss_mb()
+    out["peak_rss_mb"] = peak_rss_mb()
     if args.device.startswith("cuda"):
         out["peak_cuda_mb"] = torch.cuda.max_memory_allocated() / 2**20
     return out
@@ -302,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--progress", type=int, default=0,
                    help="print the elapsed time and J_hat every N updates (to stderr)")
-    p.add_argument("--json", help="also write the results to this file")
+    add_out_arg(p, "--json", help="also write the results (one JSON document) to this file")
     args = p.parse_args(argv)
     if args.n is not None:
         print(json.dumps(one_size(args)))
@@ -319,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     for n in args.sizes:
         cmd = [sys.executable, __file__, "--n", str(n)]
         for key, value in vars(args).items():
-            if key not in ("sizes", "n", "json") and value is not None:
+            if key not in ("sizes", "n", "out") and value is not None:
                 cmd += [f"--{key.replace('_', '-')}", str(value)]
         # With --progress the child's stderr (its progress lines) goes straight to the terminal.
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True,
@@ -344,9 +317,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{1e3 * s['steady_neighbor_s']:8.1f} {refined:>14} "
               f"{s['iters'][0]:>5}/{s['iters'][1]:<5} {r['peak_rss_mb']:8.0f} {dense}",
               flush=True)
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(rows, fh, indent=2)
+    if args.out:
+        write_json(args.out, rows, indent=2)
     return 0 if rows else 1
 
 

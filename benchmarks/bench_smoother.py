@@ -18,15 +18,18 @@ Both sweeps must agree to round-off (the script checks).
 from __future__ import annotations
 
 import argparse
-import time
-from collections.abc import Callable
 
 import numpy as np
 import scipy.sparse
 import scipy.sparse.linalg
 import torch
+from _harness import TablePrinter, best_of, ratio
 from bench_scale import fitted_defaults
 from pyamg.relaxation.relaxation import gauss_seidel
+
+COLUMNS = [("n", "n", "9d"), ("entries", "entries", "10d"), ("PyAMG ms", "pyamg_ms", "9.1f"),
+           ("SuperLU ms", "superlu_ms", "11.1f"), ("ratio", "ratio", "6.2f"),
+           ("A x ms", "product_ms", "7.1f"), ("max diff", "diff", "9.1e")]
 
 
 def system(n: int) -> scipy.sparse.csr_matrix:
@@ -48,15 +51,6 @@ def _triangle(triangle: scipy.sparse.csc_matrix) -> scipy.sparse.linalg.SuperLU:
                                      options=dict(SymmetricMode=True))
 
 
-def _best(fn: Callable[[], np.ndarray], repeats: int) -> tuple[float, np.ndarray]:
-    best, out = float("inf"), np.empty(0)
-    for _ in range(repeats):
-        t = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - t)
-    return best, out
-
-
 def measure(n: int, repeats: int) -> dict[str, float]:
     """Times (s) of one symmetric sweep by PyAMG and by SuperLU, and of a product with ``A``."""
     A = system(n)
@@ -76,9 +70,9 @@ def measure(n: int, repeats: int) -> dict[str, float]:
         x = lower.solve(b - strict_upper @ x0)
         return upper.solve(b - strict_lower @ x)
 
-    t_amg, x_amg = _best(pyamg_sweep, repeats)
-    t_lu, x_lu = _best(superlu_sweep, repeats)
-    t_mv, _ = _best(lambda: A @ x0, repeats)
+    t_amg, x_amg = best_of(pyamg_sweep, repeats)
+    t_lu, x_lu = best_of(superlu_sweep, repeats)
+    t_mv, _ = best_of(lambda: A @ x0, repeats)
     diff = float(np.abs(x_amg - x_lu).max() / np.abs(x_lu).max())
     assert diff < 1e-10, diff
     return {"entries": A.nnz, "pyamg": t_amg, "superlu": t_lu, "product": t_mv, "diff": diff}
@@ -90,12 +84,13 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=5)
     args = p.parse_args()
     torch.set_num_threads(1)
-    print(f"{'n':>9} {'entries':>10} {'PyAMG ms':>9} {'SuperLU ms':>11} {'ratio':>6} "
-          f"{'A x ms':>7} {'max diff':>9}")
+    table = TablePrinter(COLUMNS)
+    table.header()
     for n in args.sizes:
         r = measure(n, args.repeats)
-        print(f"{n:9d} {r['entries']:10d} {1e3 * r['pyamg']:9.1f} {1e3 * r['superlu']:11.1f} "
-              f"{r['superlu'] / r['pyamg']:6.2f} {1e3 * r['product']:7.1f} {r['diff']:9.1e}")
+        table.row({"n": n, "entries": r["entries"], "pyamg_ms": 1e3 * r["pyamg"],
+                   "superlu_ms": 1e3 * r["superlu"], "ratio": ratio(r["superlu"], r["pyamg"]),
+                   "product_ms": 1e3 * r["product"], "diff": r["diff"]})
 
 
 if __name__ == "__main__":

@@ -34,10 +34,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import sys
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -45,6 +43,7 @@ import numpy as np
 import scipy.sparse
 import scipy.sparse.linalg
 import torch
+from _harness import Stopwatch, add_out_arg, time_calls, write_json
 from bench_scale import pendulum_data
 
 import nopg.bellman as nb
@@ -154,24 +153,8 @@ def run_variant(name: str, data: TransitionDataset, bw: Any, updates: int, check
     check_log: list[float] = []
     accuracy: list[dict[str, float]] = []
     build_log: list[float] = []
-    inner_solve = model.solve
-
-    def timed_solve(*a: Any, **kw: Any) -> Any:
-        t = time.perf_counter()
-        try:
-            return inner_solve(*a, **kw)
-        finally:
-            solve_log.append(time.perf_counter() - t)
-    model.solve = timed_solve
-    inner_build = model.linear_solver.build_ilu
-
-    def timed_build(*a: Any, **kw: Any) -> Any:
-        t = time.perf_counter()
-        try:
-            return inner_build(*a, **kw)
-        finally:
-            build_log.append(time.perf_counter() - t)
-    model.linear_solver.build_ilu = timed_build
+    time_calls(model, "solve", solve_log)
+    time_calls(model.linear_solver, "build_ilu", build_log)
     inner_solution = model.solution
     counter = {"update": 0}
 
@@ -179,18 +162,17 @@ def run_variant(name: str, data: TransitionDataset, bw: Any, updates: int, check
         sol = inner_solution(policy, initial_states, generator, warm_start)
         counter["update"] += 1
         if counter["update"] in checks:
-            t = time.perf_counter()
-            accuracy.append(dict(update=counter["update"], **_accuracy(model, sol, policy)))
-            check_log.append(time.perf_counter() - t)
+            with Stopwatch() as watch:
+                accuracy.append(dict(update=counter["update"], **_accuracy(model, sol, policy)))
+            check_log.append(watch.wall_s)
         return sol
     model.solution = checked_solution
     times, its, Js = [], [], []
     for _ in range(updates):
         n_checks, n_solves = len(check_log), len(solve_log)
-        t = time.perf_counter()
-        m = algo.step()
-        elapsed = time.perf_counter() - t
-        times.append(elapsed - sum(check_log[n_checks:]))   # the accuracy check is not timed
+        with Stopwatch() as watch:
+            m = algo.step()
+        times.append(watch.wall_s - sum(check_log[n_checks:]))   # the accuracy check is not timed
         assert len(solve_log) == n_solves + 1
         its.append(m["solver_iters_q"] + m["solver_iters_mu"])
         Js.append(m["J_hat"])
@@ -286,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--accuracy-n", type=int, nargs="*", default=[],
                    help="also check NOPGConfig() defaults after --updates updates against the "
                         "exact dense top-k model at these sizes (the issue's criterion: n = 3000)")
-    p.add_argument("--json", help="also write the results (with the J_hat trajectories) here")
+    add_out_arg(p, "--json", help="also write the results (with the J_hat trajectories) here")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     unknown = [v for v in args.variants or [] if v not in VARIANTS]
@@ -346,9 +328,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{row['grad_cos']:.7f}, relative J_hat error "
               f"{row['J_rel_err']:.1e} (error bounds q {row['error_bound_q']:.1e}, mu "
               f"{row['error_bound_mu']:.1e})", flush=True)
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(results, fh, indent=1)
+    if args.out:
+        write_json(args.out, results)
     return 0
 
 

@@ -1,4 +1,4 @@
-"""benchmarks/paper_curves.py: the paper's NOPG curves read from pgfplots source, and the verdicts."""
+"""scripts/paper_curves.py: the paper's NOPG curves read from pgfplots source, and the verdicts."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "paper_curves.py"
+_PATH = Path(__file__).resolve().parents[1] / "scripts" / "paper_curves.py"
 
 
 @pytest.fixture(scope="module")

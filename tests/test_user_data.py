@@ -186,7 +186,7 @@ def test_make_user_data_script(tmp_path, capsys):
 
     from nopg.data import TransitionDataset
 
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "make_user_data.py"
+    path = Path(__file__).resolve().parents[1] / "scripts" / "make_user_data.py"
     spec = importlib.util.spec_from_file_location("make_user_data", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -26,10 +26,13 @@ def pyplot() -> Any:
 
 
 def save_figure(fig: Any, path: str | Path) -> Path:
-    """Lay out ``fig``, write it to ``path`` (creating its folder; format from the suffix), close it."""
+    """Lay out ``fig`` (``tight_layout``, unless the figure has a layout engine of its own, e.g.
+    ``layout="constrained"``), write it to ``path`` (creating its folder; format from the
+    suffix), close it."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
+    if fig.get_layout_engine() is None:
+        fig.tight_layout()
     fig.savefig(path, dpi=DPI)
     pyplot().close(fig)
     return path

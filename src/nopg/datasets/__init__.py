@@ -13,7 +13,7 @@
 ``paper_nopg_curves.csv``
     The NOPG-D and NOPG-S curves of the paper's sample-efficiency figures (§6.4): mean return and
     the figure's 95% band over 10 trials per data size, read from the paper's LaTeX source by
-    ``benchmarks/paper_curves.py``. Rows with a ``note`` are not comparable with this project's
+    ``scripts/paper_curves.py``. Rows with a ``note`` are not comparable with this project's
     tasks (U-Maze's axis repeats the cart-pole's tables; mountain car uses other reward units).
 
 Only numpy is imported here.

@@ -3,8 +3,8 @@
 A run is one row (:data:`ROW_COLUMNS`); :func:`summarize` groups the rows by task, algorithm and
 data size and gives the mean return with a percentile-bootstrap interval over seeds
 (:func:`nopg.run_evaluation.bootstrap_mean_ci`, 10 000 resamples by default, as the paper);
-:func:`plot_sample_efficiency` draws the paper's figure (log-x, one line and band per algorithm;
-online algorithms against environment steps, dashed).
+:func:`plot_sample_efficiency` draws the figure (log x, one panel per algorithm family on a
+shared y axis, the interval as error bars; online algorithms against environment steps).
 """
 
 from __future__ import annotations
@@ -23,9 +23,10 @@ from ..run_evaluation import bootstrap_mean_ci
 
 logger = logging.getLogger("nopg.experiments")
 
-__all__ = ["ROW_COLUMNS", "SUMMARY_COLUMNS", "check_identical_data", "format_table", "merge_rows",
-           "paper_points", "plot_sample_efficiency", "read_rows", "summarize", "write_report",
-           "write_rows", "write_summary"]
+__all__ = ["DODGE", "FAMILIES", "ROW_COLUMNS", "SUMMARY_COLUMNS", "check_identical_data", "figure_families",
+           "format_table", "merge_rows", "paper_points", "plot_sample_efficiency", "read_rows",
+           "read_summary", "sample_efficiency_figure", "summarize", "write_report", "write_rows",
+           "write_summary"]
 
 ROW_COLUMNS: dict[str, type] = {
     "task": str, "algorithm": str, "kind": str,          # kind: offline | online
@@ -123,6 +124,25 @@ def write_summary(summary: Sequence[Mapping[str, Any]], path: str | Path) -> Pat
         writer.writeheader()
         writer.writerows(summary)
     return path
+
+
+_SUMMARY_TYPES = {"size": int, "n": int, "task": str, "algorithm": str, "kind": str,
+                  "size_unit": str}
+
+
+def read_summary(path: str | Path) -> list[dict[str, Any]]:
+    """Read a :func:`write_summary` file back (``size`` and ``n`` as ints, the statistics as
+    floats, empty cells as ``None``), e.g. to redraw a published figure from its summary."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"{path} does not exist")
+    with path.open(newline="") as handle:
+        reader = csv.DictReader(handle)
+        missing = set(SUMMARY_COLUMNS) - set(reader.fieldnames or [])
+        if missing:
+            raise ValueError(f"{path} is not a sample-efficiency summary: missing {sorted(missing)}")
+        return [{k: None if row[k] == "" else _SUMMARY_TYPES.get(k, float)(row[k])
+                 for k in SUMMARY_COLUMNS} for row in reader]
 
 
 def write_report(rows: Sequence[Mapping[str, Any]], run_dir: str | Path, confidence: float = 0.95,
@@ -226,26 +246,67 @@ def _seconds(value: float) -> str:
     return f"{value:.1f} s" if value < 10 else f"{value:.0f} s"
 
 
-# One colour per algorithm in every figure (tab20: a dark and a light shade per hue).
-_COLOR_ORDER = ("NOPG-D", "NOPG-S", "BC", "TD3+BC", "IQL", "CQL", "BCQ", "BEAR", "MOPO", "MOReL",
-                "PWIS", "DDPG", "TD3", "SAC")
-_TAB20 = (0, 1, 2, 4, 6, 8, 10, 12, 14, 16, 18, 3, 5, 9, 7, 11, 13, 15, 17, 19)
+# One colour per algorithm in every figure, chosen so that the algorithms drawn in one panel of
+# the figure (its family, :data:`FAMILIES`) differ clearly: tab10 for the NOPG, d3rlpy and
+# model-based panels, NOPG-S in red beside NOPG-D's blue, the online baselines in tab20c's darker
+# shades. Other algorithms take tab20b's colours in order.
+_COLORS = {
+    "NOPG-D": "#1f77b4", "NOPG-S": "#d62728",
+    "BC": "#ff7f0e", "TD3+BC": "#2ca02c", "IQL": "#9467bd", "CQL": "#8c564b", "BCQ": "#e377c2",
+    "BEAR": "#bcbd22",
+    "MOPO": "#7f7f7f", "MOReL": "#17becf", "PWIS": "#393b79",
+    "DDPG": "#e6550d", "TD3": "#31a354", "SAC": "#756bb1",
+}
 
 
 def algorithm_colors(algorithms: Sequence[str]) -> dict[str, tuple[float, ...]]:
-    """A distinct colour per algorithm, the same one in every figure for the sweep's own
-    algorithms (others take the remaining colours in order; beyond 20 they repeat)."""
+    """A distinct colour per algorithm (RGBA), the same one in every figure for the sweep's own
+    algorithms (others take tab20b's colours in order; beyond those they repeat)."""
     from matplotlib import colormaps
+    from matplotlib.colors import to_rgba
 
-    cmap = colormaps["tab20"]
-    known = {name: _TAB20[i] for i, name in enumerate(_COLOR_ORDER)}
-    spare = [i for i in _TAB20 if i not in known.values()]
+    known = {name: to_rgba(color) for name, color in _COLORS.items()}
+    spare = [tuple(c) for c in colormaps["tab20b"].colors if tuple(c) + (1.0,) not in known.values()]
     out: dict[str, tuple[float, ...]] = {}
+    extra = 0
     for name in algorithms:
         if name not in known:
-            known[name] = spare.pop(0) if spare else _TAB20[len(known) % len(_TAB20)]
-        out[name] = tuple(cmap(known[name]))
+            known[name] = to_rgba(spare[extra % len(spare)])
+            extra += 1
+        out[name] = known[name]
     return out
+
+
+FAMILIES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("NOPG", ("NOPG-D", "NOPG-S")),
+    ("offline: d3rlpy", ("BC", "TD3+BC", "IQL", "CQL", "BCQ", "BEAR")),
+    ("offline: model-based, PWIS", ("MOPO", "MOReL", "PWIS")),
+    ("online", ("DDPG", "TD3", "SAC")),
+)
+"""The figure's panels: a family's name and its algorithms. An algorithm of none of them goes
+to the last offline panel or to the online one, by its kind."""
+
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "*")
+_LINESTYLES = ("-", "--", "-.", (0, (1, 1)), (0, (5, 1, 1, 1, 1, 1)))
+DODGE = 0.02
+"""Within a panel the k-th of ``m`` algorithms is drawn ``DODGE * (k - (m - 1) / 2)`` of the
+panel's width (log x) off its size, so that equal values at one size stay visible side by side."""
+
+
+def figure_families(summary: Sequence[Mapping[str, Any]]) -> list[tuple[str, list[str]]]:
+    """The panels of the figure of ``summary``: ``[(family, [algorithm, ...]), ...]`` in the order
+    of :data:`FAMILIES`, only families with an algorithm that has a finite mean."""
+    drawn = [a for a in dict.fromkeys(r["algorithm"] for r in summary)
+             if any(r["algorithm"] == a and math.isfinite(r["mean"]) for r in summary)]
+    kind = {r["algorithm"]: r["kind"] for r in summary}
+    panels: dict[str, list[str]] = {name: [] for name, _ in FAMILIES}
+    for name, members in FAMILIES:
+        panels[name] += [a for a in members if a in drawn]
+    known = {a for _, members in FAMILIES for a in members}
+    for algo in drawn:
+        if algo not in known:
+            panels[FAMILIES[-1][0] if kind[algo] == "online" else FAMILIES[-2][0]].append(algo)
+    return [(name, algos) for name, algos in panels.items() if algos]
 
 
 MAX_SIZE_TICKS = 8
@@ -277,55 +338,138 @@ def paper_points(summary: Sequence[Mapping[str, Any]], paper: Sequence[Mapping[s
     return out
 
 
+def sample_efficiency_figure(summary: Sequence[Mapping[str, Any]], title: str | None = None,
+                             reference: float | None = None,
+                             paper: Sequence[Mapping[str, Any]] = (),
+                             figsize: tuple[float, float] = (7.5, 4.8)) -> Any:
+    """The figure of :func:`plot_sample_efficiency` as a matplotlib ``Figure`` (not saved).
+
+    One panel per algorithm family (:func:`figure_families`; one row of up to three, else two
+    columns), all on one y axis; in each, every algorithm its own colour, marker and line style,
+    its mean return against the size (log x) with the interval as an error bar, the points of one
+    size spread slightly sideways (:data:`DODGE`). The legend lies below the panels, one column
+    per family.
+    """
+    from ..figures import pyplot
+
+    families = figure_families(summary)
+    if not families:
+        raise ValueError("nothing to plot: no algorithm of the summary has a return")
+    plt = pyplot()
+    ncols = len(families) if len(families) <= 3 else 2
+    nrows = math.ceil(len(families) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=figsize, sharey=True, squeeze=False,
+                             layout="constrained")
+    cells = list(axes.flat)
+    colors = algorithm_colors([a for _, algos in families for a in algos])
+    paper_lines = paper_points(summary, paper)
+    offline_sizes = sorted({float(r["size"]) for r in summary if r["kind"] == "offline"})
+    units = sorted({r["size_unit"] for r in summary if r["kind"] == "offline"}) or ["transitions"]
+    columns = []
+    for index, (ax, (family, algos)) in enumerate(zip(cells, families)):
+        online = all(r["kind"] == "online" for r in summary if r["algorithm"] in algos)
+        sizes = sorted({float(r["size"]) for r in summary if r["algorithm"] in algos}) if online \
+            else offline_sizes
+        entries = [(_legend_header(plt), family)]
+        entries += _draw_family(ax, summary, algos, colors, paper_lines, _size_axis(plt, ax, sizes))
+        if reference is not None:
+            ref = ax.axhline(reference, color="k", lw=0.8, ls=":")
+            if index == 0:
+                entries.append((ref, "demonstrators"))
+        ax.set_title(family, fontsize="medium")
+        ax.grid(alpha=0.3, which="both")
+        if ax.get_subplotspec().is_first_col():
+            ax.set_ylabel("return")
+        if index + ncols >= len(families):          # no panel below this one
+            ax.set_xlabel("environment steps" if online else
+                          f"data set size ({', '.join(units)})", fontsize="small")
+        columns.append(entries)
+    for ax in cells[len(families):]:
+        ax.set_axis_off()
+    _family_legend(plt, fig, columns)
+    if title:
+        fig.suptitle(title, fontsize="medium")
+    return fig
+
+
+def _draw_family(ax: Any, summary: Sequence[Mapping[str, Any]], algos: Sequence[str],
+                 colors: Mapping[str, Any], paper_lines: Mapping[str, Any], span: float
+                 ) -> list[tuple[Any, str]]:
+    """One panel's algorithms (and the paper's means of them): ``[(handle, label), ...]``."""
+    entries = []
+    for k, algo in enumerate(algos):
+        part = sorted((r for r in summary if r["algorithm"] == algo and math.isfinite(r["mean"])),
+                      key=lambda r: r["size"])
+        x = np.array([r["size"] for r in part], float)
+        mean = np.array([r["mean"] for r in part], float)
+        lo = np.nan_to_num(np.array([r["ci_lo"] for r in part], float), nan=mean)
+        hi = np.nan_to_num(np.array([r["ci_hi"] for r in part], float), nan=mean)
+        shift = 10 ** (DODGE * span * (k - (len(algos) - 1) / 2))
+        line = ax.errorbar(x * shift, mean, yerr=[np.maximum(mean - lo, 0), np.maximum(hi - mean, 0)],
+                           color=colors[algo], marker=_MARKERS[k % len(_MARKERS)],
+                           ls=_LINESTYLES[k % len(_LINESTYLES)], ms=4.5, lw=1.4,
+                           elinewidth=0.9, capsize=2, mfc="white" if k % 2 else colors[algo])
+        entries.append((line, algo))
+        if algo in paper_lines:
+            px, pmean = paper_lines[algo]
+            (paper_line,) = ax.plot(px, pmean, ls=":", lw=1.0, marker="x", ms=4,
+                                    color=colors[algo], alpha=0.8)
+            entries.append((paper_line, f"{algo}, paper"))
+    return entries
+
+
+def _family_legend(plt: Any, fig: Any, columns: Sequence[Sequence[tuple[Any, str]]]) -> Any:
+    """The figure's legend below the panels, one column per family (its name in bold on top)."""
+    rows = max(len(entries) for entries in columns)
+    # The legend fills its columns first: pad every family's entries to one length.
+    padded = [e for entries in columns
+              for e in [*entries, *[(_legend_header(plt), "")] * (rows - len(entries))]]
+    legend = fig.legend([h for h, _ in padded], [label for _, label in padded],
+                        loc="outside lower center", ncol=len(columns), fontsize="small",
+                        handlelength=2.6, frameon=False, columnspacing=1.5)
+    headers = {entries[0][1] for entries in columns}
+    for text in legend.get_texts():
+        if text.get_text() in headers:
+            text.set_fontweight("bold")
+    return legend
+
+
+def _legend_header(plt: Any) -> Any:
+    """An invisible legend handle, so that a family's name heads its algorithms."""
+    return plt.Line2D([], [], ls="none", marker="none")
+
+
+def _size_axis(plt: Any, ax: Any, sizes: Sequence[float]) -> float:
+    """Log x over ``sizes`` (a margin of a tenth of the span each side; up to
+    :data:`MAX_SIZE_TICKS` sizes are ticked exactly, in plain numbers); returns the axis's
+    width in decades."""
+    ax.set_xscale("log")
+    if not sizes:
+        return 1.0
+    lo, hi = math.log10(min(sizes)), math.log10(max(sizes))
+    pad = max(0.1 * (hi - lo), 0.1)
+    ax.set_xlim(10 ** (lo - pad), 10 ** (hi + pad))
+    if len(sizes) <= MAX_SIZE_TICKS:
+        ax.set_xticks(list(sizes), [f"{v:g}" for v in sizes])
+        ax.xaxis.set_minor_formatter(plt.NullFormatter())
+    return hi - lo + 2 * pad
+
+
 def plot_sample_efficiency(summary: Sequence[Mapping[str, Any]], path: str | Path,
                            title: str | None = None, reference: float | None = None,
                            paper: Sequence[Mapping[str, Any]] = ()) -> Path:
-    """Mean return and its interval against data size (log x), one line and band per algorithm.
+    """Mean return and its interval against data size (log x), one panel per algorithm family.
 
-    Offline algorithms are solid lines against the data-set size; online ones dashed against
-    environment steps. ``reference`` draws a horizontal line (e.g. the demonstrators' return);
-    ``paper`` (rows of :func:`nopg.datasets.paper_curves`) draws the paper's means of the same
-    algorithms as dotted lines with crosses, where they fall inside the measured sizes.
+    Offline algorithms are drawn against the data-set size, online ones (their own panel)
+    against environment steps; the panels share the y axis, and every algorithm of a panel has
+    its own colour, marker and line style (:func:`sample_efficiency_figure`). ``reference``
+    draws a horizontal line (e.g. the demonstrators' return) in every panel; ``paper`` (rows of
+    :func:`nopg.datasets.paper_curves`) draws the paper's means of the same algorithms as dotted
+    lines with crosses ("paper": its mean over 10 trials), where they fall inside the measured
+    sizes.
     """
-    from ..figures import pyplot, save_figure
+    from ..figures import save_figure
 
     if not summary:
         raise ValueError("nothing to plot: the summary is empty")
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(7.5, 4.8))
-    algos = list(dict.fromkeys(r["algorithm"] for r in summary))
-    colors = algorithm_colors(algos)
-    for algo in algos:
-        part = sorted((r for r in summary if r["algorithm"] == algo and math.isfinite(r["mean"])),
-                      key=lambda r: r["size"])
-        if not part:            # every run of it failed: nothing to draw
-            continue
-        x = np.array([r["size"] for r in part], float)
-        mean = np.array([r["mean"] for r in part], float)
-        lo = np.array([r["ci_lo"] for r in part], float)
-        hi = np.array([r["ci_hi"] for r in part], float)
-        online = part[0]["kind"] == "online"
-        color = colors[algo]
-        ax.plot(x, mean, ls="--" if online else "-", marker="o", ms=3, color=color,
-                label=f"{algo} (env steps)" if online else algo)
-        ax.fill_between(x, lo, hi, color=color, alpha=0.15, lw=0)
-    for algo, (x, mean) in paper_points(summary, paper).items():
-        ax.plot(x, mean, ls=":", marker="x", ms=5, color=colors[algo],
-                label=f"{algo}, paper (10 trials)")
-    if reference is not None:
-        ax.axhline(reference, color="k", lw=0.8, ls=":", label="demonstrators")
-    ax.set_xscale("log")
-    sizes = sorted({float(r["size"]) for r in summary})
-    if len(sizes) <= MAX_SIZE_TICKS:     # few sizes: tick exactly those, in plain numbers
-        ax.set_xticks(sizes, [f"{v:g}" for v in sizes])
-        ax.xaxis.set_minor_formatter(plt.NullFormatter())
-    units = sorted({r["size_unit"] for r in summary if r["kind"] == "offline"}) or ["transitions"]
-    online_note = "; online: environment steps" if any(r["kind"] == "online" for r in summary) \
-        else ""
-    ax.set_xlabel(f"data set size ({', '.join(units)}){online_note}")
-    ax.set_ylabel("return")
-    ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize="small", ncol=2)
-    if title:
-        ax.set_title(title)
-    return save_figure(fig, path)
+    return save_figure(sample_efficiency_figure(summary, title, reference, paper), path)

@@ -1,6 +1,6 @@
 """User-data experiments: data sets nobody tuned NOPG for, run with the library's defaults.
 
-Four tasks (``nopg reproduce <name>``; ``benchmarks/make_user_data.py`` saves their data sets):
+Four tasks (``nopg reproduce <name>``; ``scripts/make_user_data.py`` saves their data sets):
 
 * ``pendulum-uniform`` and ``pendulum-controller``: see :mod:`nopg.experiments.user_data_pendulum`.
 * ``mountaincar-uniform``: gymnasium ``MountainCarContinuous-v0`` queried at ``task.n_samples``

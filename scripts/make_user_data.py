@@ -5,9 +5,9 @@ The data are exactly those ``nopg reproduce <task> --seeds <s>`` trains on: the 
 ``nopg reproduce``). Each data set is written with ``TransitionDataset.save`` to
 ``<out>/<task>__seed<s>.npz`` (read it back with ``TransitionDataset.load`` or ``nopg data``).
 
-    python benchmarks/make_user_data.py pendulum-uniform --seeds 0 1 --out data/
-    python benchmarks/make_user_data.py mountaincar-uniform --seeds 0 --set task.n_samples=1000
-    python benchmarks/make_user_data.py all --seeds 0
+    python scripts/make_user_data.py pendulum-uniform --seeds 0 1 --out data/
+    python scripts/make_user_data.py mountaincar-uniform --seeds 0 --set task.n_samples=1000
+    python scripts/make_user_data.py all --seeds 0
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Many `benchmarks/bandwidth_study.py` runs at once, one process per seed (for a machine with
+# Many `scripts/bandwidth_study.py` runs at once, one process per seed (for a machine with
 # many cores, such as a lent GPU machine's 16; the GPU is not used).
 #
 #   TASK=pendulum-uniform SEEDS="0 1 2" LABEL="local-linear penalty" SUCCESS=-600 \
 #       SETS='nopg.successors="local-linear" nopg.unsupported="penalty"' \
-#       bash benchmarks/study_cells.sh OUT_DIR [WHEEL_DIR] [SECONDS]
+#       bash scripts/device/study_cells.sh OUT_DIR [WHEEL_DIR] [SECONDS]
 #
 # SETS holds the study's --set values, separated by spaces. Every seed's row goes to
 # OUT_DIR/rows/ as it ends (its restarts' rows too), all of them to OUT_DIR/study.csv
@@ -26,7 +26,7 @@ for s in ${SETS:-}; do sets+=(--set "$s"); done
 LOGS=$(mktemp -d)
 START=$(date +%s)
 for seed in $SEEDS; do
-  timeout "$LIMIT" python3 benchmarks/bandwidth_study.py "$TASK" --seeds "$seed" --label "$LABEL" \
+  timeout "$LIMIT" python3 scripts/bandwidth_study.py "$TASK" --seeds "$seed" --label "$LABEL" \
     "${sets[@]}" ${SUCCESS:+--success "$SUCCESS"} --workers 1 --out "$OUT/rows/$TASK-$seed.csv" \
     > "$LOGS/$TASK-$seed.log" 2>&1 &
 done

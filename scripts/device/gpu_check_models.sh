@@ -2,7 +2,7 @@
 # The CUDA checks of the moved-successor models (local-linear, anchored), CMA-ES and the search
 # horizon, and the whole test suite on a machine where CUDA is available, for a lent GPU machine.
 #
-#   bash benchmarks/gpu_check_models.sh OUT_DIR [WHEEL_DIR]
+#   bash scripts/device/gpu_check_models.sh OUT_DIR [WHEEL_DIR]
 #
 # 1. tests/test_cuda.py (CPU and CUDA give the same numbers, the new models included);
 # 2. benchmarks/bench_moved_successors_device.py: seconds per update on cart-pole, CPU and CUDA;

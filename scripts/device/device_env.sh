@@ -1,5 +1,5 @@
-# Sourced by the scripts that run on a lent GPU machine (benchmarks/gpu_*.sh,
-# benchmarks/prototype_study.sh): one torch thread per process, the wheels in $WHL (if any)
+# Sourced by the scripts that run on a lent GPU machine (scripts/device/gpu_nopg_s_cells.sh,
+# scripts/device/study_cells.sh): one torch thread per process, the wheels in $WHL (if any)
 # installed to /tmp/site, and this checkout's src/ on PYTHONPATH (nopg is not installed there).
 export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 if [ -n "${WHL:-}" ] && ls "$WHL"/*.whl >/dev/null 2>&1; then

@@ -1,6 +1,6 @@
 """Run experiments over seeds with one bandwidth setting and summarise them.
 
-    python benchmarks/bandwidth_study.py pendulum-grid --seeds 0 1 2 3 4 5 6 7 8 9 \
+    python scripts/bandwidth_study.py pendulum-grid --seeds 0 1 2 3 4 5 6 7 8 9 \
         --label auto --out docs/runs/bandwidth_study.csv [--set KEY=VALUE ...] [--workers 2]
 
 Each seed is one ``nopg`` experiment run (:func:`nopg.experiments.run_seed`) in its own process.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The NOPG-S cells of the sample-efficiency sweep that do not fit the 2-core CPU, on a lent GPU.
 #
-#   bash benchmarks/gpu_nopg_s_cells.sh OUT_DIR [WHEEL_DIR] [SECONDS]
+#   bash scripts/device/gpu_nopg_s_cells.sh OUT_DIR [WHEEL_DIR] [SECONDS]
 #
 # One `nopg reproduce sample-efficiency` process per (task, size, seed), all at once, with
 # `nopg.device=cuda` and otherwise the reduced default's settings (seeds 0-2, the task's NOPG

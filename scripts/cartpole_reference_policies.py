@@ -14,12 +14,12 @@ of it with gains removed or flipped, and reports for each
 With ``--chain`` it also reports, for the LQR and its flipped-``x`` variant under the task's
 default model (``auto`` with its guard), the spread of ``(x, theta, x_dot, theta_dot)`` along
 the model's own Markov chain against real episodes (as
-``benchmarks/invertedpendulum_reference_policies.py --chain``).
+``scripts/invertedpendulum_reference_policies.py --chain``).
 
 Every policy outputs ``5 tanh(-K s / 5)`` volts, the range of the task's policies. No fitting.
 
-    python benchmarks/cartpole_reference_policies.py --seeds 0 1 --action-factors 1 0.5 0.25 0.1
-    python benchmarks/cartpole_reference_policies.py --seeds 1 --chain
+    python scripts/cartpole_reference_policies.py --seeds 0 1 --action-factors 1 0.5 0.25 0.1
+    python scripts/cartpole_reference_policies.py --seeds 1 --chain
 """
 
 from __future__ import annotations

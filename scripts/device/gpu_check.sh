@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The CUDA checks of the project in one script, for a lent GPU machine (no network there).
 #
-#   bash benchmarks/gpu_check.sh OUT_DIR [WHEEL_DIR]
+#   bash scripts/device/gpu_check.sh OUT_DIR [WHEEL_DIR]
 #
 # 1. tests/test_cuda.py (CPU and CUDA give the same numbers);
 # 2. benchmarks/bench_scale.py on the GPU (float32 and float64) at 10^4, 10^5 and 10^6, plus

@@ -6,13 +6,13 @@ algorithm (``\\addplot ... table {x y \\\\ ...}``) and a filled band (``\\path .
 lines and bands (the figures' colours ``color0`` and ``green!50...!black``, as their legends say)
 and writes one row per (task, algorithm, size)::
 
-    python benchmarks/paper_curves.py extract ../shared/paper/nopg_paper.tex \\
+    python scripts/paper_curves.py extract ../shared/paper/nopg_paper.tex \\
         --out src/nopg/datasets/paper_nopg_curves.csv
 
 and compares them with the summaries of ``nopg reproduce sample-efficiency`` / ``nopg
 sweep-report`` (``summary.csv``) at the sizes both have::
 
-    python benchmarks/paper_curves.py compare src/nopg/datasets/paper_nopg_curves.csv \\
+    python scripts/paper_curves.py compare src/nopg/datasets/paper_nopg_curves.csv \\
         docs/runs/sample_efficiency_*_summary.csv
 
 A size is "above" when our mean is at least the paper's mean, "within" when the paper's mean

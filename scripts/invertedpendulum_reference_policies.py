@@ -15,7 +15,7 @@ flipped, and reports for each
 
 Every policy outputs ``3 tanh(-K s / 3)`` (the task's force range). No fitting of the policy.
 
-    python benchmarks/invertedpendulum_reference_policies.py --seeds 0 [--chain] \\
+    python scripts/invertedpendulum_reference_policies.py --seeds 0 [--chain] \\
         [--set 'successors="local-linear"' --set 'unsupported="penalty"']
 """
 
