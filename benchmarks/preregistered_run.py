@@ -241,14 +241,16 @@ def baseline_job(number: int, name: str, algorithm: str, seed: int, limit_s: flo
     return row
 
 
-def plan(phase: str) -> list[tuple]:
+def plan(phase: str, order: list[int] | None = None) -> list[tuple]:
+    """The runs in the brief's order; ``order`` (task numbers) reorders or restricts the tasks."""
+    tasks = TASKS if order is None else [next(t for t in TASKS if t[0] == k) for k in order]
     jobs: list[tuple] = []
     if phase in ("all", "nopg"):
         for seed in SEEDS:
-            for number, name, env_id in TASKS:
+            for number, name, env_id in tasks:
                 jobs.append(("NOPG", number, name, env_id, seed))
     if phase in ("all", "baselines"):
-        for number, name, env_id in TASKS:
+        for number, name, env_id in tasks:
             for algorithm in BASELINES:
                 for seed in SEEDS:
                     jobs.append((algorithm, number, name, env_id, seed))
@@ -258,7 +260,7 @@ def plan(phase: str) -> list[tuple]:
 def drive(args: argparse.Namespace) -> int:
     stop_launch, hard_stop = at_today(args.stop_launch), at_today(args.hard_stop)
     last_commit = time.monotonic()
-    for algorithm, number, name, env_id, seed in plan(args.phase):
+    for algorithm, number, name, env_id, seed in plan(args.phase, args.tasks):
         if (name, algorithm, seed) in done_keys():
             continue
         now = utc_now()
@@ -299,6 +301,8 @@ def main() -> int:
     d.add_argument("--stop-launch", default="11:40")
     d.add_argument("--hard-stop", default="11:50")
     d.add_argument("--commit-every", type=float, default=1800.0)
+    d.add_argument("--tasks", type=int, nargs="+", default=None,
+                   help="task numbers, in the order to run them (default: all, 1-7)")
     b = sub.add_parser("baseline")
     b.add_argument("task")
     b.add_argument("algorithm", choices=BASELINES)
