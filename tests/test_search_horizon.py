@@ -21,6 +21,7 @@ from test_anchored import A_TRUE, B_TRUE, START, _linear_data
 from test_terminal_bounds import BW, _pushing
 
 import nopg
+from nopg.candidate_policies import CandidatePolicies
 from nopg.experiments import get_task
 from nopg.experiments.runner import model_episode_report
 from nopg.search import EvolutionSearch
@@ -169,3 +170,79 @@ def test_the_fits_model_episode_lengths_and_the_runners_report(caplog):
     assert model_episode_report(config, kernel, seed=3) == {}
     with pytest.raises(ValueError, match="anchored"):
         kernel.model_episode_lengths(60)
+
+
+def _candidate_params(policy: torch.nn.Module, forces: list[float]) -> list[dict]:
+    out = []
+    for f in forces:
+        params = {k: v.detach().clone() for k, v in policy.named_parameters()}
+        params["linear.bias"].fill_(f)
+        out.append(params)
+    return out
+
+
+def test_candidate_rollouts_are_each_candidates_own_rollout_and_lengths():
+    """One batch of every candidate's states gives each one's anchors (its own ``rollout``, to
+    rounding) and its ``episode_lengths`` (exactly), within the anchors' horizon and past it."""
+    model = nopg.bellman_model(_linear_data(), BW, 0.9, successors="anchored", top_k=8,
+                               neighbors="knn", terminal_bounds=[[None, None], [1.0, None]])
+    forces = [0.5, 0.0, 0.2, -0.3]
+    policy = _pushing(0.0)
+    for steps in (5, model.horizon + 20):
+        anchors, lengths = model.candidate_rollouts(
+            CandidatePolicies(policy, _candidate_params(policy, forces), len(START)), START,
+            steps)
+        assert len(anchors) == len(lengths) == len(forces)
+        for force, path, length in zip(forces, anchors, lengths):
+            assert path.shape == (model.horizon, len(START), 2)
+            torch.testing.assert_close(path, model.rollout(_pushing(force), START),
+                                       rtol=1e-12, atol=1e-12)
+            assert list(length) == list(model.episode_lengths(_pushing(force), START, steps))
+    assert [list(x) for x in lengths] != [list(lengths[0])] * len(forces)   # they differ
+    with pytest.raises(ValueError, match="policies carry 4 rows, not 4 candidates x 2"):
+        model.candidate_rollouts(CandidatePolicies(policy, _candidate_params(policy, forces), 1),
+                                 START, 10)
+    with pytest.raises(ValueError, match="at least one"):
+        CandidatePolicies(policy, [], 2)
+
+
+def test_candidate_policies_act_as_each_candidate():
+    policy = _pushing(0.0)
+    batch = CandidatePolicies(policy, _candidate_params(policy, [1.0, -2.0]), 3)
+    states = torch.arange(12, dtype=torch.float64).reshape(6, 2)
+    torch.testing.assert_close(batch(states)[:, 0], torch.tensor([1.0] * 3 + [-2.0] * 3,
+                                                                 dtype=torch.float64))
+    batch.keep(torch.tensor([True, False, False, True, True, False]))
+    torch.testing.assert_close(batch(states[:3])[:, 0], torch.tensor([1.0, -2.0, -2.0],
+                                                                     dtype=torch.float64))
+    with pytest.raises(ValueError, match="candidate rows"):
+        batch(states)
+
+
+def test_a_batched_generation_scores_as_one_candidate_at_a_time(dataset, bandwidths,
+                                                                 initial_states, monkeypatch):
+    """The CMA-ES fit with ``search_horizon`` scores a generation in one batch; the fit is the
+    one that scores each candidate alone (the same incumbents, ``J_hat`` to rounding)."""
+    def fit() -> nopg.NOPG:
+        config = nopg.NOPGConfig(gamma=0.9, optimizer="cma-es", search_sigma=0.3, top_k=6,
+                                 neighbors="knn", n_mc_next=None, behaviour_weight=0.0, seed=2,
+                                 successors="anchored", anchor_horizon=5, search_horizon=30,
+                                 terminal_bounds=[[None, None], [0.5, None]])
+        return nopg.NOPG(nopg.LinearPolicy(2, 1).double(), config).fit(
+            dataset, bandwidths, initial_states, 4, progress=False)
+
+    calls = []
+    original = nopg.AnchoredBellman.candidate_rollouts
+    monkeypatch.setattr(nopg.AnchoredBellman, "candidate_rollouts",
+                        lambda self, *a: calls.append(1) or original(self, *a))
+    batched = fit()
+    assert len(calls) == 4
+    step = EvolutionSearch.step
+    monkeypatch.setattr(EvolutionSearch, "step",
+                        lambda self, fitness, fitness_many=None: step(self, fitness))
+    alone = fit()
+    assert len(calls) == 4
+    for a, b in zip(batched.history_, alone.history_):
+        assert a["search_alive"] == b["search_alive"]
+        assert a["J_hat"] == pytest.approx(b["J_hat"], rel=1e-9)
+    torch.testing.assert_close(batched.policy.linear.weight, alone.policy.linear.weight)

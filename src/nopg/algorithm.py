@@ -29,6 +29,7 @@ from .behaviour import (
     resolve_behaviour_weight,
 )
 from .bellman import BellmanSolution, NonparametricBellman, as_states
+from .candidate_policies import CandidatePolicies
 from .checkpoint import (
     CHECKPOINT_FORMAT_VERSION,
     load_checkpoint,
@@ -305,24 +306,46 @@ class NOPG:
         search = self.optimizer
         best: list[tuple[tuple[float, float], BellmanSolution, float]] = []   # this step's best
 
-        def fitness() -> float | tuple[float, float]:
+        def fitness(anchors: torch.Tensor | None = None, alive: float | None = None
+                    ) -> float | tuple[float, float]:
             gen = torch.Generator().manual_seed(self.config.seed)
             warm = None if self._incumbent is None else (self._incumbent[0].q,
                                                          self._incumbent[0].mu)
             with torch.no_grad():
-                sol = self.model_.solution(self.policy, self.starts_, gen, warm)
+                sol = self.model_.solution(self.policy, self.starts_, gen, warm) \
+                    if anchors is None else \
+                    self.model_.solution(self.policy, self.starts_, gen, warm, anchors)
                 value, behaviour = sol.J, float("nan")
                 if self._behaviour is not None:
                     behaviour = float(self._behaviour_term(sol)[0])
                     if self._search_scale is None:
                         self._search_scale = max(abs(sol.J), 1e-12)
                     value = sol.J / self._search_scale - self.behaviour_weight_ * behaviour
-            key = fitness_key((self._search_alive(), value))
+            key = fitness_key((self._search_alive() if alive is None else alive, value))
             if not best or key > best[0][0]:                # as the search ranks it
                 best[:] = [(key, sol, behaviour)]
             return key
 
-        report = search.step(fitness)
+        def fitness_many(candidates: list[np.ndarray]) -> list[float | tuple[float, float]]:
+            """Every candidate's rollout and episode lengths in one batch
+            (:meth:`AnchoredBellman.candidate_rollouts`), then each one's solve."""
+            assert isinstance(self.model_, AnchoredBellman)
+            horizon = self.config.search_horizon
+            params = []
+            for x in candidates:
+                search.load(x)
+                params.append({k: v.detach().clone() for k, v in self.policy.named_parameters()})
+            anchors, lengths = self.model_.candidate_rollouts(
+                CandidatePolicies(self.policy, params, len(self.starts_)), self.starts_, horizon)
+            keys = []
+            for x, path, steps in zip(candidates, anchors, lengths):
+                search.load(x)
+                keys.append(fitness(path, float(np.mean(np.minimum(steps, horizon))) / horizon))
+            return keys
+
+        batched = (isinstance(self.model_, AnchoredBellman) and not self.stochastic
+                   and self.config.search_horizon is not None)
+        report = search.step(fitness, fitness_many if batched else None)
         key, sol, behaviour = best[0]
         if key >= (search.best_alive, search.best_fitness):   # the incumbent is this step's
             self._incumbent = (sol, behaviour)

@@ -44,7 +44,7 @@ fallen below ``e^-4`` (2%): 400 steps for ``gamma = 0.99``.
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import torch
@@ -60,6 +60,9 @@ from .kernels import gather_rows
 from .local_linear import LocalLinearBellman
 from .model_config import ModelConfig
 from .row_matrices import SparseRows
+
+if TYPE_CHECKING:
+    from .candidate_policies import CandidatePolicies
 
 __all__ = ["AnchoredBellman", "resolve_anchor_horizon", "AUTO_HORIZON_DISCOUNT_E_FOLDS"]
 
@@ -193,6 +196,65 @@ class AnchoredBellman(LocalLinearBellman):
             lengths[alive[ended]] = t
             alive, s = alive[~ended], s[torch.as_tensor(~ended, device=s.device)]
         return lengths
+
+    @torch.no_grad()
+    def candidate_rollouts(self, policies: CandidatePolicies,
+                           initial_states: np.ndarray | torch.Tensor, steps: int
+                           ) -> tuple[list[torch.Tensor], list[np.ndarray]]:
+        """For each candidate of ``policies`` (deterministic) at once: its :meth:`rollout` from
+        the initial states (m, d_s), the anchors of its :meth:`solution`, and its
+        :meth:`episode_lengths` up to ``steps``, as ``episode_lengths(from_anchors=True)``
+        computes them after that solution. One batch carries every candidate's states, so a
+        step of the model costs one call, not one per candidate; each row is computed as the
+        candidate's own rollout computes it.
+
+        Returns
+        -------
+        anchors : list of tensors of shape (horizon, m, d_s)
+        lengths : list of ndarray of shape (m,), int
+        """
+        if self.stochastic:
+            raise ValueError("candidate_rollouts rolls deterministic policies out; a stochastic "
+                             "policy draws its actions from the generator, one candidate at a "
+                             "time")
+        steps = int(steps)
+        if steps < 1:
+            raise ValueError(f"steps must be a positive int. Got {steps!r}.")
+        z = self._tensor(as_states(initial_states, self.data.state_dim, "initial_states"))
+        n_cand, m = len(policies), len(z)
+        if policies.owner.shape[0] != n_cand * m:
+            raise ValueError(f"policies carry {policies.owner.shape[0]} rows, not {n_cand} "
+                             f"candidates x {m} initial states")
+        s = z.repeat(n_cand, 1)
+        path = []
+        for _ in range(self.horizon):
+            s = self._mean_step(policies, s, None)
+            path.append(s)
+        rolled = torch.stack(path).reshape(self.horizon, n_cand, m, -1)
+        anchors = [rolled[:, p] for p in range(n_cand)]
+        lengths = np.full(n_cand * m, steps)
+        if self._never_ends():
+            return anchors, list(lengths.reshape(n_cand, m))
+        done = min(steps, self.horizon)
+        flat = rolled[:done].reshape(done, n_cand * m, -1)
+        going = (self.anchor_continuation(flat.reshape(done * n_cand * m, -1))
+                 .reshape(done, n_cand * m) >= 0.5).cpu().numpy()
+        ended = ~going.all(0)
+        lengths[ended] = np.argmin(going, 0)[ended] + 1
+        alive = np.flatnonzero(~ended)
+        keep = torch.as_tensor(~ended, device=s.device)
+        s = flat[done - 1][keep]
+        policies.keep(keep)
+        for t in range(done + 1, steps + 1):
+            if len(alive) == 0:
+                break
+            s = self._mean_step(policies, s, None)
+            stop = (self.anchor_continuation(s) < 0.5).cpu().numpy()
+            lengths[alive[stop]] = t
+            go = torch.as_tensor(~stop, device=s.device)
+            alive, s = alive[~stop], s[go]
+            policies.keep(go)
+        return anchors, list(lengths.reshape(n_cand, m))
 
     @torch.no_grad()
     def episode_returns(self, policy: nn.Module, initial_states: np.ndarray | torch.Tensor,

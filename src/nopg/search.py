@@ -104,7 +104,8 @@ class EvolutionSearch:
     def _vector(self) -> np.ndarray:
         return parameters_to_vector(self.params).detach().cpu().double().numpy()
 
-    def _load(self, x: np.ndarray) -> None:
+    def load(self, x: np.ndarray) -> None:
+        """Load the parameter vector ``x`` into the parameters."""
         ref = self.params[0]
         with torch.no_grad():
             vector_to_parameters(torch.as_tensor(x, dtype=ref.dtype, device=ref.device),
@@ -128,10 +129,15 @@ class EvolutionSearch:
         """Candidates per generation."""
         return int(self._es.popsize)
 
-    def step(self, fitness: Callable[[], float | tuple[float, float]]) -> dict[str, float]:
+    def step(self, fitness: Callable[[], float | tuple[float, float]],
+             fitness_many: Callable[[list[np.ndarray]], list[float | tuple[float, float]]]
+             | None = None) -> dict[str, float]:
         """One generation: score ``popsize`` candidates by ``fitness()`` (higher is better,
         called with each candidate loaded into the parameters) and leave the incumbent loaded.
         The first step (and the first after :meth:`rescore`) scores the loaded parameters first.
+        ``fitness_many(candidates)``, where given, scores a generation's parameter vectors
+        together instead (the same scores as ``fitness()`` of each, computed in one batch; it
+        may load them).
 
         ``fitness()`` may return ``(alive, value)``, ``alive`` in [0, 1] (the share of its
         episodes a candidate keeps alive, ``search_horizon``): candidates then rank by ``alive``
@@ -149,10 +155,13 @@ class EvolutionSearch:
             self.best = self._vector()
             self.evaluations += 1
         candidates = self._es.ask()
-        keys = []
-        for x in candidates:
-            self._load(x)
-            keys.append(fitness_key(fitness()))
+        if fitness_many is not None:
+            keys = [fitness_key(k) for k in fitness_many(list(candidates))]
+        else:
+            keys = []
+            for x in candidates:
+                self.load(x)
+                keys.append(fitness_key(fitness()))
         self.evaluations += len(candidates)
         # pycma minimises; an infinite score becomes a finite worst one, and a candidate whose
         # episodes end ranks below that by how many of them end
@@ -167,7 +176,7 @@ class EvolutionSearch:
             self.best = np.asarray(candidates[i], float)
             self.best_alive, self.best_fitness = keys[i]
             self._stalled = 0
-        self._load(self.best)
+        self.load(self.best)
         if self.patience is not None and self._stalled >= self.patience:
             self._restart()
         return {"generation_best": keys[i][1], "evaluations": float(self.evaluations),
