@@ -286,8 +286,10 @@ def cli(small: nopg.TransitionDataset) -> dict[str, Any]:
         small.save(path)
         out["data"] = _run_cli(["data", path])
         out["data-json"] = _run_cli(["data", path, "--format", "text"])
-        out["bandwidth"] = _run_cli(["bandwidth", path, "--json"])
-        out["bandwidth-silverman"] = _run_cli(["bandwidth", path, "--method", "silverman"])
+        plot = str(Path(tmp) / "bandwidth_report.png")
+        out["bandwidth"] = _run_cli(["bandwidth", path, "--json", "--plot", plot])
+        out["bandwidth-silverman"] = _run_cli(["bandwidth", path, "--method", "silverman",
+                                               "--plot", plot])
         out["data-convert"] = _run_cli(["data", "convert", path, str(Path(tmp) / "s.hdf5")])
     for value in out.values():
         value["stdout"] = value["stdout"].replace(tmp, "<tmp>")
