@@ -23,7 +23,8 @@ def _imported(modules: str, prefixes: tuple[str, ...]) -> list[str]:
 
 def test_math_modules_do_not_import_gymnasium_or_matplotlib():
     bad = _imported("nopg, nopg.bellman, nopg.local_linear, nopg.anchored, nopg.search, "
-                    "nopg.kernels, nopg.candidates, nopg.dimensions, "
+                    "nopg.kernels, nopg.candidates, nopg.dimensions, nopg.bandwidth, nopg.bandwidth_vectors, "
+                    "nopg.bandwidth_rules, nopg.bandwidth_knn, "
                     "nopg.responsibilities, nopg.bellman_solver, nopg.model_config, nopg.validation, "
                     "nopg.gradient, nopg.chunked_policy, nopg.snapshots, nopg.policy_selection, "
                     "nopg.auto, nopg.fit_report, nopg.method_config, nopg.recipes, "
