@@ -28,7 +28,8 @@ def test_math_modules_do_not_import_gymnasium_or_matplotlib():
                     "nopg.responsibilities, nopg.bellman_solver, nopg.model_config, nopg.validation, "
                     "nopg.gradient, nopg.chunked_policy, nopg.snapshots, nopg.policy_selection, "
                     "nopg.auto, nopg.fit_report, nopg.method_config, nopg.recipes, "
-                    "nopg.solvers, nopg.analysis.estimators, nopg.analysis.lqg_cases, "
+                    "nopg.solvers, nopg.krylov, nopg.preconditioners, nopg.auto_solve, "
+                    "nopg.analysis.estimators, nopg.analysis.lqg_cases, "
                     "nopg.analysis.statistics, nopg.analysis.parallel, nopg.bandwidth_report, "
                     "nopg.baselines.dynamics_ensemble",
                     ("gymnasium", "matplotlib"))
