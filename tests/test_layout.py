@@ -22,7 +22,8 @@ def _imported(modules: str, prefixes: tuple[str, ...]) -> list[str]:
 
 
 def test_math_modules_do_not_import_gymnasium_or_matplotlib():
-    bad = _imported("nopg, nopg.bellman, nopg.local_linear, nopg.anchored, nopg.search, "
+    bad = _imported("nopg, nopg.bellman, nopg.bellman_solution, nopg.bellman_queries, "
+                    "nopg.local_linear, nopg.anchored, nopg.search, "
                     "nopg.kernels, nopg.candidates, nopg.dimensions, nopg.bandwidth, nopg.bandwidth_vectors, "
                     "nopg.bandwidth_rules, nopg.bandwidth_knn, "
                     "nopg.responsibilities, nopg.bellman_solver, nopg.model_config, nopg.validation, "
