@@ -88,6 +88,17 @@ def test_no_module_uses_another_modules_private_names():
     assert bad == [], "private names used outside their owner:\n" + "\n".join(bad)
 
 
+MAX_MODULE_LINES = 500
+
+
+def test_no_module_is_longer_than_500_lines():
+    """A module is read as a whole: one above 500 lines is split along its seams (the original
+    module keeps importing the public names of the parts)."""
+    bad = [f"{path.relative_to(SRC.parent)}: {n} lines" for path in sorted(SRC.rglob("*.py"))
+           if (n := len(path.read_text().splitlines())) > MAX_MODULE_LINES]
+    assert bad == [], "modules above 500 lines (split them):\n" + "\n".join(bad)
+
+
 MAX_FUNCTION_LINES = 60
 
 
