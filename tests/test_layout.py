@@ -28,6 +28,7 @@ def test_math_modules_do_not_import_gymnasium_or_matplotlib():
                     "nopg.bandwidth_rules, nopg.bandwidth_knn, "
                     "nopg.responsibilities, nopg.bellman_solver, nopg.model_config, nopg.validation, "
                     "nopg.gradient, nopg.chunked_policy, nopg.snapshots, nopg.policy_selection, "
+                    "nopg.algorithm, nopg.callbacks, nopg.fit_estimates, nopg.fit_persistence, "
                     "nopg.auto, nopg.fit_report, nopg.method_config, nopg.recipes, "
                     "nopg.solvers, nopg.krylov, nopg.preconditioners, nopg.auto_solve, "
                     "nopg.analysis.estimators, nopg.analysis.lqg_cases, "
