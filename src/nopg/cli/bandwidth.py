@@ -49,6 +49,7 @@ def add_parser(sub: Any) -> None:
 
 
 def command(args: argparse.Namespace) -> int:
+    """``nopg bandwidth``: select, report and plot; returns the exit code."""
     import numpy as np
 
     from ..bandwidth_plots import plot_bandwidth_report

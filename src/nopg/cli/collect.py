@@ -25,6 +25,7 @@ def add_parser(sub: Any) -> None:
 
 
 def command(args: argparse.Namespace) -> int:
+    """``nopg collect``: record episodes by keyboard and write them; returns the exit code."""
     from ..data import concatenate
     from ..envs.mountaincar import TerminalKeys, collect_demonstrations, render_ascii
     from ..formats import load_dataset, resolve_location, save_dataset

@@ -31,6 +31,7 @@ def add_parser(sub: Any) -> None:
 
 
 def command(args: argparse.Namespace) -> int:
+    """``nopg evaluate``: evaluate every checkpoint of a saved run; returns the exit code."""
     from ..formats import load_dataset
     from ..run_evaluation import checkpoint_folders, evaluate_saved, format_report
 

@@ -45,6 +45,7 @@ def add_parser(sub: Any) -> None:
 
 
 def command(args: argparse.Namespace) -> int:
+    """``nopg fit``: run the method on the data file into a results folder; returns the exit code."""
     from ..experiments import run_experiment
     from ..experiments.data_file import DataFileTask
 

@@ -29,6 +29,7 @@ def add_parser(sub: Any) -> None:
 
 
 def command(args: argparse.Namespace) -> int:
+    """``nopg sweep-report``: merge, summarise and plot the sweeps; returns the exit code."""
     from ..experiments.sample_efficiency_report import format_table, merge_rows, read_rows, write_report
 
     rows = merge_rows([read_rows(path) for path in args.runs])

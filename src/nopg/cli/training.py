@@ -13,6 +13,8 @@ __all__ = ["add_training_args", "overrides", "print_summary"]
 
 
 def overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings the flags, ``--config`` and ``--set`` of ``reproduce`` or ``fit`` ask for
+    (``--set`` over the flags over the file)."""
     changes = config_file(args.config)
     flags = {
         "seeds": args.seeds, "n_updates": args.n_updates, "bandwidth_method": args.bandwidth,
@@ -78,6 +80,8 @@ def add_training_args(parser: argparse.ArgumentParser, seeds: str) -> None:
 
 
 def print_summary(summary: dict[str, Any]) -> None:
+    """The run\'s one-line result: the mean return over the seeds, or ``J_hat`` without an
+    evaluation environment."""
     seeds = summary["seeds"]
     if summary["return_mean"] is None:
         per_seed = ", ".join(f"{s['J_hat']:.4g}" for s in seeds)

@@ -47,6 +47,7 @@ def add_parser(sub: Any) -> None:
 
 
 def command(args: argparse.Namespace) -> int:
+    """``nopg tune-k``: compare top_k and candidate counts; returns the exit code."""
     import numpy as np
 
     from ..algorithm import NOPG
