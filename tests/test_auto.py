@@ -244,7 +244,7 @@ def test_the_later_fits_spend_at_most_the_budget(dataset, monkeypatch):
     """What follows the first fit's updates stops once it has spent ``budget`` times their
     seconds (the plain fit's; the floor set to 0 so that a test-sized fit reaches it); a budget
     of 0 fits nothing after the first, and the kept policy is then the first fit's."""
-    monkeypatch.setattr("nopg.auto.BUDGET_FLOOR_S", 0.0)
+    monkeypatch.setattr("nopg.fit_run.BUDGET_FLOOR_S", 0.0)
     config = MethodConfig(n_updates=400, recipes=("given", "anchored"), snapshot_every=None,
                           budget=0.5)
     method = AutoNOPG(config, seed=0).fit(dataset, dataset.states[:3], horizon=15,
@@ -276,7 +276,7 @@ def test_the_snapshot_choice_stops_at_the_budget(dataset, monkeypatch):
     """The judge's snapshot choice is part of what the budget pays for: with a budget spent as
     the plain fit ends, only the final policy is scored (and kept), the report says how many
     snapshots were left, and without a limit every snapshot is scored."""
-    monkeypatch.setattr("nopg.auto.BUDGET_FLOOR_S", 0.0)
+    monkeypatch.setattr("nopg.fit_run.BUDGET_FLOOR_S", 0.0)
     config = MethodConfig(n_updates=40, recipes=("given",), snapshot_every=10,
                           snapshot_from=0.0, budget=1e-9)
     spent = AutoNOPG(config, seed=0).fit(dataset, dataset.states[:3], horizon=15,

@@ -12,7 +12,6 @@ from scipy.stats import norm
 from nopg.bandwidth import (
     Bandwidths,
     DuplicatedDataWarning,
-    _heldout_loglik,
     cross_validated_bandwidth,
     is_grid_like,
     knn_bandwidths,
@@ -23,6 +22,7 @@ from nopg.bandwidth import (
     support_widening,
     thinness_at,
 )
+from nopg.bandwidth_rules import _heldout_loglik
 from nopg.data import TransitionDataset
 
 

@@ -22,12 +22,16 @@ def _imported(modules: str, prefixes: tuple[str, ...]) -> list[str]:
 
 
 def test_math_modules_do_not_import_gymnasium_or_matplotlib():
-    bad = _imported("nopg, nopg.bellman, nopg.local_linear, nopg.anchored, nopg.search, "
-                    "nopg.kernels, nopg.candidates, nopg.dimensions, "
+    bad = _imported("nopg, nopg.bellman, nopg.bellman_solution, nopg.bellman_queries, "
+                    "nopg.local_linear, nopg.anchored, nopg.search, nopg.candidate_policies, "
+                    "nopg.kernels, nopg.candidates, nopg.dimensions, nopg.bandwidth, nopg.bandwidth_vectors, "
+                    "nopg.bandwidth_rules, nopg.bandwidth_knn, "
                     "nopg.responsibilities, nopg.bellman_solver, nopg.model_config, nopg.validation, "
                     "nopg.gradient, nopg.chunked_policy, nopg.snapshots, nopg.policy_selection, "
+                    "nopg.algorithm, nopg.callbacks, nopg.fit_estimates, nopg.fit_persistence, "
                     "nopg.auto, nopg.fit_report, nopg.method_config, nopg.recipes, "
-                    "nopg.solvers, nopg.analysis.estimators, nopg.analysis.lqg_cases, "
+                    "nopg.solvers, nopg.krylov, nopg.preconditioners, nopg.auto_solve, "
+                    "nopg.analysis.estimators, nopg.analysis.lqg_cases, "
                     "nopg.analysis.statistics, nopg.analysis.parallel, nopg.bandwidth_report, "
                     "nopg.baselines.dynamics_ensemble",
                     ("gymnasium", "matplotlib"))
@@ -83,6 +87,17 @@ def test_no_module_uses_another_modules_private_names():
            for path in sorted(SRC.rglob("*.py"))
            for line, text in _private_uses(ast.parse(path.read_text(), str(path)))]
     assert bad == [], "private names used outside their owner:\n" + "\n".join(bad)
+
+
+MAX_MODULE_LINES = 500
+
+
+def test_no_module_is_longer_than_500_lines():
+    """A module is read as a whole: one above 500 lines is split along its seams (the original
+    module keeps importing the public names of the parts)."""
+    bad = [f"{path.relative_to(SRC.parent)}: {n} lines" for path in sorted(SRC.rglob("*.py"))
+           if (n := len(path.read_text().splitlines())) > MAX_MODULE_LINES]
+    assert bad == [], "modules above 500 lines (split them):\n" + "\n".join(bad)
 
 
 MAX_FUNCTION_LINES = 60

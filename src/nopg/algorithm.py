@@ -3,7 +3,9 @@
 :meth:`NOPG.updates` is the fit loop, a generator of per-update metrics; :meth:`NOPG.fit` drains
 it, calling the callbacks (which may add metrics or stop the fit) and the metrics loggers of
 :mod:`nopg.loggers`. Checkpoints (:meth:`NOPG.save`, :meth:`NOPG.load`) are written and read by
-:mod:`nopg.checkpoint`.
+:mod:`nopg.checkpoint`. ``NOPG`` inherits its queries at the current policy (``J_hat``, ``value``,
+...) from :mod:`nopg.fit_estimates` and its checkpoints from :mod:`nopg.fit_persistence`; its
+callbacks are in :mod:`nopg.callbacks`.
 """
 
 from __future__ import annotations
@@ -11,9 +13,9 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import torch
@@ -29,15 +31,12 @@ from .behaviour import (
     resolve_behaviour_weight,
 )
 from .bellman import BellmanSolution, NonparametricBellman, as_states
+from .callbacks import Callback, CheckpointCallback, EvalCallback
 from .candidate_policies import CandidatePolicies
-from .checkpoint import (
-    CHECKPOINT_FORMAT_VERSION,
-    load_checkpoint,
-    read_checkpoint_meta,
-    save_checkpoint,
-)
 from .config import NOPGConfig
 from .data import TransitionDataset
+from .fit_estimates import FitEstimates
+from .fit_persistence import CHECKPOINT_FORMAT_VERSION, FitPersistence
 from .gradient import surrogate_gradient
 from .loggers import (
     LOG_COLUMNS,
@@ -66,49 +65,6 @@ __all__ = ["CHECKPOINT_FORMAT_VERSION", "LOG_COLUMNS", "NOPG", "Callback", "Chec
            "EvalCallback", "SupportWarning"]
 
 
-class Callback(Protocol):
-    """Called after every update with the algorithm and that update's metrics.
-
-    It may add entries to ``metrics`` (e.g. ``eval_return``); returning ``False`` stops ``fit``.
-    """
-
-    def __call__(self, algo: NOPG, metrics: dict[str, Any]) -> bool | None: ...
-
-
-class EvalCallback:
-    """Evaluate the policy every ``every`` updates with ``eval_fn(policy) -> float``.
-
-    The return is stored as ``metrics["eval_return"]`` and kept in :attr:`results`.
-    """
-
-    def __init__(self, eval_fn: Callable[[nn.Module], float], every: int) -> None:
-        if every < 1:
-            raise ValueError(f"The 'every' parameter must be >= 1. Got {every!r} instead.")
-        self.eval_fn, self.every = eval_fn, int(every)
-        self.results: list[tuple[int, float]] = []
-
-    def __call__(self, algo: NOPG, metrics: dict[str, Any]) -> None:
-        if metrics["update"] % self.every == 0:
-            ret = float(self.eval_fn(algo.policy))
-            metrics["eval_return"] = ret
-            self.results.append((metrics["update"], ret))
-            logger.info("update %d: eval return %.3f (J_hat %.4f)", metrics["update"], ret,
-                        metrics["J_hat"])
-
-
-class CheckpointCallback:
-    """Save a checkpoint folder every ``every`` updates (overwriting the previous one)."""
-
-    def __init__(self, path: str | Path, every: int) -> None:
-        if every < 1:
-            raise ValueError(f"The 'every' parameter must be >= 1. Got {every!r} instead.")
-        self.path, self.every = Path(path), int(every)
-
-    def __call__(self, algo: NOPG, metrics: dict[str, Any]) -> None:
-        if metrics["update"] % self.every == 0:
-            algo.save(self.path)
-
-
 def _make_optimizer(config: NOPGConfig, params: Iterable[torch.Tensor]
                     ) -> torch.optim.Optimizer | EvolutionSearch:
     if config.optimizer == "cma-es":
@@ -120,7 +76,7 @@ def _make_optimizer(config: NOPGConfig, params: Iterable[torch.Tensor]
     return cls(params, lr=config.learning_rate)
 
 
-class NOPG:
+class NOPG(FitEstimates, FitPersistence):
     """Nonparametric Off-Policy Policy Gradient (paper Algorithm 1).
 
     Parameters
@@ -244,20 +200,6 @@ class NOPG:
             beta = self.config.behaviour_temperature * float(q.std(correction=0))
             weights = np.exp(np.minimum(adv / max(beta, 1e-300), WEIGHT_LOG_MAX))
         return torch.from_numpy(weights).to(self.device), kept
-
-    def _sigma_scale(self) -> float:
-        c = self.config
-        if c.sigma_decay_to is None or c.sigma_decay_updates is None:
-            return 1.0
-        frac = min(self.update_ / max(c.sigma_decay_updates - 1, 1), 1.0)
-        return 1.0 + (c.sigma_decay_to - 1.0) * frac
-
-    def _apply_sigma_scale(self) -> float:
-        scale = self._sigma_scale()
-        buf = getattr(self.policy, "sigma_scale", None)
-        if isinstance(buf, torch.Tensor):
-            buf.fill_(scale)
-        return scale
 
     # ------------------------------------------------------------------ optimisation
     def step(self) -> dict[str, Any]:
@@ -532,150 +474,3 @@ class NOPG:
         for msg in msgs:
             logger.warning(msg)
             warn_user(msg, SupportWarning)
-
-    @property
-    def support_gap_(self) -> float:
-        """Share of the current policy's discounted visitation where the data are thin."""
-        return self.solution().support_gap
-
-    @property
-    def initial_gap_(self) -> float:
-        """Mean thinness of the data at the current policy's initial queries."""
-        return self.solution().initial_gap
-
-    # ------------------------------------------------------------------ estimates
-    def solution(self) -> BellmanSolution:
-        """The Bellman solution at the current policy (cached until the next update)."""
-        model = self._fitted_model()
-        if self._solution is None:
-            self._apply_sigma_scale()
-            gen = torch.Generator().manual_seed(self.config.seed)
-            with torch.no_grad():
-                self._solution = model.solution(self.policy, self.starts_, gen, self._warm)
-        return self._solution
-
-    def load_policy_state(self, state: dict[str, torch.Tensor]) -> None:
-        """Set the policy's parameters and buffers to ``state`` (a ``state_dict``, e.g. a
-        :class:`~nopg.snapshots.Snapshot`'s); the model, the optimiser's state and the update
-        count stay, and the solution is solved anew for this policy."""
-        self.policy.load_state_dict(state)
-        self._solution = None
-
-    def J_hat(self) -> float:
-        """``J_hat`` of the current policy: the model's discounted return from the initial
-        states (:meth:`solution`, solved once per policy update and cached)."""
-        return self.solution().J
-
-
-    def model_episode_lengths(self, steps: int, initial_states: np.ndarray | None = None
-                              ) -> np.ndarray:
-        """Steps the model's mean rollout of the current policy lasts from each initial state
-        (the fit's by default), up to ``steps``: where the model says the episode ends (past
-        ``terminal_bounds`` or at the data's terminals). Not discounted, so it sees the ends that
-        ``J_hat``'s discount hides: a policy that fails after ``1 / (1 - gamma)`` steps.
-
-        Only for ``successors="anchored"`` (:meth:`nopg.anchored.AnchoredBellman.episode_lengths`;
-        stochastic policies draw their actions with the fit's seed).
-
-        Returns
-        -------
-        ndarray of shape (m,), int
-        """
-        model = self._fitted_model()
-        if not isinstance(model, AnchoredBellman):
-            raise ValueError("model_episode_lengths needs the anchored model's own rollout "
-                             "(NOPGConfig(successors='anchored')); this model's successors are "
-                             f"{self.config.successors!r}")
-        starts = self.initial_states_ if initial_states is None else initial_states
-        self._apply_sigma_scale()
-        return model.episode_lengths(self.policy, starts, steps,
-                                     torch.Generator().manual_seed(self.config.seed))
-
-    def _fitted_model(self) -> NonparametricBellman:
-        if self.model_ is None:
-            raise RuntimeError("call fit() or setup() first")
-        return self.model_
-
-    def value(self, states: np.ndarray) -> np.ndarray:
-        """``V(s)`` of the current policy at states of shape (m, d_s)."""
-        return self._fitted_model().value(self.policy, states, self.solution().q)
-
-    def q_value(self, states: np.ndarray, actions: np.ndarray) -> np.ndarray:
-        """``Q(s, a)`` of the current policy at pairs of shapes (m, d_s), (m, d_a)."""
-        return self._fitted_model().q_value(states, actions, self.solution().q)
-
-    def visitation(self, states: np.ndarray) -> np.ndarray:
-        """Discounted state-visitation estimate ``eps_pi(s) . mu`` at states (m, d_s)."""
-        return self._fitted_model().visitation(self.policy, states, self.solution().mu)
-
-    def predict(self, states: np.ndarray) -> np.ndarray:
-        """Actions of the policy (the mean for a Gaussian policy) at states (m, d_s)."""
-        p = next(self.policy.parameters())
-        with torch.no_grad():
-            s = torch.tensor(np.asarray(states, dtype=np.float64), dtype=p.dtype, device=p.device)
-            return self.policy(s.reshape(-1, s.shape[-1])).cpu().numpy()
-
-    # ------------------------------------------------------------------ persistence
-    def save(self, path: str | Path, *, include_data: bool = True) -> Path:
-        """Write a checkpoint folder: config, policy, optimiser, RNG and warm-start state.
-
-        No pickle: JSON files, tensor-only torch files (loaded with ``weights_only=True``) and,
-        with ``include_data``, the data set as ``.npz`` (the layout: :mod:`nopg.checkpoint`).
-        """
-        return save_checkpoint(self, path, include_data=include_data)
-
-    def training_state(self) -> dict[str, torch.Tensor]:
-        """The tensors besides the policy and optimiser that an exact resume needs: the noise
-        generator's state, the warm starts ``warm_q``/``warm_mu`` and the solver's state
-        (``solver_*``, :meth:`NonparametricBellman.solver_state`)."""
-        state = {"generator": self.generator.get_state()}
-        if self._warm is not None:
-            state["warm_q"], state["warm_mu"] = self._warm
-        if self.model_ is not None:
-            state.update({f"solver_{k}": v for k, v in self.model_.solver_state().items()})
-        return state
-
-    def load_training_state(self, state: dict[str, torch.Tensor]) -> None:
-        """Restore :meth:`training_state` (the solver's part when the next model is built)."""
-        self.generator.set_state(state["generator"])
-        if "warm_q" in state:
-            self._warm = (state["warm_q"].to(self.device), state["warm_mu"].to(self.device))
-        self._solver_state = {k[7:]: v for k, v in state.items() if k.startswith("solver_")}
-
-    @staticmethod
-    def read_checkpoint_meta(path: str | Path) -> dict[str, Any]:
-        """The ``meta.json`` of a checkpoint folder (update, bandwidths, initial states, ...).
-
-        Raises
-        ------
-        ValueError
-            If the folder is not a checkpoint or its ``format_version`` is not one this version
-            of nopg reads (:data:`CHECKPOINT_FORMAT_VERSION`).
-        """
-        return read_checkpoint_meta(path)
-
-    @classmethod
-    def load(cls, path: str | Path, policy: nn.Module | None = None, *,
-             data: TransitionDataset | None = None, device: str | None = None) -> NOPG:
-        """Restore a checkpoint written by :meth:`save`; ``fit`` then resumes exactly.
-
-        Parameters
-        ----------
-        path : folder written by :meth:`save`
-        policy : torch.nn.Module, optional
-            Required for custom policies; built-in policies are rebuilt from their spec.
-        data : TransitionDataset, optional
-            Defaults to the data set stored in the checkpoint (if any); with it the loaded object
-            can answer ``value``/``J_hat`` queries straight away.
-        device : str, optional
-            Load onto this device (``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"auto"``) instead of the
-            one in the checkpoint's config, e.g. ``device="cpu"`` to open a GPU checkpoint on a
-            machine without CUDA; the tensors are mapped there and ``config.device`` is set to it.
-
-        Raises
-        ------
-        ValueError
-            If the folder is not a checkpoint, its ``format_version`` is unknown or newer than
-            :data:`CHECKPOINT_FORMAT_VERSION`, or its device is not available.
-        """
-        return load_checkpoint(cls, path, policy, data=data, device=device)

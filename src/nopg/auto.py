@@ -54,12 +54,11 @@ from .bandwidth_report import BandwidthReport, bandwidth_report
 from .bellman import as_states
 from .data import TransitionDataset
 from .dimensions import StateSelect, drop_state_dims, informative_state_dims, reduce_states
-from .fit_report import Candidate, FitReport
-from .fit_run import Deadline, FitContext, policy_snapshots, run_fit
+from .fit_report import Candidate, FitReport, format_return
+from .fit_run import Deadline, FitContext, budget_words, policy_snapshots, run_fit, start_budget
 from .method_config import MethodConfig
 from .policy_selection import best_score, judge_model, score_policy
 from .recipes import (
-    BUDGET_FLOOR_S,
     apply_recipe,
     discount_horizon,
     ends_in_failure,
@@ -373,25 +372,11 @@ class AutoNOPG:
                     choice.update, choice.updates[0], kept.episode_return_mean,
                     final.episode_return_mean, len(choice.updates) - 1, snapshots.start)
         if choice.unscored:
-            report.decide(f"seed {self.seed}{label}: {self._budget_words(report)} is spent: "
+            report.decide(f"seed {self.seed}{label}: {budget_words(report, self.config.budget)} is spent: "
                           f"{choice.unscored} of the {choice.unscored + len(choice.updates) - 1} "
                           "snapshots were not scored, the judge chose among the final policy "
                           "and the latest ones")
         return choice
-
-    def _start_budget(self, ctx: FitContext, report: FitReport, plain_s: float) -> None:
-        """Record the plain fit's seconds and set the budget's deadline from now on."""
-        report.plain_fit_s = plain_s
-        budget = self.config.budget
-        if budget is None:
-            return
-        report.budget_s = 0.0 if budget == 0 else max(budget * plain_s, BUDGET_FLOOR_S)
-        ctx.deadline = time.perf_counter() + report.budget_s
-
-    def _budget_words(self, report: FitReport) -> str:
-        assert report.budget_s is not None and report.plain_fit_s is not None
-        return (f"the budget of {report.budget_s:.1f} s ({self.config.budget:g} times the plain "
-                f"fit's {report.plain_fit_s:.1f} s, at least {BUDGET_FLOOR_S:g} s)")
 
     def _fit_recipe(self, ctx: FitContext, name: str, report: FitReport) -> Candidate:
         """Recipe ``name``'s fit (restart 0's initialisation, the judge's snapshot choice),
@@ -402,7 +387,7 @@ class AutoNOPG:
         algo, _, snapshots = self._fit_once(ctx, rconfig, name, 0, rconfig.n_updates,
                                             f"log_{name}.csv", name, stop)
         if report.plain_fit_s is None:
-            self._start_budget(ctx, report, time.perf_counter() - fit_start)
+            start_budget(ctx, report, self.config.budget, time.perf_counter() - fit_start)
         choice = self._keep_snapshot(ctx, algo, snapshots, f" recipe {name}", report)
         seconds = time.perf_counter() - fit_start
         returns = None if ctx.evaluate is None else [float(r) for r in ctx.evaluate(algo.policy)]
@@ -413,7 +398,7 @@ class AutoNOPG:
                          None if stop is None else stop.stopped_at)
         logger.info("seed %d recipe %s: return %s, J_hat %.4f (its own model); the judge: "
                     "return %.2f over %d steps (episodes %.1f steps, shortest %d), J_hat %.4f "
-                    "(support gap %.3f); %.1f s", self.seed, name, _format(cand.return_mean),
+                    "(support gap %.3f); %.1f s", self.seed, name, format_return(cand.return_mean),
                     algo.J_hat(), score.episode_return_mean, ctx.horizon,
                     score.episode_steps_mean, score.episode_steps_min, score.J_hat,
                     score.support_gap, seconds)
@@ -445,11 +430,11 @@ class AutoNOPG:
                 break
             if fits and ctx.deadline is not None and time.perf_counter() >= ctx.deadline:
                 report.decide(f"seed {self.seed}: recipe {name} is not fitted: "
-                              f"{self._budget_words(report)} is spent")
+                              f"{budget_words(report, self.config.budget)} is spent")
                 continue
             fits.append(self._fit_recipe(ctx, name, report))
             if fits[-1].stopped_at is not None:
-                report.decide(f"seed {self.seed}: {self._budget_words(report)} stopped recipe "
+                report.decide(f"seed {self.seed}: {budget_words(report, self.config.budget)} stopped recipe "
                               f"{name} at update {fits[-1].stopped_at} of "
                               f"{fits[-1].config.n_updates}")
         kept = fits[best_score([f.score for f in fits if f.score is not None])]
@@ -481,7 +466,7 @@ class AutoNOPG:
                                    log_path=ctx.log_path(log_name)), monitor, snapshots))
             logger.info("seed %d restart %d after %d updates: J_hat %.4f (support gap %.3f), "
                         "return %s", self.seed, r, first, algo.J_hat(), algo.support_gap_,
-                        _format(runs[-1][0].return_mean))
+                        format_return(runs[-1][0].return_mean))
         kept, monitor, snapshots = max(runs, key=lambda run: run[0].J_hat)
         fit_start = time.perf_counter()
         continued = restarts > 1 and first < config.n_updates
@@ -493,7 +478,7 @@ class AutoNOPG:
                 run_fit(kept.algo, ctx.data, ctx.bandwidths, kept.algo.initial_states_,
                         config.n_updates - first, monitor, snapshots, board, kept.log_path,
                         ctx.progress)
-        self._start_budget(ctx, report, plain_s + time.perf_counter() - fit_start)
+        start_budget(ctx, report, self.config.budget, plain_s + time.perf_counter() - fit_start)
         if report.budget_s == 0.0 and snapshots is not None and snapshots.snapshots:
             report.decide(f"seed {self.seed}: a budget of 0: the final policy is kept, the judge "
                           "scores no snapshot")
@@ -510,7 +495,3 @@ class AutoNOPG:
     def model_episodes(self, steps: int) -> dict[str, Any]:
         """:func:`model_episode_report` of the kept fit."""
         return model_episode_report(self.algo_, steps, self.seed)
-
-
-def _format(value: float | None) -> str:
-    return "n/a (no evaluation)" if value is None else f"{value:.2f}"

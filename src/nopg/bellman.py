@@ -28,12 +28,14 @@ of thinness (``c = v_abs`` or ``-lambda``: :attr:`NonparametricBellman.unsupport
 Sparsification keeps the ``top_k`` largest responsibilities of every row and
 renormalises them; the ``neighbors`` option says how they are found (:mod:`nopg.responsibilities`,
 :mod:`nopg.candidates`).
+
+:class:`BellmanSolution` is in :mod:`nopg.bellman_solution`; the model's queries at any states
+(``V``, ``Q``, the visitation) are inherited from :mod:`nopg.bellman_queries`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
@@ -41,6 +43,8 @@ import torch
 from torch import nn
 
 from .bandwidth import Bandwidths
+from .bellman_queries import BellmanQueries
+from .bellman_solution import BellmanSolution, as_states, pessimistic_value
 from .bellman_solver import BellmanSolver
 from .candidates import CandidateSets, TopKSelector, candidate_action_scale, default_candidates
 from .chunked_policy import policy_outputs
@@ -74,119 +78,6 @@ __all__ = ["NonparametricBellman", "BellmanSolution", "ModelConfig", "KEYWORD_DE
 _DENSE_LIMIT = 20_000          # top_k=None beyond this many samples is refused (n x n memory)
 
 
-def pessimistic_value(data: TransitionDataset, gamma: float) -> float:
-    """``min(r) / (1 - gamma)``, capped at 0 when the data hold a terminal transition."""
-    value = float(data.rewards.min()) / (1.0 - gamma)
-    return min(value, 0.0) if bool(np.any(data.terminals)) else value
-
-
-def as_states(x: np.ndarray | torch.Tensor, state_dim: int, name: str) -> np.ndarray:
-    """Validate query points: float64 array of shape (m, state_dim), finite, m >= 1."""
-    if callable(x) and not isinstance(x, torch.Tensor):
-        raise ValueError(f"{name} must be an array of states, not the {type(x).__name__} "
-                         f"{getattr(x, '__name__', repr(x))!r}: call it, e.g. "
-                         "data.episode_start_states()")
-    arr = x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x, dtype=float)
-    arr = np.asarray(arr, dtype=np.float64)
-    if arr.ndim == 1 and arr.shape[0] == state_dim:
-        arr = arr[None, :]
-    if arr.ndim != 2 or arr.shape[1] != state_dim:
-        raise ValueError(
-            f"{name} must have shape (m, {state_dim}) (one point per row). "
-            f"Got shape {arr.shape} instead."
-        )
-    if arr.shape[0] == 0:
-        raise ValueError(f"{name} is empty: pass at least one state")
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} contains NaN or inf values")
-    return arr
-
-
-@dataclass
-class BellmanSolution:
-    """One solve of the nonparametric Bellman equation at the current policy.
-
-    Attributes
-    ----------
-    J : float
-        ``J_hat = eps0 . q`` (plus ``reward_init`` where the rewards depend on the policy).
-    q, mu : tensor of shape (n,)
-        Solutions of ``(I - P) q = r`` and ``(I - P)^T mu = eps0`` (float64, detached): ``q``
-        holds the values at the data's pairs, or at the data's next states for
-        ``successors="local-linear"`` (:mod:`nopg.local_linear`).
-    eps0 : tensor of shape (n,)
-        Initial responsibilities, attached to the policy's graph.
-    P : DenseRows or SparseRows
-        Transition matrix, attached to the policy's graph.
-    info_q, info_mu : SolveInfo
-    refined_rows : int
-        Rows (query-action pairs) of ``P`` and ``eps0`` whose candidates could not certify the
-        exact top-k and were recomputed by an exact k-NN query (candidate mode only).
-    initial_actions, next_actions : tensors of shape (m, N_pi, d_a) and (n N_phi, N_pi, d_a)
-        The actions the policy returned at the initial states (the queries of ``eps0``) and at
-        the next states (those of ``P``), attached to the policy's graph: the gradient of
-        :meth:`surrogate` with respect to them splits ``grad J_hat`` into per-query terms.
-    lost_next : tensor of shape (n,)
-        ``gamma_i (1 - w_i)``: the thinness ``1 - w_i`` of the data at the policy's query
-        ``(s'_i, pi(s'_i))`` of row ``i`` of ``P``, discounted; the mass the support-aware model
-        moves to the absorbing state (attached to the policy's graph when that model is on).
-    thin_init : tensor of shape ()
-        Mean thinness at the initial states' queries.
-    support_gap : float
-        The share of the policy's discounted queries (weights 1 for the initial states and
-        ``gamma_i mu_i`` for the rows of ``P``) that lie where the data are thin: 0 when the
-        policy stays on the data, close to 1 when ``J_hat`` rests on extrapolation.
-    initial_gap : float
-        The mean thinness at the initial states' queries alone. The support gap weighs them
-        ``1`` against a discounted visitation of about ``1 / (1 - gamma)``, but every model
-        trajectory starts there: near 1, ``J_hat`` starts from an extrapolation (the first
-        step jumps to the nearest data, however far) whatever the support gap says.
-    absorbing_value : float or None
-        Value per unit of thinness: the absorbing state's value (support-aware model), minus
-        the penalty's scale (penalty model), or ``None`` for the paper's model.
-    rewards_next, reward_init : tensors of shapes (n,) and (), optional
-        Rewards that depend on the policy, attached to its graph (``successors="local-linear"``):
-        those of the rows of ``P`` (the ``r`` solved with) and the mean at the initial states.
-    """
-
-    J: float
-    q: torch.Tensor
-    mu: torch.Tensor
-    eps0: torch.Tensor
-    P: Rows
-    info_q: SolveInfo
-    info_mu: SolveInfo
-    refined_rows: int = 0
-    lost_next: torch.Tensor | None = None
-    thin_init: torch.Tensor | None = None
-    support_gap: float = float("nan")
-    absorbing_value: float | None = None
-    initial_gap: float = float("nan")
-    initial_actions: torch.Tensor | None = None
-    next_actions: torch.Tensor | None = None
-    rewards_next: torch.Tensor | None = None
-    reward_init: torch.Tensor | None = None
-
-    def surrogate(self) -> torch.Tensor:
-        """A scalar whose gradient is ``grad J_hat``.
-
-        ``eps0(theta) . stop(q) + stop(mu)^T P(theta) stop(q)``; with the support-aware model
-        the absorbed mass adds ``v_abs (thin_init(theta) + stop(mu)^T lost_next(theta))``, and
-        the penalty model the same with ``-lambda`` for ``v_abs``; rewards that depend on the
-        policy add ``reward_init(theta) + stop(mu) . rewards_next(theta)``.
-        """
-        dtype = self.eps0.dtype
-        q, mu = self.q.to(dtype), self.mu.to(dtype)
-        out = self.eps0 @ q + mu @ self.P.matvec(q)
-        if self.absorbing_value is not None:
-            assert self.thin_init is not None and self.lost_next is not None
-            out = out + self.absorbing_value * (self.thin_init + mu @ self.lost_next)
-        if self.rewards_next is not None:
-            assert self.reward_init is not None
-            out = out + self.reward_init.to(dtype) + mu @ self.rewards_next.to(dtype)
-        return out
-
-
 def _check_data(data: TransitionDataset, bandwidths: Bandwidths, gamma: float) -> None:
     if not isinstance(data, TransitionDataset):
         raise ValueError(
@@ -211,7 +102,7 @@ def _check_resolved(n: int, top_k: int | None, n_candidates: int | None) -> None
             f"float64); set top_k (e.g. 10) for data sets above {_DENSE_LIMIT} samples")
 
 
-class NonparametricBellman:
+class NonparametricBellman(BellmanQueries):
     """Nonparametric Bellman model over a fixed data set (module docstring).
 
     Parameters
@@ -529,84 +420,3 @@ class NonparametricBellman:
                                lost_next=lost, thin_init=thin0, support_gap=gap,
                                absorbing_value=c, initial_actions=actions0,
                                next_actions=actions_next, initial_gap=thin064)
-
-
-    # ------------------------------------------------------------------ queries
-    @torch.no_grad()
-    def _query(self, policy: nn.Module | None, states: np.ndarray | torch.Tensor,
-               vector: torch.Tensor | None, actions: np.ndarray | torch.Tensor | None = None,
-               chunk: int = 4096, seed: int = 0, absorbing: bool = False) -> np.ndarray:
-        """``rows . vector`` at the queries (``vector=None``: the rows' thinness), in chunks."""
-        s_all = as_states(states, self.data.state_dim, "states")
-        a_all = None
-        if actions is not None:
-            a_all = as_states(actions, self.data.action_dim, "actions")
-            if a_all.shape[0] != s_all.shape[0]:
-                raise ValueError(f"actions has {a_all.shape[0]} rows but states has {s_all.shape[0]}")
-        generator = torch.Generator().manual_seed(seed)
-        vec = None if vector is None else vector.to(device=self.device, dtype=torch.float64)
-        out = []
-        for start in range(0, s_all.shape[0], chunk):
-            s = self._tensor(s_all[start:start + chunk])
-            prepared = self._prepare(s)
-            if a_all is None:
-                rows, thin, _ = self._policy_rows(policy, s, prepared, 1, generator)
-            else:
-                a = self._tensor(a_all[start:start + chunk]) / self.h_a
-                rows, thin = self.kernel_rows.rows(prepared, a[:, None, :], 1)
-            if vec is None:
-                out.append(thin.to(torch.float64))
-                continue
-            values = rows.to(torch.float64).matvec(vec)
-            if absorbing:
-                values = self._with_absorbed(values, thin)
-            out.append(values)
-        return torch.cat(out).cpu().numpy()
-
-    def value(self, policy: nn.Module, states: np.ndarray | torch.Tensor, q: torch.Tensor,
-              seed: int = 0) -> np.ndarray:
-        """``V(s) = eps_pi(s) . q`` at query states of shape (m, d_s) (plus the thinness times
-        :attr:`unsupported_value` in the support-aware and penalty models)."""
-        return self._query(policy, states, q, seed=seed, absorbing=True)
-
-    def q_value(self, states: np.ndarray | torch.Tensor, actions: np.ndarray | torch.Tensor,
-                q: torch.Tensor) -> np.ndarray:
-        """``Q(s, a) = eps(s, a) . q`` at query pairs (with the absorbed mass, as :meth:`value`)."""
-        return self._query(None, states, q, actions=actions, absorbing=True)
-
-    @torch.no_grad()
-    def logged_q_value(self, q: torch.Tensor) -> np.ndarray:
-        """:meth:`q_value` at the data's own pairs ``(s_i, a_i)``; their rows do not depend on the
-        policy, so they are built once and kept."""
-        if self._logged_rows is None:
-            prepared = self._prepare(self.states)
-            actions = self._tensor(self.data.actions) / self.h_a
-            rows, thin = self.kernel_rows.rows(prepared, actions[:, None, :], 1)
-            self._logged_rows = (rows.to(torch.float64), thin.to(torch.float64))
-        rows, thin = self._logged_rows
-        return self._with_absorbed(rows.matvec(q.to(device=self.device, dtype=torch.float64)),
-                                   thin).cpu().numpy()
-
-    @torch.no_grad()
-    def data_value(self, policy: nn.Module, q: torch.Tensor, seed: int = 0) -> np.ndarray:
-        """:meth:`value` at the data's own states, their policy-free part prepared once and kept
-        (as for the rows of ``P``)."""
-        if self._data_queries is None:
-            self._data_queries = self._prepare(self.states, cache=True)
-        rows, thin, _ = self._policy_rows(policy, self.states, self._data_queries, 1,
-                                          torch.Generator().manual_seed(seed))
-        values = rows.to(torch.float64).matvec(q.to(device=self.device, dtype=torch.float64))
-        return self._with_absorbed(values, thin).cpu().numpy()
-
-    def _with_absorbed(self, values: torch.Tensor, thin: torch.Tensor) -> torch.Tensor:
-        """``values`` plus the thinness times :attr:`unsupported_value` (the absorbed mass's value
-        in the support-aware model, the penalty in the penalty model)."""
-        value = self.unsupported_value
-        if value is None:
-            return values
-        return values + value * thin.to(values.dtype)
-
-    def visitation(self, policy: nn.Module, states: np.ndarray | torch.Tensor, mu: torch.Tensor,
-                   seed: int = 0) -> np.ndarray:
-        """Unnormalised discounted state-visitation estimate ``eps_pi(s) . mu``."""
-        return self._query(policy, states, mu, seed=seed)

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from .algorithm import NOPG
     from .method_config import MethodConfig
 
-__all__ = ["Candidate", "FitReport"]
+__all__ = ["Candidate", "FitReport", "format_return"]
 
 logger = logging.getLogger("nopg.auto")
 
@@ -172,3 +172,8 @@ class FitReport:
                 "total_time_s": self.total_time_s, "scored": self.scored(),
                 "regret_at_1": self.regret(),
                 "dropped_state_dims": list(self.dropped_state_dims)}
+
+
+def format_return(value: float | None) -> str:
+    """An evaluation return for the log: two decimals, or why there is none."""
+    return "n/a (no evaluation)" if value is None else f"{value:.2f}"

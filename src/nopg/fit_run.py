@@ -1,6 +1,7 @@
 """One fit of :class:`nopg.AutoNOPG` with what it runs beside it: what the fits of one call
 share (:class:`FitContext`), the judged policy snapshots (:func:`policy_snapshots`), a deadline
-that spends the time budget (:class:`Deadline`), and a TensorBoard writer (:func:`run_fit`)."""
+that spends the time budget (:func:`start_budget`, :class:`Deadline`), and a TensorBoard writer
+(:func:`run_fit`)."""
 
 from __future__ import annotations
 
@@ -18,11 +19,14 @@ from .algorithm import NOPG, EvalCallback
 from .anchored import AnchoredBellman
 from .bandwidth import Bandwidths
 from .data import TransitionDataset
+from .fit_report import FitReport
 from .method_config import MethodConfig
+from .recipes import BUDGET_FLOOR_S
 from .snapshots import PolicySnapshots
 from .task_knowledge import Bounds
 
-__all__ = ["Deadline", "FitContext", "policy_snapshots", "run_fit"]
+__all__ = ["Deadline", "FitContext", "budget_words", "policy_snapshots", "run_fit",
+           "start_budget"]
 
 
 @dataclass
@@ -60,6 +64,25 @@ def policy_snapshots(config: MethodConfig) -> PolicySnapshots | None:
         return None
     return PolicySnapshots(config.snapshot_every,
                            int(math.ceil(config.snapshot_from * config.n_updates - 1e-9)))
+
+
+def start_budget(ctx: FitContext, report: FitReport, budget: float | None,
+                 plain_s: float) -> None:
+    """Record the plain fit's seconds (``report.plain_fit_s``) and, with a ``budget``, set
+    ``report.budget_s`` (``budget`` times them, at least :data:`~nopg.recipes.BUDGET_FLOOR_S`;
+    0 for 0) and the deadline ``ctx.deadline`` from now on."""
+    report.plain_fit_s = plain_s
+    if budget is None:
+        return
+    report.budget_s = 0.0 if budget == 0 else max(budget * plain_s, BUDGET_FLOOR_S)
+    ctx.deadline = time.perf_counter() + report.budget_s
+
+
+def budget_words(report: FitReport, budget: float | None) -> str:
+    """The budget as the report's decision lines name it."""
+    assert report.budget_s is not None and report.plain_fit_s is not None and budget is not None
+    return (f"the budget of {report.budget_s:.1f} s ({budget:g} times the plain fit's "
+            f"{report.plain_fit_s:.1f} s, at least {BUDGET_FLOOR_S:g} s)")
 
 
 class Deadline:
