@@ -4,18 +4,19 @@ A CMA-ES generation (:mod:`nopg.search`) scores many candidates of the same poli
 out in the model alone costs one model step per candidate and time step, most of it fixed
 overhead of small operations. :class:`CandidatePolicies` lets one rollout carry every
 candidate's states together: row ``i`` of the batch belongs to candidate ``owner[i]``, the rows of
-one candidate are consecutive, and each candidate's rows go through the policy with its own
-parameters (:func:`torch.func.functional_call`) in one call, so each row's action is computed
-exactly as the policy alone would compute it for the same rows.
+one candidate are consecutive, and each candidate's rows go through a copy of the policy holding
+its parameters in one call, so each row's action is computed exactly as the policy alone would
+compute it for the same rows. (Copies, not :func:`torch.func.functional_call`, whose rebinding of
+the parameters at every call cost more than the forward pass of a small policy.)
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 
 import torch
 from torch import nn
-from torch.func import functional_call
 
 __all__ = ["CandidatePolicies"]
 
@@ -41,11 +42,17 @@ class CandidatePolicies(nn.Module):
         if not params:
             raise ValueError("CandidatePolicies needs at least one parameter set")
         self.policy = policy
-        self.params = list(params)
-        self.owner = torch.arange(len(self.params)).repeat_interleave(int(rows_each))
+        self.members = nn.ModuleList()
+        for p in params:
+            member = copy.deepcopy(policy)
+            with torch.no_grad():
+                for name, value in member.named_parameters():
+                    value.copy_(p[name])
+            self.members.append(member)
+        self.owner = torch.arange(len(self.members)).repeat_interleave(int(rows_each))
 
     def __len__(self) -> int:
-        return len(self.params)
+        return len(self.members)
 
     def keep(self, rows: torch.Tensor) -> None:
         """Keep the batch rows where ``rows`` (bool, one per current row) is true."""
@@ -54,7 +61,7 @@ class CandidatePolicies(nn.Module):
     def forward(self, states: torch.Tensor) -> torch.Tensor:
         if states.shape[0] != self.owner.shape[0]:
             raise ValueError(f"{states.shape[0]} states for {self.owner.shape[0]} candidate rows")
-        counts = torch.bincount(self.owner, minlength=len(self.params)).tolist()
-        outs = [functional_call(self.policy, self.params[p], (chunk,))
-                for p, chunk in enumerate(torch.split(states, counts)) if counts[p]]
+        counts = torch.bincount(self.owner, minlength=len(self.members)).tolist()
+        outs = [self.members[p](chunk) for p, chunk in enumerate(torch.split(states, counts))
+                if counts[p]]
         return torch.cat(outs) if outs else states.new_empty(0, 0)
