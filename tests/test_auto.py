@@ -5,6 +5,7 @@ dimensions, and bad inputs."""
 import dataclasses
 import json
 import logging
+import time
 
 import numpy as np
 import pytest
@@ -257,7 +258,7 @@ def test_the_later_fits_spend_at_most_the_budget(dataset, monkeypatch):
     assert later.stopped_at is not None and later.stopped_at < config.n_updates
     assert later.algo.update_ == later.stopped_at
     slowest = max(m["update_time_s"] for m in later.algo.history_)       # one update may overrun
-    assert later.fit_time_s <= report.budget_s + 2 * slowest + 0.5
+    assert report.budget_s <= report.budget_spent_s <= report.budget_s + 2 * slowest + 0.5
     assert any("stopped recipe anchored at update" in d for d in report.decisions)
     assert {c["name"]: c["stopped_at"] for c in report.to_dict()["candidates"]} == \
         {"given": None, "anchored": later.stopped_at}
@@ -293,3 +294,26 @@ def test_the_snapshot_choice_stops_at_the_budget(dataset, monkeypatch):
                                                              horizon=15, progress=False)
     assert zero.report_.kept.snapshot is None and zero.algo_.update_ == 40
     assert any("a budget of 0" in d for d in zero.report_.decisions)
+
+
+def test_record_only_evaluations_are_not_charged_to_the_budget(dataset):
+    """The caller's evaluations (for the report, never used to choose) cost the budget nothing:
+    each burns a second of CPU here (four snapshots), and the charged CPU time stays that of the
+    same fit without them, to within half a second."""
+    def evaluate(policy):
+        start = time.process_time()
+        while time.process_time() - start < 1.0:
+            pass
+        return [0.0]
+
+    config = MethodConfig(n_updates=20, recipes=("given",), snapshot_every=5, snapshot_from=0.0)
+    method = AutoNOPG(config, seed=0).fit(dataset, dataset.states[:3], horizon=10,
+                                          progress=False, evaluate=evaluate,
+                                          evaluate_candidates=True)
+    report = method.report_
+    assert report.kept.snapshot.returns == [0.0] * 4        # every snapshot evaluated
+    assert report.plain_fit_s > 0 and report.budget_s is not None
+    alone = AutoNOPG(config, seed=0).fit(dataset, dataset.states[:3], horizon=10,
+                                         progress=False).report_
+    assert alone.kept.snapshot.returns is None
+    assert abs(report.budget_spent_s - alone.budget_spent_s) < 0.5

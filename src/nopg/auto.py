@@ -14,14 +14,11 @@ this order, and records each decision in :attr:`AutoNOPG.report_` (a :class:`Fit
    (``anchored``) is made only where the judge forecasts that the first fit's policy gains
    nothing along its episodes (:func:`nopg.recipes.gains_nothing`).
 
-Everything after the first fit's updates (one plain fit of the data) may spend
-``config.budget`` times that fit's seconds together: the judge's snapshot choices and the later
-fits. A fit that reaches the budget stops there, no later fit starts, the snapshot choice scores
-no further snapshot, and the judge chooses among what it has (the report says where).
-
-``nopg fit``, ``nopg reproduce``, the sample-efficiency sweep and the Python API all run this
-object; the experiment runner (:mod:`nopg.experiments.runner`) only adds the data, the
-evaluation in an environment, the results folder and the plots.
+What follows the first fit's updates (one plain fit) may spend ``config.budget`` times their CPU
+seconds (:func:`nopg.fit_run.start_budget`); past it no fit or snapshot score starts, a running
+fit stops, and the judge chooses among what it has. ``nopg fit``, ``nopg reproduce``, the
+sample-efficiency sweep and the Python API all run this object; the experiment runner only adds
+the data, the evaluation, the results folder and the plots.
 
 What a task knows beyond its data is given to :meth:`AutoNOPG.fit`: the policy's action bound,
 the bounds of the state space and the limits where episodes end (the moved successors'
@@ -210,6 +207,7 @@ class AutoNOPG:
         else:
             self._fit_restarts(ctx, report)
         report.fit_time_s = time.perf_counter() - fit_start
+        report.budget_spent_s = ctx.spent() if report.plain_fit_s is not None else None
         report.total_time_s = time.perf_counter() - start
         self.report_ = report
         return self
@@ -363,16 +361,17 @@ class AutoNOPG:
         evaluate = ctx.evaluate
         choice = choose_snapshot(self.judge(ctx), algo, snapshots.snapshots, ctx.few_starts,
                                  ctx.horizon, self.seed,
-                                 evaluate=(lambda pol: float(np.mean(evaluate(pol))))
+                                 evaluate=ctx.record(lambda pol: float(np.mean(evaluate(pol))))
                                  if ctx.evaluate_candidates and evaluate is not None else None,
-                                 deadline=ctx.deadline)
+                                 over_budget=ctx.over_budget)
         kept, final = choice.kept_score, choice.scores[0]
         logger.info("seed %d%s: the judge keeps the policy of update %d of %d (forecast %.2f; "
                     "the final policy's %.2f; %d snapshots from update %d)", self.seed, label,
                     choice.update, choice.updates[0], kept.episode_return_mean,
                     final.episode_return_mean, len(choice.updates) - 1, snapshots.start)
         if choice.unscored:
-            report.decide(f"seed {self.seed}{label}: {budget_words(report, self.config.budget)} is spent: "
+            words = budget_words(report, self.config.budget)
+            report.decide(f"seed {self.seed}{label}: {words} is spent: "
                           f"{choice.unscored} of the {choice.unscored + len(choice.updates) - 1} "
                           "snapshots were not scored, the judge chose among the final policy "
                           "and the latest ones")
@@ -382,15 +381,17 @@ class AutoNOPG:
         """Recipe ``name``'s fit (restart 0's initialisation, the judge's snapshot choice),
         scored by the judge; the first starts the budget, a later one stops at its deadline."""
         rconfig = self._recipe_config(ctx, name)
-        fit_start = time.perf_counter()
-        stop = None if ctx.deadline is None else Deadline(ctx.deadline)
+        fit_start, cpu_start = time.perf_counter(), time.process_time()
+        first = report.plain_fit_s is None
+        stop = None if first or ctx.budget_s is None else Deadline(ctx.over_budget)
         algo, _, snapshots = self._fit_once(ctx, rconfig, name, 0, rconfig.n_updates,
                                             f"log_{name}.csv", name, stop)
-        if report.plain_fit_s is None:
-            start_budget(ctx, report, self.config.budget, time.perf_counter() - fit_start)
+        if first:
+            start_budget(ctx, report, self.config.budget, time.process_time() - cpu_start)
         choice = self._keep_snapshot(ctx, algo, snapshots, f" recipe {name}", report)
         seconds = time.perf_counter() - fit_start
-        returns = None if ctx.evaluate is None else [float(r) for r in ctx.evaluate(algo.policy)]
+        returns = None if ctx.evaluate is None else \
+            [float(r) for r in ctx.record(ctx.evaluate)(algo.policy)]
         score = choice.kept_score if choice is not None else \
             score_policy(self.judge(ctx), algo.policy, ctx.few_starts, ctx.horizon, self.seed)
         cand = Candidate(name, algo, rconfig, seconds, algo.J_hat(), algo.support_gap_, score,
@@ -428,13 +429,14 @@ class AutoNOPG:
         for name in report.recipes:
             if ctx.escalate and fits and not self._escalates(fits[0], name, report):
                 break
-            if fits and ctx.deadline is not None and time.perf_counter() >= ctx.deadline:
+            if fits and ctx.over_budget():
                 report.decide(f"seed {self.seed}: recipe {name} is not fitted: "
                               f"{budget_words(report, self.config.budget)} is spent")
                 continue
             fits.append(self._fit_recipe(ctx, name, report))
             if fits[-1].stopped_at is not None:
-                report.decide(f"seed {self.seed}: {budget_words(report, self.config.budget)} stopped recipe "
+                words = budget_words(report, self.config.budget)
+                report.decide(f"seed {self.seed}: {words} stopped recipe "
                               f"{name} at update {fits[-1].stopped_at} of "
                               f"{fits[-1].config.n_updates}")
         kept = fits[best_score([f.score for f in fits if f.score is not None])]
@@ -452,12 +454,12 @@ class AutoNOPG:
             min(config.restart_updates or config.n_updates, config.n_updates)
         runs, plain_s = [], 0.0
         for r in range(restarts):
-            fit_start = time.perf_counter()
+            fit_start, cpu_start = time.perf_counter(), time.process_time()
             log_name = "log.csv" if restarts == 1 else f"log_restart{r}.csv"
             algo, monitor, snapshots = self._fit_once(
                 ctx, config, f"restart{r}", r, first, log_name,
                 "" if restarts == 1 else f"restart{r}")
-            plain_s += time.perf_counter() - fit_start
+            plain_s += time.process_time() - cpu_start
             returns = None if ctx.evaluate is None else \
                 [float(x) for x in ctx.evaluate(algo.policy)]
             runs.append((Candidate(f"restart{r}" if restarts > 1 else report.recipes[0], algo,
@@ -468,7 +470,7 @@ class AutoNOPG:
                         "return %s", self.seed, r, first, algo.J_hat(), algo.support_gap_,
                         format_return(runs[-1][0].return_mean))
         kept, monitor, snapshots = max(runs, key=lambda run: run[0].J_hat)
-        fit_start = time.perf_counter()
+        fit_start, cpu_start = time.perf_counter(), time.process_time()
         continued = restarts > 1 and first < config.n_updates
         if restarts > 1:
             report.decide(f"seed {self.seed}: restart {kept.name[7:]} has the highest J_hat "
@@ -478,7 +480,7 @@ class AutoNOPG:
                 run_fit(kept.algo, ctx.data, ctx.bandwidths, kept.algo.initial_states_,
                         config.n_updates - first, monitor, snapshots, board, kept.log_path,
                         ctx.progress)
-        start_budget(ctx, report, self.config.budget, plain_s + time.perf_counter() - fit_start)
+        start_budget(ctx, report, self.config.budget, plain_s + time.process_time() - cpu_start)
         if report.budget_s == 0.0 and snapshots is not None and snapshots.snapshots:
             report.decide(f"seed {self.seed}: a budget of 0: the final policy is kept, the judge "
                           "scores no snapshot")
@@ -488,7 +490,7 @@ class AutoNOPG:
         kept.fit_time_s += time.perf_counter() - fit_start
         if ctx.evaluate is not None and (continued or (kept.snapshot is not None
                                                        and not kept.snapshot.kept_final)):
-            kept.returns = [float(x) for x in ctx.evaluate(kept.algo.policy)]
+            kept.returns = [float(x) for x in ctx.record(ctx.evaluate)(kept.algo.policy)]
         kept.kept = True
         report.candidates = sorted([run[0] for run in runs], key=lambda c: not c.kept)
 

@@ -102,11 +102,15 @@ class FitReport:
     escalation : dict or None
         With ``auto``'s escalation: the judge's two reward rates and whether it fired.
     plain_fit_s : float or None
-        Seconds of the first fit's updates: one plain fit of the data, the budget's unit.
+        CPU seconds (this process's) of the first fit's updates: one plain fit of the data, the
+        budget's unit.
     budget_s : float or None
-        The seconds everything after the plain fit could spend (the judge's choices and the
-        later fits): ``MethodConfig.budget`` times :attr:`plain_fit_s`, at least
+        The CPU seconds everything after the plain fit could spend (the judge's choices and the
+        later fits; the caller's record-only evaluations are not charged):
+        ``MethodConfig.budget`` times :attr:`plain_fit_s`, at least
         :data:`nopg.recipes.BUDGET_FLOOR_S` (0 for a budget of 0); ``None`` with no limit.
+    budget_spent_s : float or None
+        The CPU seconds charged to the budget by the end of ``fit``.
     horizon : int
         The episode length the judge forecasts returns over.
     bandwidth_time_s, fit_time_s, total_time_s : float
@@ -122,6 +126,7 @@ class FitReport:
     escalation: dict[str, Any] | None = None
     plain_fit_s: float | None = None
     budget_s: float | None = None
+    budget_spent_s: float | None = None
     horizon: int = 0
     bandwidth_time_s: float = 0.0
     fit_time_s: float = 0.0
@@ -167,7 +172,7 @@ class FitReport:
                 "kept": self.kept.name, "decisions": list(self.decisions),
                 "candidates": [c.to_dict() for c in self.candidates],
                 "escalation": self.escalation, "plain_fit_s": self.plain_fit_s,
-                "budget_s": self.budget_s, "horizon": self.horizon,
+                "budget_s": self.budget_s, "budget_spent_s": self.budget_spent_s, "horizon": self.horizon,
                 "bandwidth_time_s": self.bandwidth_time_s, "fit_time_s": self.fit_time_s,
                 "total_time_s": self.total_time_s, "scored": self.scored(),
                 "regret_at_1": self.regret(),

@@ -1,6 +1,6 @@
 """One fit of :class:`nopg.AutoNOPG` with what it runs beside it: what the fits of one call
 share (:class:`FitContext`), the judged policy snapshots (:func:`policy_snapshots`), a deadline
-that spends the time budget (:func:`start_budget`, :class:`Deadline`), and a TensorBoard writer
+that spends the time budget in CPU seconds (:func:`start_budget`, :class:`Deadline`), and a TensorBoard writer
 (:func:`run_fit`)."""
 
 from __future__ import annotations
@@ -50,7 +50,27 @@ class FitContext:
     progress: bool
     escalate: bool = False        # auto's escalation applies (set by the plan)
     judge: AnchoredBellman | None = None
-    deadline: float | None = None  # time.perf_counter() at which the budget is spent
+    budget_s: float | None = None  # CPU seconds after the plain fit (None: no limit, or not yet)
+    budget_start: float = 0.0      # time.process_time() when the plain fit ended
+    recorded_s: float = 0.0        # CPU seconds of record-only evaluations since, not charged
+
+    def spent(self) -> float:
+        """CPU seconds of this process charged to the budget since the plain fit ended."""
+        return time.process_time() - self.budget_start - self.recorded_s
+
+    def over_budget(self) -> bool:
+        """Whether the budget is spent (never without one)."""
+        return self.budget_s is not None and self.spent() >= self.budget_s
+
+    def record(self, evaluate: Callable[[nn.Module], Any]) -> Callable[[nn.Module], Any]:
+        """``evaluate`` whose CPU time is not charged to the budget (it only records)."""
+        def recorded(policy: nn.Module) -> Any:
+            start = time.process_time()
+            try:
+                return evaluate(policy)
+            finally:
+                self.recorded_s += time.process_time() - start
+        return recorded
 
     def log_path(self, name: str) -> Path | None:
         return None if self.log_dir is None else self.log_dir / name
@@ -68,14 +88,15 @@ def policy_snapshots(config: MethodConfig) -> PolicySnapshots | None:
 
 def start_budget(ctx: FitContext, report: FitReport, budget: float | None,
                  plain_s: float) -> None:
-    """Record the plain fit's seconds (``report.plain_fit_s``) and, with a ``budget``, set
+    """Record the plain fit's CPU seconds (``report.plain_fit_s``) and, with a ``budget``, set
     ``report.budget_s`` (``budget`` times them, at least :data:`~nopg.recipes.BUDGET_FLOOR_S`;
-    0 for 0) and the deadline ``ctx.deadline`` from now on."""
+    0 for 0) and start charging ``ctx`` from now on."""
     report.plain_fit_s = plain_s
+    ctx.budget_start, ctx.recorded_s = time.process_time(), 0.0
     if budget is None:
         return
-    report.budget_s = 0.0 if budget == 0 else max(budget * plain_s, BUDGET_FLOOR_S)
-    ctx.deadline = time.perf_counter() + report.budget_s
+    report.budget_s = ctx.budget_s = \
+        0.0 if budget == 0 else max(budget * plain_s, BUDGET_FLOOR_S)
 
 
 def budget_words(report: FitReport, budget: float | None) -> str:
@@ -86,15 +107,15 @@ def budget_words(report: FitReport, budget: float | None) -> str:
 
 
 class Deadline:
-    """A fit callback that stops the fit at the first update ending at or after ``deadline``
-    (``time.perf_counter()`` seconds), and records that update in :attr:`stopped_at`."""
+    """A fit callback that stops the fit at the first update that ends with ``over()`` true
+    (:meth:`FitContext.over_budget`), and records that update in :attr:`stopped_at`."""
 
-    def __init__(self, deadline: float) -> None:
-        self.deadline = float(deadline)
+    def __init__(self, over: Callable[[], bool]) -> None:
+        self.over = over
         self.stopped_at: int | None = None
 
     def __call__(self, algo: NOPG, metrics: dict[str, Any]) -> bool:
-        if time.perf_counter() < self.deadline:
+        if not self.over():
             return True
         self.stopped_at = algo.update_
         return False

@@ -51,7 +51,7 @@ class MethodConfig:
     recipes: tuple[str, ...] = ("auto",)      # fits per seed (nopg.recipes; "auto": by the data)
     snapshot_every: int | None = 100          # judged policy snapshots every N updates (None: off)
     snapshot_from: float = 0.5                # ... from this share of n_updates on
-    budget: float | None = BUDGET             # seconds after the plain fit / its (None: no limit)
+    budget: float | None = BUDGET             # CPU s after the plain fit / its (None: no limit)
     nopg: NOPGConfig = field(default_factory=NOPGConfig)
 
     KIND: ClassVar[str] = "method"            # the word unknown settings are named with

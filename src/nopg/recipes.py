@@ -74,7 +74,9 @@ ANCHORED_DATA_STARTS = 7               # the anchored recipe's data states as ex
 ESCALATION = "anchored"                # ... the recipe it escalates to
 BUDGET = 30.0                          # what follows the plain fit, in plain fits
 """The default ``MethodConfig.budget``: everything after a seed's first fit's updates (one plain
-fit of the data) may spend this many times that fit's seconds together: the judge's snapshot
+fit of the data) may spend this many times that fit's CPU seconds together (this process's, so
+that other work on the machine does not change the result; the caller's record-only evaluations
+are not charged): the judge's snapshot
 choices and the later fits (``stabilise``, the escalation to ``anchored``). A later fit that
 reaches it stops there, no fit starts after it, and no further snapshot is scored. The unit is
 the plain fit, not the first fit with its judged snapshots, whose cost grows with the

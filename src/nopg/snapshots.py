@@ -11,9 +11,9 @@ parameters every ``every`` updates from update ``start`` on. :func:`choose_snaps
 final policy and the snapshots under the judge and keeps one by :func:`~nopg.policy_selection.
 best_score` with the final policy first, then the snapshots from the latest back: an earlier
 policy replaces the kept one only where its forecast is higher by more than ``rtol`` of the
-larger magnitude of the two. With a ``deadline`` (the method's time budget) the scoring stops at
-the first candidate that ends after it, and the choice is among those scored (the final policy
-always is). Unlike the choice among recipes, forecasts within that margin keep
+larger magnitude of the two. With ``over_budget`` (the method's time budget) the scoring stops
+once it says the budget is spent, and the choice is among those scored (the final policy always
+is). Unlike the choice among recipes, forecasts within that margin keep
 the later policy (no tie-break by the judge's ``J_hat``): along one fit the policies differ
 little, and a tie-break would trade the end of the fit for noise. The kept policy's parameters
 are loaded into the fit (:meth:`nopg.NOPG.load_policy_state`).
@@ -25,7 +25,6 @@ fit.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -97,7 +96,7 @@ class SnapshotChoice:
         Their true returns where the caller asked for them (``evaluate``; for the record of the
         judge's quality only), in the same order.
     unscored : int
-        Snapshots left unscored at the deadline (the earliest ones).
+        Snapshots left unscored when the budget was spent (the earliest ones).
     """
 
     update: int
@@ -127,19 +126,19 @@ def choose_snapshot(judge: AnchoredBellman, algo: NOPG, snapshots: Sequence[Snap
                     initial_states: np.ndarray | torch.Tensor, steps: int, seed: int,
                     rtol: float = FORECAST_RTOL,
                     evaluate: Callable[[torch.nn.Module], float] | None = None,
-                    deadline: float | None = None) -> SnapshotChoice:
+                    over_budget: Callable[[], bool] | None = None) -> SnapshotChoice:
     """Score ``algo``'s final policy and ``snapshots`` under ``judge`` (episodes of ``steps``
     steps from ``initial_states``, draws seeded by ``seed``), keep one (module docstring) and
     load it into ``algo``. A snapshot of the final update itself is not scored twice. With
     ``evaluate`` (a policy's true return) every candidate is also evaluated, for the record;
-    the choice does not see it. With ``deadline`` (``time.perf_counter()`` seconds) no candidate
-    is scored once it has passed, the final policy excepted."""
+    the choice does not see it. With ``over_budget`` no candidate is scored once it returns true,
+    the final policy excepted."""
     candidates = [Snapshot(algo.update_, policy_state(algo.policy))]
     candidates += [s for s in sorted(snapshots, key=lambda s: -s.update) if s.update != algo.update_]
     total = len(candidates)
     scores, returns = [], []
     for i, snap in enumerate(candidates):
-        if i and deadline is not None and time.perf_counter() >= deadline:
+        if i and over_budget is not None and over_budget():
             candidates = candidates[:i]
             break
         algo.load_policy_state(snap.state)
