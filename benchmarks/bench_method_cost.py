@@ -4,7 +4,7 @@
         --out docs/runs/method_cost.jsonl
 
 For every data set and seed the script builds the task's data and initial states (what
-``nopg reproduce`` fits, and what ``benchmarks/make_user_data.py`` saves for ``nopg fit``), and
+``nopg reproduce`` fits, and what ``scripts/make_user_data.py`` saves for ``nopg fit``), and
 then, one after the other in this process, fits
 
 - the **plain fit**: ``AutoNOPG(MethodConfig(recipes=("given",), snapshot_every=None))``, one
