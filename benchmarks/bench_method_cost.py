@@ -26,6 +26,7 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -93,8 +94,11 @@ def run_one(name: str, seed: int) -> dict:
     return row
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def run_data_sets(run: Callable[[str, int], dict], description: str,
+                  argv: list[str] | None = None) -> list[dict]:
+    """``run(name, seed)`` for every ``--data`` and ``--seeds`` (one torch thread), each row
+    printed as a JSON line and appended to ``--out`` as it ends; the rows."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--data", nargs="+", default=list(DATA_SETS), choices=list(DATA_SETS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0])
     parser.add_argument("--out", type=Path, default=None, help="append JSON lines here")
@@ -103,13 +107,17 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for name in args.data:
         for seed in args.seeds:
-            row = run_one(name, seed)
-            rows.append(row)
-            line = json.dumps(row)
+            rows.append(run(name, seed))
+            line = json.dumps(rows[-1])
             print(line, flush=True)
             if args.out is not None:
                 with args.out.open("a") as f:
                     f.write(line + "\n")
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    rows = run_data_sets(run_one, __doc__.split("\n")[0], argv)
     ratios = [statistics.median(r["cpu_ratio"] for r in rows if r["data"] == d)
               for d in dict.fromkeys(r["data"] for r in rows)]
     print(f"median over {len(ratios)} data sets of the default method's CPU time / the plain "

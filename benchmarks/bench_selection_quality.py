@@ -17,16 +17,14 @@ the selection-quality figures of the issue "One NOPG".
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
-from bench_method_cost import DATA_SETS, task_setup
+from bench_method_cost import run_data_sets, task_setup
 
 from nopg import AutoNOPG, MethodConfig
 from nopg.analysis.statistics import rank_correlation
@@ -75,21 +73,7 @@ def summary(rows: list[dict]) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--data", nargs="+", default=list(DATA_SETS), choices=list(DATA_SETS))
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0])
-    parser.add_argument("--out", type=Path, default=None, help="append JSON lines here")
-    args = parser.parse_args(argv)
-    torch.set_num_threads(1)
-    rows = []
-    for name in args.data:
-        for seed in args.seeds:
-            rows.append(run_one(name, seed))
-            line = json.dumps(rows[-1])
-            print(line, flush=True)
-            if args.out is not None:
-                with args.out.open("a") as f:
-                    f.write(line + "\n")
+    rows = run_data_sets(run_one, __doc__.split("\n")[0], argv)
     for row in summary(rows):
         print(json.dumps(row), file=sys.stderr)
     return 0

@@ -44,6 +44,7 @@ fallen below ``e^-4`` (2%): 400 steps for ``gamma = 0.99``.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -171,30 +172,47 @@ class AnchoredBellman(LocalLinearBellman):
         if steps < 1:
             raise ValueError(f"steps must be a positive int. Got {steps!r}.")
         s = self._tensor(as_states(initial_states, self.data.state_dim, "initial_states"))
-        lengths = np.full(len(s), steps)
-        alive = np.arange(len(s))
-        done = 0
         if from_anchors and self.anchors.shape[0] != self.horizon * len(s):
             raise ValueError(f"the latest anchors ({self.anchors.shape[0]}) are not a "
                              f"{self.horizon}-step rollout of {len(s)} initial states")
         if self._never_ends():            # and no rollout is needed to see it
-            return lengths
-        if from_anchors:
-            done = min(steps, self.horizon)
-            going = (self._points_continuing[self.n:].reshape(self.horizon, len(s))[:done]
-                     >= 0.5).cpu().numpy()
-            ended = ~going.all(0)
+            return np.full(len(s), steps)
+        if not from_anchors:
+            return self._episode_ends(policy, np.ones((0, len(s)), bool), s, steps, generator)
+        done = min(steps, self.horizon)
+        going = (self._points_continuing[self.n:].reshape(self.horizon, len(s))[:done]
+                 >= 0.5).cpu().numpy()
+        last = self.anchors.reshape(self.horizon, len(s), -1)[done - 1]
+        return self._episode_ends(policy, going, last, steps, generator)
+
+    def _episode_ends(self, policy: nn.Module, going: np.ndarray, last: torch.Tensor,
+                      steps: int, generator: torch.Generator | None,
+                      keep: Callable[[torch.Tensor], None] | None = None) -> np.ndarray:
+        """The lengths, up to ``steps``, of episodes whose first ``len(going)`` steps went on
+        where ``going`` (done, k) says and whose states after them are ``last`` (k, d_s): an
+        episode ends on its first step with a continuation below 1/2, the steps after
+        ``done`` rolled out for the episodes still going (``keep(rows)`` is told which rows
+        go on at each drop)."""
+        done, k = going.shape
+        lengths = np.full(k, steps)
+        ended = ~going.all(0)
+        if done:
             lengths[ended] = np.argmin(going, 0)[ended] + 1
-            alive = alive[~ended]
-            s = self.anchors.reshape(self.horizon, len(s), -1)[done - 1][
-                torch.as_tensor(~ended, device=s.device)]
+        alive = np.flatnonzero(~ended)
+        rows = torch.as_tensor(~ended, device=last.device)
+        s = last[rows]
+        if keep is not None:
+            keep(rows)
         for t in range(done + 1, steps + 1):
             if len(alive) == 0:
                 break
             s = self._mean_step(policy, s, generator)
-            ended = (self.anchor_continuation(s) < 0.5).cpu().numpy()
-            lengths[alive[ended]] = t
-            alive, s = alive[~ended], s[torch.as_tensor(~ended, device=s.device)]
+            stop = (self.anchor_continuation(s) < 0.5).cpu().numpy()
+            lengths[alive[stop]] = t
+            rows = torch.as_tensor(~stop, device=s.device)
+            alive, s = alive[~stop], s[rows]
+            if keep is not None:
+                keep(rows)
         return lengths
 
     @torch.no_grad()
@@ -232,28 +250,13 @@ class AnchoredBellman(LocalLinearBellman):
             path.append(s)
         rolled = torch.stack(path).reshape(self.horizon, n_cand, m, -1)
         anchors = [rolled[:, p] for p in range(n_cand)]
-        lengths = np.full(n_cand * m, steps)
         if self._never_ends():
-            return anchors, list(lengths.reshape(n_cand, m))
+            return anchors, list(np.full((n_cand, m), steps))
         done = min(steps, self.horizon)
         flat = rolled[:done].reshape(done, n_cand * m, -1)
         going = (self.anchor_continuation(flat.reshape(done * n_cand * m, -1))
                  .reshape(done, n_cand * m) >= 0.5).cpu().numpy()
-        ended = ~going.all(0)
-        lengths[ended] = np.argmin(going, 0)[ended] + 1
-        alive = np.flatnonzero(~ended)
-        keep = torch.as_tensor(~ended, device=s.device)
-        s = flat[done - 1][keep]
-        policies.keep(keep)
-        for t in range(done + 1, steps + 1):
-            if len(alive) == 0:
-                break
-            s = self._mean_step(policies, s, None)
-            stop = (self.anchor_continuation(s) < 0.5).cpu().numpy()
-            lengths[alive[stop]] = t
-            go = torch.as_tensor(~stop, device=s.device)
-            alive, s = alive[~stop], s[go]
-            policies.keep(go)
+        lengths = self._episode_ends(policies, going, flat[done - 1], steps, None, policies.keep)
         return anchors, list(lengths.reshape(n_cand, m))
 
     @torch.no_grad()
