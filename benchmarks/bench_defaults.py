@@ -27,7 +27,7 @@ import torch
 from _harness import Stopwatch, add_out_arg, median, write_csv
 from bench_scale import pendulum_data
 
-from nopg import NOPG, NOPGConfig
+from nopg import NOPG, ModelConfig, NOPGConfig
 from nopg.bandwidth import select_bandwidths
 from nopg.policies import DeterministicMLPPolicy
 
@@ -78,8 +78,8 @@ def one_size(n: int, args: argparse.Namespace) -> list[dict[str, Any]]:
                                  if n <= MAX_N.get(name, n)}
     rows = []
     for name, kw in settings.items():
-        config = NOPGConfig(**kw)
-        resolved = config.resolved(n)
+        config = NOPGConfig(model=ModelConfig(**kw))
+        resolved = config.resolved(n).model
         row = {"n": n, "setting": name, "top_k": resolved.top_k, "solver": resolved.solver,
                "neighbors": resolved.neighbors, "preconditioner": resolved.preconditioner,
                "updates": updates, "threads": torch.get_num_threads()}

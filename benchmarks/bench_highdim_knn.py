@@ -34,7 +34,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from nopg import NOPG, NOPGConfig, TransitionDataset  # noqa: E402
+from nopg import NOPG, GradientAscent, ModelConfig, NOPGConfig, TransitionDataset  # noqa: E402
 from nopg.bandwidth import select_bandwidths  # noqa: E402
 from nopg.bellman import NonparametricBellman  # noqa: E402
 from nopg.policies import DeterministicMLPPolicy  # noqa: E402
@@ -76,8 +76,10 @@ def fit(data: TransitionDataset, neighbors: str, updates: int, lr: float, k: int
     torch.manual_seed(0)
     policy = DeterministicMLPPolicy(data.state_dim, data.action_dim,
                                     action_max=float(np.abs(data.actions).max()), hidden=(50,))
-    algo = NOPG(policy, NOPGConfig(top_k=k, neighbors=neighbors, n_mc_next=None, solver="bicgstab",
-                                   learning_rate=lr))
+    algo = NOPG(policy,
+                NOPGConfig(optimizer=GradientAscent(learning_rate=lr),
+                           model=ModelConfig(top_k=k, neighbors=neighbors, n_mc_next=None,
+                                             solver="bicgstab")))
     _, setup_watch = timed(algo.setup, data, bw, data.states[:1])
     setup = setup_watch.wall_s
     if graph_options:

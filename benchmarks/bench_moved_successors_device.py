@@ -30,16 +30,16 @@ from nopg.experiments import get_task
 from nopg.experiments.runner import make_policy, with_task_bounds
 
 OPTIONS = {
-    "anchored+cma-es": {"hidden": [], "normalize_states": True, "nopg.successors": "anchored",
-                        "nopg.optimizer": "cma-es", "nopg.top_k": 10},
-    "local-linear+adam": {"normalize_states": True, "nopg.successors": "local-linear",
-                          "nopg.top_k": 10},
+    "anchored+cma-es": {"hidden": [], "normalize_states": True, "nopg.model.successors": "anchored",
+                        "nopg.optimizer": "cma-es", "nopg.model.top_k": 10},
+    "local-linear+adam": {"normalize_states": True, "nopg.model.successors": "local-linear",
+                          "nopg.model.top_k": 10},
 }
 
 
 def time_fit(name: str, device: str, updates: int, seed: int = 0) -> tuple[float, float]:
     task = get_task("cartpole-random")
-    config = task.default_config().replace(**OPTIONS[name], **{"nopg.device": device})
+    config = task.default_config().replace(**OPTIONS[name], **{"nopg.model.device": device})
     data = task.make_dataset(config, seed)
     config = with_task_bounds(task, config, data.state_dim)
     bw = select_bandwidths(data, method=config.bandwidth_method, seed=seed,

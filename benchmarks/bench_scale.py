@@ -41,7 +41,7 @@ import torch
 from _harness import Stopwatch, add_out_arg, median, peak_rss_mb, time_calls, timed, write_json
 
 import nopg
-from nopg import NOPG, NOPGConfig, TransitionDataset
+from nopg import NOPG, GradientAscent, ModelConfig, NOPGConfig, TransitionDataset
 from nopg.bandwidth import select_bandwidths
 from nopg.defaults import check_auto_count
 from nopg.policies import DeterministicMLPPolicy
@@ -78,7 +78,9 @@ def fitted_defaults(n: int, updates: int, n_mc_next: int | None) -> NOPG:
     data = pendulum_data(n)
     torch.manual_seed(0)
     policy = DeterministicMLPPolicy(3, 1, action_max=2.0, hidden=(50,))
-    algo = NOPG(policy, NOPGConfig(top_k=10, n_mc_next=n_mc_next, learning_rate=1e-2))
+    algo = NOPG(policy,
+                NOPGConfig(optimizer=GradientAscent(learning_rate=1e-2),
+                           model=ModelConfig(top_k=10, n_mc_next=n_mc_next)))
     algo.setup(data, select_bandwidths(data, "auto"), np.array([[-1.0, 0.0, 0.0]]))
     for _ in range(updates):
         algo.step()
@@ -99,11 +101,11 @@ def time_path(data: TransitionDataset, neighbors: str, args: argparse.Namespace,
     torch.manual_seed(0)
     policy = DeterministicMLPPolicy(data.state_dim, data.action_dim,
                                     action_max=float(np.abs(data.actions).max()), hidden=(50,))
-    config = NOPGConfig(top_k=args.k, neighbors=neighbors, n_candidates=args.candidates,
-                        n_mc_next=args.mc_next,
-                        solver="bicgstab", solver_tol=args.tol, solver_error=args.error,
-                        dtype=args.dtype, device=args.device,
-                        learning_rate=args.lr, preconditioner=preconditioner)
+    config = NOPGConfig(optimizer=GradientAscent(learning_rate=args.lr),
+                        model=ModelConfig(top_k=args.k, neighbors=neighbors, n_candidates=args.candidates,
+                                          n_mc_next=args.mc_next, solver="bicgstab", solver_tol=args.tol,
+                                          solver_error=args.error, dtype=args.dtype, device=args.device,
+                                          preconditioner=preconditioner))
     algo = NOPG(policy, config)
     s0 = np.array([[-1.0, 0.0, 0.0]]) if args.data == "pendulum" else data.states[:1]
     _, setup_watch = timed(algo.setup, data, bw, s0, device=args.device)

@@ -47,7 +47,7 @@ from _harness import Stopwatch, add_out_arg, time_calls, write_json
 from bench_scale import pendulum_data
 
 import nopg.bellman as nb
-from nopg import NOPG, NOPGConfig, TransitionDataset
+from nopg import NOPG, GradientAscent, ModelConfig, NOPGConfig, TransitionDataset
 from nopg.bandwidth import select_bandwidths
 from nopg.policies import DeterministicMLPPolicy
 from nopg.solvers import SolveInfo
@@ -143,7 +143,8 @@ def run_variant(name: str, data: TransitionDataset, bw: Any, updates: int, check
     changes, tweak = VARIANTS[name]
     torch.manual_seed(seed)
     policy = DeterministicMLPPolicy(3, 1, action_max=2.0, hidden=(50,))
-    config = NOPGConfig(top_k=10, solver="bicgstab", learning_rate=lr, **changes)
+    config = NOPGConfig(optimizer=GradientAscent(learning_rate=lr),
+                        model=ModelConfig(top_k=10, solver="bicgstab", **changes))
     algo = NOPG(policy, config)
     algo.setup(data, bw, S0)
     model = algo.model_
@@ -219,7 +220,8 @@ def default_accuracy(n: int, updates: int, lr: float) -> dict[str, Any]:
     data = pendulum_data(n)
     bw = select_bandwidths(data, "silverman", action_factor=np.array([1.0]))
     torch.manual_seed(0)
-    algo = NOPG(DeterministicMLPPolicy(3, 1, action_max=2.0, hidden=(50,)), NOPGConfig(learning_rate=lr))
+    algo = NOPG(DeterministicMLPPolicy(3, 1, action_max=2.0, hidden=(50,)),
+                NOPGConfig(optimizer=GradientAscent(learning_rate=lr)))
     algo.setup(data, bw, S0)
     for _ in range(updates):
         algo.step()

@@ -57,7 +57,7 @@ def fit_states(data, s0, knowledge, seed):
 def heldout_judge(method, ctx, data):
     """The judge :class:`AutoNOPG` builds, on ``data`` (one fold) with the full data's
     bandwidths."""
-    cfg = with_bounds(method.config.replace(**{"nopg.successors": "anchored"}),
+    cfg = with_bounds(method.config.replace(**{"nopg.model.successors": "anchored"}),
                       ctx.state_bounds, ctx.terminal_bounds)
     return judge_model(data, ctx.bandwidths, cfg.nopg, method.config.stochastic)
 

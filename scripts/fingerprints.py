@@ -195,7 +195,7 @@ def fits(grid: nopg.TransitionDataset) -> dict[str, Any]:
             policy = nopg.GaussianMLPPolicy(3, 1, action_max=2.0, hidden=(10,))
         else:
             policy = nopg.DeterministicMLPPolicy(3, 1, action_max=2.0, hidden=(10,))
-        config = nopg.NOPGConfig(gamma=0.99, n_mc_policy=5, seed=0, dtype="float64")
+        config = nopg.NOPGConfig(gamma=0.99, seed=0, model=nopg.ModelConfig(n_mc_policy=5, dtype="float64"))
         algo = nopg.NOPG(policy, config).fit(grid, bw, s0, n_updates=4, progress=False)
         out["NOPG-S" if stochastic else "NOPG-D"] = {
             "J_hat": [m["J_hat"] for m in algo.history_],

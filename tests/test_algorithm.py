@@ -67,7 +67,8 @@ def assert_same_params(a: list[torch.Tensor], b: list[torch.Tensor]) -> None:
 # ---------------------------------------------------------------------------- optimisation
 @pytest.mark.parametrize("make, stochastic", [(small_det, False), (small_gauss, True)])
 def test_updates_increase_J_hat(target_data, target_bw, make, stochastic):
-    config = nopg.NOPGConfig(gamma=0.8, learning_rate=1e-2, n_mc_policy=5, seed=0)
+    config = nopg.NOPGConfig(gamma=0.8, seed=0, optimizer=nopg.GradientAscent(learning_rate=1e-2),
+                             model=nopg.ModelConfig(n_mc_policy=5))
     algo = nopg.NOPG(make(), config)
     assert algo.stochastic is stochastic
     algo.setup(target_data, target_bw, S0)
@@ -83,7 +84,7 @@ def test_updates_increase_J_hat(target_data, target_bw, make, stochastic):
 
 
 def test_linear_policy_sgd_moves_towards_target(target_data, target_bw):
-    config = nopg.NOPGConfig(gamma=0.5, learning_rate=0.05, optimizer="sgd")
+    config = nopg.NOPGConfig(gamma=0.5, optimizer=nopg.GradientAscent("sgd", learning_rate=0.05))
     algo = nopg.NOPG(nopg.LinearPolicy(1, 1), config)
     algo.fit(target_data, target_bw, S0, n_updates=10, progress=False)
     bias = float(algo.policy.linear.bias.detach())
@@ -99,8 +100,9 @@ def test_step_gradient_is_the_policy_gradient(dataset, bandwidths, initial_state
     before = [p.detach().clone() for p in det_policy.parameters()]
     res = nopg.policy_gradient(dataset, det_policy, bandwidths=bandwidths, gamma=0.9,
                                initial_states=initial_states, top_k=8, n_mc_next=n_mc_next)
-    algo = nopg.NOPG(det_policy, nopg.NOPGConfig(gamma=0.9, top_k=8, optimizer="sgd",
-                                                 learning_rate=1.0, n_mc_next=n_mc_next))
+    algo = nopg.NOPG(det_policy,
+                     nopg.NOPGConfig(gamma=0.9, optimizer=nopg.GradientAscent("sgd", learning_rate=1.0),
+                                     model=nopg.ModelConfig(top_k=8, n_mc_next=n_mc_next)))
     algo.fit(dataset, bandwidths, initial_states, n_updates=1, progress=False)
     assert algo.history_[0]["J_hat"] == pytest.approx(res.J, abs=1e-12)
     norm = math.sqrt(sum(float((g * g).sum()) for g in res.grads))
@@ -183,9 +185,10 @@ def test_checkpoint_callback_writes_loadable_folder(tmp_path, target_data, targe
 @pytest.mark.parametrize("solver, preconditioner", [("dense", "auto"), ("bicgstab", "ilu"),
                                                     ("bicgstab", "aggregation")])
 def test_checkpoint_resume_is_exact(tmp_path, target_data, target_bw, solver, preconditioner):
-    config = nopg.NOPGConfig(gamma=0.9, learning_rate=2e-2, n_mc_policy=3, n_mc_next=2,
-                             sigma_decay_to=0.3, sigma_decay_updates=6, solver=solver,
-                             solver_tol=1e-9, top_k=10, seed=5, preconditioner=preconditioner)
+    config = nopg.NOPGConfig(gamma=0.9, seed=5, optimizer=nopg.GradientAscent(learning_rate=2e-2),
+                             model=nopg.ModelConfig(n_mc_policy=3, n_mc_next=2, solver=solver,
+                                                    solver_tol=1e-9, top_k=10, preconditioner=preconditioner),
+                             sigma_decay=nopg.SigmaDecay(to=0.3, updates=6))
     full = nopg.NOPG(small_gauss(), config)
     full.fit(target_data, target_bw, S0, n_updates=6, progress=False)
 
@@ -207,7 +210,7 @@ def test_checkpoint_resume_is_exact(tmp_path, target_data, target_bw, solver, pr
 
 
 def test_checkpoint_round_trip_queries(tmp_path, target_data, target_bw):
-    algo = nopg.NOPG(small_det(), nopg.NOPGConfig(gamma=0.8, top_k=8))
+    algo = nopg.NOPG(small_det(), nopg.NOPGConfig(gamma=0.8, model=nopg.ModelConfig(top_k=8)))
     algo.fit(target_data, target_bw, S0, n_updates=2, progress=False)
     algo.save(tmp_path / "c")
     meta = json.loads((tmp_path / "c" / "meta.json").read_text())
@@ -250,7 +253,7 @@ def test_load_empty_folder_raises(tmp_path):
 
 # ---------------------------------------------------------------------------- determinism
 def test_same_seed_same_parameters(target_data, target_bw):
-    config = nopg.NOPGConfig(gamma=0.9, n_mc_policy=3, n_mc_next=2, seed=3)
+    config = nopg.NOPGConfig(gamma=0.9, seed=3, model=nopg.ModelConfig(n_mc_policy=3, n_mc_next=2))
     runs = []
     for _ in range(2):
         algo = nopg.NOPG(small_gauss(seed=7), config)
@@ -258,15 +261,15 @@ def test_same_seed_same_parameters(target_data, target_bw):
         runs.append(algo)
     assert_same_params(params(runs[0]), params(runs[1]))
     assert [h["J_hat"] for h in runs[0].history_] == [h["J_hat"] for h in runs[1].history_]
-    other = nopg.NOPG(small_gauss(seed=7), nopg.NOPGConfig(gamma=0.9, n_mc_policy=3, n_mc_next=2,
-                                                           seed=4))
+    other = nopg.NOPG(small_gauss(seed=7),
+                      nopg.NOPGConfig(gamma=0.9, seed=4, model=nopg.ModelConfig(n_mc_policy=3, n_mc_next=2)))
     other.fit(target_data, target_bw, S0, n_updates=4, progress=False)
     assert other.history_[0]["J_hat"] != runs[0].history_[0]["J_hat"]
 
 
 # ---------------------------------------------------------------------------- estimates
 def test_query_shapes(target_data, target_bw):
-    algo = nopg.NOPG(small_gauss(), nopg.NOPGConfig(gamma=0.8, n_mc_policy=3))
+    algo = nopg.NOPG(small_gauss(), nopg.NOPGConfig(gamma=0.8, model=nopg.ModelConfig(n_mc_policy=3)))
     algo.fit(target_data, target_bw, S0, n_updates=2, progress=False)
     s = np.linspace(-2, 2, 11)[:, None]
     a = np.linspace(-1, 1, 11)[:, None]
@@ -286,7 +289,8 @@ def test_query_shapes(target_data, target_bw):
 
 
 def test_sigma_decay_schedule(target_data, target_bw):
-    config = nopg.NOPGConfig(gamma=0.8, n_mc_policy=2, sigma_decay_to=0.2, sigma_decay_updates=5)
+    config = nopg.NOPGConfig(gamma=0.8, model=nopg.ModelConfig(n_mc_policy=2),
+                             sigma_decay=nopg.SigmaDecay(to=0.2, updates=5))
     algo = nopg.NOPG(small_gauss(), config)
     algo.fit(target_data, target_bw, S0, n_updates=5, progress=False)
     scales = [h["sigma_scale"] for h in algo.history_]
@@ -300,7 +304,7 @@ def test_sigma_decay_schedule(target_data, target_bw):
 def test_float32_config_runs_close_to_float64(target_data, target_bw):
     j = {}
     for dtype in ("float64", "float32"):
-        algo = nopg.NOPG(small_det(), nopg.NOPGConfig(gamma=0.8, dtype=dtype))
+        algo = nopg.NOPG(small_det(), nopg.NOPGConfig(gamma=0.8, model=nopg.ModelConfig(dtype=dtype)))
         algo.setup(target_data, target_bw, S0)
         assert next(algo.policy.parameters()).dtype == getattr(torch, dtype)
         j[dtype] = algo.J_hat()
@@ -345,48 +349,81 @@ def test_checkpoint_callback_rejects_non_positive_every(tmp_path):
     (dict(gamma=1.0), "gamma"),
     (dict(gamma=-0.01), "gamma"),
     (dict(gamma=True), "gamma"),
-    (dict(learning_rate=0.0), "learning_rate"),
+    ({"optimizer.learning_rate": 0.0}, "'learning_rate' parameter of GradientAscent"),
     (dict(optimizer="adagrad"), "optimizer"),
-    (dict(top_k=0), "top_k"),
-    (dict(n_mc_policy=0), "n_mc_policy"),
-    (dict(n_mc_next=1.5), "n_mc_next"),
-    (dict(solver="lu"), "solver"),
-    (dict(solver_tol=0.0), "solver_tol"),
-    (dict(dtype="float16"), "dtype"),
-    (dict(dtype=torch.float64), "dtype"),
-    (dict(device="gpu"), "device"),
-    (dict(device="tpu:0"), "device"),
-    (dict(sigma_decay_to=0.5), "sigma_decay_updates"),
-    (dict(sigma_decay_to=0.0, sigma_decay_updates=3), "sigma_decay_to"),
-    (dict(sigma_decay_to=1.5, sigma_decay_updates=3), "sigma_decay_to"),
+    (dict(optimizer=dict(name="adam", sigma=1.0)), "unknown setting optimizer.sigma"),
+    (dict(model=dict(topk=3)), "unknown setting model.topk of ModelConfig; did you mean 'top_k'"),
+    (dict(model="dense"), "'model' parameter of NOPGConfig"),
+    ({"model.top_k": 0}, "top_k"),
+    ({"model.n_mc_policy": 0}, "n_mc_policy"),
+    ({"model.n_mc_next": 1.5}, "n_mc_next"),
+    ({"model.solver": "lu"}, "solver"),
+    ({"model.solver_tol": 0.0}, "solver_tol"),
+    ({"model.dtype": "float16"}, "dtype"),
+    ({"model.device": "gpu"}, "device"),
+    ({"model.device": "tpu:0"}, "device"),
+    ({"sigma_decay.to": 0.5}, "sigma_decay"),                     # its length is required
+    (dict(sigma_decay=dict(to=0.0, updates=3)), "'to' parameter of SigmaDecay"),
+    (dict(sigma_decay=dict(to=1.5, updates=3)), "'to' parameter of SigmaDecay"),
     (dict(seed=1.0), "seed"),
-    (dict(start_draws=0), "start_draws"),
-    (dict(start_draws=2.5), "start_draws"),
-    (dict(start_draw_scale=0.0), "start_draw_scale"),
-    (dict(state_bounds=[[0.0], [1.0, 2.0]]), "state_bounds"),
-    (dict(state_bounds=[[1.0], [0.0]]), "state_bounds"),
-    (dict(state_bounds=[[math.nan], [1.0]]), "state_bounds"),
-    (dict(state_bounds="speed"), "state_bounds"),
-    (dict(state_bounds=[[True], [2.0]]), "state_bounds"),
+    ({"starts.draws": 0}, "'draws' parameter of Starts"),
+    ({"starts.draws": 2.5}, "'draws' parameter of Starts"),
+    ({"starts.draw_scale": 0.0}, "'draw_scale' parameter of Starts"),
+    (dict(starts=3), "'starts' parameter of NOPGConfig"),
+    ({"model.state_bounds": [[0.0], [1.0, 2.0]]}, "state_bounds"),
+    ({"model.state_bounds": [[1.0], [0.0]]}, "state_bounds"),
+    ({"model.state_bounds": [[math.nan], [1.0]]}, "state_bounds"),
+    ({"model.state_bounds": "speed"}, "state_bounds"),
+    ({"model.state_bounds": [[True], [2.0]]}, "state_bounds"),
 ])
 def test_config_validation(kw, match):
     with pytest.raises(ValueError, match=match):
-        nopg.NOPGConfig(**kw)
+        nopg.NOPGConfig().replace(**kw)
 
 
 def test_config_dict_round_trip():
-    c = nopg.NOPGConfig(gamma=0.95, top_k=16, sigma_decay_to=0.1, sigma_decay_updates=100,
-                        state_bounds=[[-1, -math.inf], [1, 8]])
-    assert c.state_bounds == [[-1.0, None], [1.0, 8.0]]          # infinities stored as None
+    c = nopg.NOPGConfig(gamma=0.95,
+                        model=nopg.ModelConfig(top_k=16, state_bounds=[[-1, -math.inf], [1, 8]]),
+                        sigma_decay=nopg.SigmaDecay(to=0.1, updates=100),
+                        optimizer=nopg.CMAES(population=6), continuation=nopg.Continuation(3.0))
+    assert c.model.state_bounds == [[-1.0, None], [1.0, 8.0]]    # infinities stored as None
     # A gymnasium Box's float32 arrays are taken as they are, stored as plain floats.
-    box = nopg.NOPGConfig(state_bounds=[np.array([-1, -8], np.float32),
-                                        np.array([1, np.inf], np.float32)])
-    assert box.state_bounds == [[-1.0, -8.0], [1.0, None]]
-    assert all(type(b) is float for b in box.state_bounds[0])
+    box = nopg.NOPGConfig(model=nopg.ModelConfig(state_bounds=[np.array([-1, -8], np.float32),
+                                                               np.array([1, np.inf], np.float32)]))
+    assert box.model.state_bounds == [[-1.0, -8.0], [1.0, None]]
+    assert all(type(b) is float for b in box.model.state_bounds[0])
     d = json.loads(json.dumps(c.to_dict()))
+    assert d["optimizer"]["name"] == "cma-es"
     assert nopg.NOPGConfig.from_dict(d) == c
-    with pytest.raises(ValueError, match="unknown NOPGConfig field"):
+    assert nopg.NOPGConfig.from_dict(json.loads(json.dumps(box.to_dict()))) == box
+    with pytest.raises(ValueError, match="unknown NOPGConfig field 'gama'; did you mean 'gamma'"):
         nopg.NOPGConfig.from_dict({**d, "gama": 0.9})
+    with pytest.raises(ValueError, match="unknown setting behaviour.wieght"):
+        nopg.NOPGConfig.from_dict({**d, "behaviour": {"wieght": 0.0}})
+
+
+def test_config_settings_by_path():
+    """A setting is reached by its path; whole sections first, then their fields, checked
+    together; a path that names no setting is refused with the closest one."""
+    c = nopg.NOPGConfig().replace(**{"optimizer": "cma-es", "optimizer.horizon": 50,
+                                     "model.successors": "anchored", "model.top_k": 8,
+                                     "continuation.factor": 2.0, "starts.data": 3})
+    assert c.optimizer == nopg.CMAES(horizon=50)
+    assert (c.model.successors, c.model.top_k, c.starts.data) == ("anchored", 8, 3)
+    assert c.continuation == nopg.Continuation(factor=2.0)
+    assert c.replace(continuation=None).continuation is None
+    assert c.replace(**{"optimizer": "sgd"}).optimizer == nopg.GradientAscent("sgd")
+    assert "model.top_k" in c.setting_names() and "optimizer.sigma" in c.setting_names()
+    with pytest.raises(ValueError, match="did you mean 'model.top_k'"):
+        c.replace(top_k=10)
+    with pytest.raises(ValueError, match="'optimizer.learning_rate' of the 'cma-es' optimiser"):
+        c.replace(**{"optimizer.learning_rate": 0.1})
+    with pytest.raises(ValueError, match="optimizer.horizon"):      # anchored successors only
+        c.replace(**{"model.successors": "kernel"})
+    with pytest.raises(ValueError, match="continuation"):           # the factor is required
+        nopg.NOPGConfig().replace(**{"continuation.stages": 3})
+    with pytest.raises(ValueError, match="model.stochastic"):       # the policy's, not a setting
+        nopg.NOPGConfig(model=nopg.ModelConfig(stochastic=True))
 
 
 def test_the_data_set_keyword_is_data_everywhere(dataset, bandwidths, initial_states, det_policy):
@@ -411,7 +448,8 @@ def test_drawn_starts_are_the_kernel_density_of_the_initial_states(target_data, 
     """``start_draws=k``: k starts per initial state, ``z + scale * h_s * xi``, the same for a
     seed and different across seeds; ``J_hat`` is the mean over them (the model's ``t0`` is the
     mean of the starts' rows, so it is the mean of each start's own ``J_hat``)."""
-    config = nopg.NOPGConfig(gamma=0.8, top_k=8, start_draws=400, start_draw_scale=1.5, seed=3)
+    config = nopg.NOPGConfig(gamma=0.8, seed=3, model=nopg.ModelConfig(top_k=8),
+                             starts=nopg.Starts(draws=400, draw_scale=1.5))
     algo = nopg.NOPG(small_det(), config).setup(target_data, target_bw, S0)
     starts = algo.starts_.reshape(3, 400, 1)
     np.testing.assert_array_equal(algo.initial_states_, S0)       # what the user gave is kept
@@ -423,20 +461,22 @@ def test_drawn_starts_are_the_kernel_density_of_the_initial_states(target_data, 
     other = nopg.NOPG(small_det(), nopg.NOPGConfig(**{**config.to_dict(), "seed": 4}))
     assert not np.array_equal(other.setup(target_data, target_bw, S0).starts_, algo.starts_)
 
-    few = nopg.NOPG(small_det(), nopg.NOPGConfig(gamma=0.8, top_k=8, start_draws=3, seed=3, n_mc_next=None,
-                                                 solver="dense"))
+    few = nopg.NOPG(small_det(), nopg.NOPGConfig(
+        gamma=0.8, seed=3, model=nopg.ModelConfig(top_k=8, n_mc_next=None, solver="dense"),
+        starts=nopg.Starts(draws=3)))
     few.setup(target_data, target_bw, S0)
     assert few.starts_.shape == (9, 1)
     with torch.no_grad():
         each = [few.model_.solution(few.policy, z[None]).J for z in few.starts_]
     assert few.J_hat() == pytest.approx(float(np.mean(each)), rel=1e-10)
-    plain = nopg.NOPG(small_det(), nopg.NOPGConfig(gamma=0.8, top_k=8, solver="dense",
-                                                   n_mc_next=None))
+    plain = nopg.NOPG(small_det(),
+                      nopg.NOPGConfig(gamma=0.8,
+                                      model=nopg.ModelConfig(top_k=8, solver="dense", n_mc_next=None)))
     assert plain.setup(target_data, target_bw, S0).J_hat() != pytest.approx(few.J_hat(), rel=1e-6)
 
 
 def test_drawn_starts_survive_a_checkpoint(tmp_path, target_data, target_bw):
-    config = nopg.NOPGConfig(gamma=0.8, top_k=8, start_draws=4, seed=2)
+    config = nopg.NOPGConfig(gamma=0.8, seed=2, model=nopg.ModelConfig(top_k=8), starts=nopg.Starts(draws=4))
     algo = nopg.NOPG(small_det(), config)
     algo.fit(target_data, target_bw, S0, n_updates=2, progress=False)
     algo.save(tmp_path / "c")

@@ -178,11 +178,11 @@ def test_auto_horizon_and_settings():
     assert resolve_anchor_horizon("auto", 0.9) == 40
     assert resolve_anchor_horizon(7, 0.99) == 7
     with pytest.raises(ValueError, match="anchor_horizon"):
-        nopg.NOPGConfig(anchor_horizon=0)
+        nopg.NOPGConfig(model=nopg.ModelConfig(anchor_horizon=0))
     with pytest.raises(ValueError, match="anchor_horizon"):
         nopg.ModelConfig(anchor_horizon="long")
     with pytest.raises(ValueError, match="absorb"):
-        nopg.NOPGConfig(successors="anchored", unsupported="absorb")
+        nopg.NOPGConfig(model=nopg.ModelConfig(successors="anchored", unsupported="absorb"))
     with pytest.raises(ValueError, match="top_k"):
         _model(top_k=None, neighbors="auto")
 
@@ -219,8 +219,10 @@ def test_an_unstable_rollout_stays_in_the_datas_box():
 
 
 def test_nopg_fit_on_the_anchored_model_with_adam(dataset, bandwidths, initial_states, det_policy):
-    config = nopg.NOPGConfig(gamma=GAMMA, successors="anchored", anchor_horizon=5, top_k=6,
-                             neighbors="knn", n_mc_next=None, behaviour_weight=0.0)
+    config = nopg.NOPGConfig(gamma=GAMMA,
+                             model=nopg.ModelConfig(successors="anchored", anchor_horizon=5, top_k=6,
+                                                    neighbors="knn", n_mc_next=None),
+                             behaviour=nopg.Behaviour(weight=0.0))
     algo = nopg.NOPG(det_policy, config).fit(dataset, bandwidths, initial_states, 3,
                                                progress=False)
     assert len(algo.history_) == 3

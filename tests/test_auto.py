@@ -120,9 +120,9 @@ def test_task_bounds_reach_the_models_whose_successors_move(dataset):
                                           state_bounds=[[-9, -9], [9, float("inf")]],
                                           horizon=10, progress=False)
     fits = {c.name: c for c in method.report_.candidates}
-    assert fits["anchored"].config.nopg.terminal_bounds == [low, high]
-    assert fits["anchored"].config.nopg.state_bounds == [[-9.0, -9.0], [9.0, None]]
-    assert fits["given"].config.nopg.terminal_bounds is None
+    assert fits["anchored"].config.nopg.model.terminal_bounds == [low, high]
+    assert fits["anchored"].config.nopg.model.state_bounds == [[-9.0, -9.0], [9.0, None]]
+    assert fits["given"].config.nopg.model.terminal_bounds is None
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -156,8 +156,8 @@ def test_fit_takes_the_task_knowledge_flags(data_file, tmp_path, capsys):
     assert main([*args, "--name", "ok", "--terminal-low", "none", "none", "-8",
                  "--terminal-high", "none", "none", "8", "--state-low", "-1", "-1", "none"]) == 0
     config = json.loads((tmp_path / "ok" / "seed_0" / "checkpoint" / "config.json").read_text())
-    assert config["terminal_bounds"] == [[None, None, -8.0], [None, None, 8.0]]
-    assert config["state_bounds"] == [[-1.0, -1.0, None], [None, None, None]]
+    assert config["model"]["terminal_bounds"] == [[None, None, -8.0], [None, None, 8.0]]
+    assert config["model"]["state_bounds"] == [[-1.0, -1.0, None], [None, None, None]]
     capsys.readouterr()
     assert main([*args, "--name", "bad", "--state-low", "1", "2"]) == 2
     err = capsys.readouterr().err.strip().splitlines()

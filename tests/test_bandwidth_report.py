@@ -149,7 +149,7 @@ def test_report_gives_the_action_predictability_and_auto_behaviour_weight(trajec
     assert report.action_predictability == action_predictability(controller) > 0.8
     d = report.to_dict()
     assert d["behaviour_weight"] == pytest.approx(AUTO_SCALE * d["action_predictability"])
-    assert f"behaviour_weight='auto' = {report.behaviour_weight:.3g}" in report.to_text()
+    assert f"behaviour.weight='auto' = {report.behaviour_weight:.3g}" in report.to_text()
 
 
 @pytest.mark.parametrize("kwargs, message", [

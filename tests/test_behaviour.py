@@ -64,8 +64,8 @@ def test_predictability_bad_arguments(dataset, kw, match):
 
 @pytest.mark.parametrize("value", [-0.1, float("nan"), float("inf"), "fast", True])
 def test_bad_behaviour_weight(value):
-    with pytest.raises(ValueError, match="'behaviour_weight' parameter"):
-        nopg.NOPGConfig(behaviour_weight=value)
+    with pytest.raises(ValueError, match="'weight' parameter of Behaviour"):
+        nopg.NOPGConfig(behaviour=nopg.Behaviour(weight=value))
 
 
 def _objective(algo: nopg.NOPG, weight: float, scale: float,
@@ -84,8 +84,9 @@ def test_step_ascends_the_exact_gradient_of_the_regularised_objective(
     # advantage-weighted regression): the step is the exact gradient of the weighted objective
     weight = 0.7
     policy = request.getfixturevalue(policy_name)
-    config = nopg.NOPGConfig(gamma=0.9, behaviour_weight=weight, n_mc_policy=1,
-                             behaviour_filter=behaviour_filter, behaviour_temperature=0.05)
+    config = nopg.NOPGConfig(gamma=0.9, model=nopg.ModelConfig(n_mc_policy=1),
+                             behaviour=nopg.Behaviour(weight=weight, filter=behaviour_filter,
+                                                      temperature=0.05))
     algo = nopg.NOPG(policy, config, stochastic=False,
                      optimizer=torch.optim.SGD(policy.parameters(), lr=1.0))
     algo.setup(dataset, bandwidths, initial_states)
@@ -128,7 +129,9 @@ def _j_gradient(dataset, bandwidths, initial_states, params, policy) -> np.ndarr
     with torch.no_grad():
         for p, b in zip(other.parameters(), params):
             p.copy_(b)
-    algo = nopg.NOPG(other, nopg.NOPGConfig(gamma=0.9, behaviour_weight=0.0, n_mc_policy=1),
+    config = nopg.NOPGConfig(gamma=0.9, model=nopg.ModelConfig(n_mc_policy=1),
+                             behaviour=nopg.Behaviour(weight=0.0))
+    algo = nopg.NOPG(other, config,
                      stochastic=False, optimizer=torch.optim.SGD(other.parameters(), lr=1.0))
     algo.setup(dataset, bandwidths, initial_states)
     algo.step()
@@ -139,7 +142,7 @@ def test_auto_weight_is_off_on_exploration_data(dataset, bandwidths, initial_sta
     runs = []
     for weight in ("auto", 0.0):
         policy = copy.deepcopy(det_policy)
-        algo = nopg.NOPG(policy, nopg.NOPGConfig(gamma=0.9, behaviour_weight=weight))
+        algo = nopg.NOPG(policy, nopg.NOPGConfig(gamma=0.9, behaviour=nopg.Behaviour(weight=weight)))
         algo.fit(dataset, bandwidths, initial_states, 5, progress=False)
         runs.append([m["J_hat"] for m in algo.history_])
         assert algo.behaviour_weight_ == 0.0
@@ -172,11 +175,11 @@ def _params(policy) -> np.ndarray:
     return torch.cat([p.detach().reshape(-1) for p in policy.parameters()]).numpy()
 
 
-@pytest.mark.parametrize("kw", [dict(behaviour_weight=0.0), dict(behaviour_pretrain=0)])
+@pytest.mark.parametrize("kw", [dict(weight=0.0), dict(pretrain=0)])
 def test_no_pretraining_without_the_term_or_when_turned_off(bandwidths, initial_states,
                                                            det_policy, kw):
     before = _params(det_policy)
-    algo = nopg.NOPG(det_policy, nopg.NOPGConfig(gamma=0.9, **kw))
+    algo = nopg.NOPG(det_policy, nopg.NOPGConfig(gamma=0.9, behaviour=nopg.Behaviour(**kw)))
     algo.fit(_controller_data(), bandwidths, initial_states, 0, progress=False)
     np.testing.assert_array_equal(_params(algo.policy), before)
 
@@ -189,7 +192,7 @@ def test_pretraining_in_batches_is_deterministic(bandwidths, initial_states, det
     fitted = []
     for _ in range(2):
         policy = copy.deepcopy(det_policy)
-        algo = nopg.NOPG(policy, nopg.NOPGConfig(gamma=0.9, behaviour_pretrain=300))
+        algo = nopg.NOPG(policy, nopg.NOPGConfig(gamma=0.9, behaviour=nopg.Behaviour(pretrain=300)))
         algo.fit(_controller_data(), bandwidths, initial_states, 0, progress=False)
         fitted.append(_params(policy))
         assert float(algo._behaviour.loss(policy).detach()) < 0.05
@@ -198,13 +201,13 @@ def test_pretraining_in_batches_is_deterministic(bandwidths, initial_states, det
 
 @pytest.mark.parametrize("value", [-1, 2.5, None])
 def test_bad_behaviour_pretrain(value):
-    with pytest.raises(ValueError, match="'behaviour_pretrain' parameter"):
-        nopg.NOPGConfig(behaviour_pretrain=value)
+    with pytest.raises(ValueError, match="'pretrain' parameter of Behaviour"):
+        nopg.NOPGConfig(behaviour=nopg.Behaviour(pretrain=value))
 
 
 def test_term_stays_on_through_continuation_stages(bandwidths, initial_states, det_policy):
-    config = nopg.NOPGConfig(gamma=0.9, continuation=4.0, continuation_stages=3,
-                             behaviour_pretrain=0)
+    config = nopg.NOPGConfig(gamma=0.9, behaviour=nopg.Behaviour(pretrain=0),
+                             continuation=nopg.Continuation(factor=4.0, stages=3))
     algo = nopg.NOPG(det_policy, config)
     algo.fit(_controller_data(), bandwidths, initial_states, 6, progress=False)
     assert algo.behaviour_weight_ > 1.5
@@ -246,8 +249,8 @@ def _zero_policy() -> nopg.DeterministicMLPPolicy:
 def test_advantage_filter_keeps_the_actions_the_model_values_above_the_policys(initial_states):
     data = _two_action_data()
     policy = _zero_policy()
-    config = nopg.NOPGConfig(gamma=0.9, behaviour_weight=1.0, behaviour_pretrain=0,
-                             behaviour_filter="advantage", top_k=None)
+    config = nopg.NOPGConfig(gamma=0.9, model=nopg.ModelConfig(top_k=None),
+                             behaviour=nopg.Behaviour(weight=1.0, pretrain=0, filter="advantage"))
     algo = nopg.NOPG(policy, config, optimizer=torch.optim.SGD(policy.parameters(), lr=0.0))
     algo.setup(data, nopg.Bandwidths(state=[1.0, 1.0], action=[0.5]), initial_states)
     sol = algo.model_.solution(policy, algo.initial_states_)
@@ -265,8 +268,9 @@ def test_weighted_filter_weighs_samples_by_their_exponentiated_advantage(initial
                                                                         temperature):
     data = _two_action_data()
     policy = _zero_policy()
-    config = nopg.NOPGConfig(gamma=0.9, behaviour_weight=1.0, behaviour_pretrain=0, top_k=None,
-                             behaviour_filter="weighted", behaviour_temperature=temperature)
+    config = nopg.NOPGConfig(gamma=0.9, model=nopg.ModelConfig(top_k=None),
+                             behaviour=nopg.Behaviour(weight=1.0, pretrain=0, filter="weighted",
+                                                      temperature=temperature))
     algo = nopg.NOPG(policy, config, optimizer=torch.optim.SGD(policy.parameters(), lr=0.0))
     algo.setup(data, nopg.Bandwidths(state=[1.0, 1.0], action=[0.5]), initial_states)
     sol = algo.model_.solution(policy, algo.initial_states_)
@@ -299,8 +303,8 @@ def test_weighted_filter_ignores_a_shift_and_a_scale_of_the_rewards(dataset, ban
                                       rewards=s * dataset.rewards + c,
                                       next_states=dataset.next_states,
                                       terminals=np.zeros(dataset.n, dtype=bool))
-        config = nopg.NOPGConfig(gamma=0.9, behaviour_weight=1.0, behaviour_pretrain=0,
-                                 top_k=None, behaviour_temperature=0.05)
+        config = nopg.NOPGConfig(gamma=0.9, model=nopg.ModelConfig(top_k=None),
+                                 behaviour=nopg.Behaviour(weight=1.0, pretrain=0, temperature=0.05))
         algo = nopg.NOPG(det_policy, config)
         algo.setup(data, bandwidths, initial_states)
         sol = algo.model_.solution(det_policy, algo.initial_states_)
@@ -323,13 +327,13 @@ def test_weighted_loss_is_the_weighted_mean(det_policy):
 
 @pytest.mark.parametrize("value", [0.0, -1e-3, float("inf"), "big", None])
 def test_bad_behaviour_temperature(value):
-    with pytest.raises(ValueError, match="'behaviour_temperature' parameter"):
-        nopg.NOPGConfig(behaviour_temperature=value)
+    with pytest.raises(ValueError, match="'temperature' parameter of Behaviour"):
+        nopg.NOPGConfig(behaviour=nopg.Behaviour(temperature=value))
 
 
 def test_unfiltered_term_reports_no_kept_share(dataset, bandwidths, initial_states, det_policy):
-    algo = nopg.NOPG(det_policy, nopg.NOPGConfig(gamma=0.9, behaviour_weight=0.5,
-                                                 behaviour_filter="none"))
+    algo = nopg.NOPG(det_policy,
+                     nopg.NOPGConfig(gamma=0.9, behaviour=nopg.Behaviour(weight=0.5, filter="none")))
     algo.setup(dataset, bandwidths, initial_states)
     metrics = algo.step()
     assert np.isnan(metrics["behaviour_kept"]) and np.isnan(metrics["behaviour_ess"])
@@ -337,8 +341,8 @@ def test_unfiltered_term_reports_no_kept_share(dataset, bandwidths, initial_stat
 
 def test_weighted_filter_is_the_default_and_reports_its_effective_sample_share(
         dataset, bandwidths, initial_states, det_policy):
-    algo = nopg.NOPG(det_policy, nopg.NOPGConfig(gamma=0.9, behaviour_weight=0.5))
-    assert algo.config.behaviour_filter == "weighted"
+    algo = nopg.NOPG(det_policy, nopg.NOPGConfig(gamma=0.9, behaviour=nopg.Behaviour(weight=0.5)))
+    assert algo.config.behaviour.filter == "weighted"
     algo.setup(dataset, bandwidths, initial_states)
     sol = algo.model_.solution(det_policy, algo.initial_states_)
     w = algo._behaviour_weights(sol.q)[0].numpy()
@@ -350,14 +354,15 @@ def test_weighted_filter_is_the_default_and_reports_its_effective_sample_share(
 
 @pytest.mark.parametrize("value", ["advantages", None, 1])
 def test_bad_behaviour_filter(value):
-    with pytest.raises(ValueError, match="'behaviour_filter' parameter"):
-        nopg.NOPGConfig(behaviour_filter=value)
+    with pytest.raises(ValueError, match="'filter' parameter of Behaviour"):
+        nopg.NOPGConfig(behaviour=nopg.Behaviour(filter=value))
 
 
 @pytest.mark.parametrize("top_k", [None, 3])
 def test_logged_pair_values_match_the_general_query(dataset, bandwidths, initial_states, det_policy,
                                                    top_k):
-    algo = nopg.NOPG(det_policy, nopg.NOPGConfig(gamma=0.9, top_k=top_k, sparse_min_n=1))
+    algo = nopg.NOPG(det_policy,
+                     nopg.NOPGConfig(gamma=0.9, model=nopg.ModelConfig(top_k=top_k, sparse_min_n=1)))
     algo.setup(dataset, bandwidths, initial_states)
     for seed in (0, 1):                      # the cached rows serve every later q
         q = torch.from_numpy(np.random.default_rng(seed).normal(size=dataset.n))
@@ -370,8 +375,10 @@ def test_logged_pair_values_match_the_general_query(dataset, bandwidths, initial
                                                 (3, "absorb")])
 def test_data_state_values_match_the_general_query(dataset, bandwidths, initial_states,
                                                    det_policy, top_k, unsupported):
-    algo = nopg.NOPG(det_policy, nopg.NOPGConfig(gamma=0.9, top_k=top_k, sparse_min_n=1,
-                                                 unsupported=unsupported))
+    algo = nopg.NOPG(det_policy,
+                     nopg.NOPGConfig(gamma=0.9,
+                                     model=nopg.ModelConfig(top_k=top_k, sparse_min_n=1,
+                                                            unsupported=unsupported)))
     algo.setup(dataset, bandwidths, initial_states)
     q = torch.from_numpy(np.random.default_rng(9).normal(size=dataset.n))
     for _ in range(2):                 # the kept preparation serves the policy after a change

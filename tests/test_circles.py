@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
 
 import numpy as np
 import pytest
@@ -149,11 +148,11 @@ def test_bad_state_circles_are_refused(value):
     with pytest.raises(ValueError, match="state_circles"):
         nopg.ModelConfig(state_circles=value)
     with pytest.raises(ValueError, match="state_circles"):
-        nopg.NOPGConfig(state_circles=value)
+        nopg.NOPGConfig(model=nopg.ModelConfig(state_circles=value))
 
 
 def test_state_circles_survive_json():
-    config = nopg.NOPGConfig(state_circles=((np.int64(0), 1),))
-    assert config.state_circles == [[0, 1]]
-    again = nopg.NOPGConfig(**json.loads(json.dumps(asdict(config))))
+    config = nopg.NOPGConfig(model=nopg.ModelConfig(state_circles=((np.int64(0), 1),)))
+    assert config.model.state_circles == [[0, 1]]
+    again = nopg.NOPGConfig.from_dict(json.loads(json.dumps(config.to_dict())))
     assert again == config and again.model_config().state_circles == [[0, 1]]

@@ -66,7 +66,7 @@ def test_config_file_and_flags(tmp_path):
     cfg.write_text(json.dumps({"nopg": {"gamma": 0.9}, "action_factor": 2.0}))
     assert main(_tiny(tmp_path, "--config", str(cfg), "--top-k", "10")) == 0
     config = json.loads((tmp_path / "run" / "config.json").read_text())
-    assert config["nopg"]["gamma"] == 0.9 and config["nopg"]["top_k"] == 10
+    assert config["nopg"]["gamma"] == 0.9 and config["nopg"]["model"]["top_k"] == 10
     assert config["action_factor"] == 2.0
 
 

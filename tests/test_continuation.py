@@ -10,8 +10,7 @@ import nopg
 
 def test_schedule_shrinks_geometrically_to_the_given_bandwidths(dataset, bandwidths, initial_states,
                                                                  det_policy):
-    config = nopg.NOPGConfig(gamma=0.9, continuation=8.0, continuation_updates=6,
-                             continuation_stages=4)
+    config = nopg.NOPGConfig(gamma=0.9, continuation=nopg.Continuation(factor=8.0, updates=6, stages=4))
     algo = nopg.NOPG(det_policy, config)
     stages = algo._continuation(10)
     assert [at for at, _ in stages] == [0, 2, 4, 6]
@@ -25,14 +24,15 @@ def test_schedule_shrinks_geometrically_to_the_given_bandwidths(dataset, bandwid
 
 
 def test_default_length_is_half_the_fit(dataset, bandwidths, det_policy):
-    algo = nopg.NOPG(det_policy, nopg.NOPGConfig(continuation=2.0, continuation_stages=2))
+    config = nopg.NOPGConfig(continuation=nopg.Continuation(factor=2.0, stages=2))
+    algo = nopg.NOPG(det_policy, config)
     assert algo._continuation(100) == [(0, 2.0), (50, 1.0)]
     assert nopg.NOPG(det_policy, nopg.NOPGConfig())._continuation(100) == []
 
 
-@pytest.mark.parametrize("kwargs, name", [(dict(continuation=0.0), "continuation"),
-                                          (dict(continuation_stages=1), "continuation_stages"),
-                                          (dict(continuation_updates=0), "continuation_updates")])
+@pytest.mark.parametrize("kwargs, name", [(dict(factor=0.0), "factor"),
+                                          (dict(factor=2.0, stages=1), "stages"),
+                                          (dict(factor=2.0, updates=0), "updates")])
 def test_bad_continuation_settings(kwargs, name):
-    with pytest.raises(ValueError, match=f"'{name}' parameter"):
-        nopg.NOPGConfig(**kwargs)
+    with pytest.raises(ValueError, match=f"'{name}' parameter of Continuation"):
+        nopg.NOPGConfig(continuation=kwargs)

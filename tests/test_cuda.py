@@ -47,8 +47,9 @@ def test_fit_on_cuda_follows_the_cpu_run(dataset, bandwidths, initial_states, so
     for device in ("cpu", "cuda"):
         torch.manual_seed(0)
         policy = nopg.GaussianMLPPolicy(2, 1, hidden=(8,))
-        cfg = nopg.NOPGConfig(gamma=0.9, n_mc_policy=3, n_mc_next=2, solver=solver, device=device,
-                              solver_tol=1e-12 if solver == "bicgstab" else "auto")
+        cfg = nopg.NOPGConfig(gamma=0.9,
+                              model=nopg.ModelConfig(n_mc_policy=3, n_mc_next=2, solver=solver, device=device,
+                                                     solver_tol=1e-12 if solver == "bicgstab" else "auto"))
         algo = nopg.NOPG(policy, cfg).fit(dataset, bandwidths, initial_states, 5, progress=False)
         runs.append(algo)
     cpu, gpu = runs
@@ -69,8 +70,8 @@ def test_auto_tolerance_on_cuda_stays_within_its_bound(dataset, bandwidths, init
     def first_update(device: str, **kw) -> nopg.NOPG:
         torch.manual_seed(0)
         policy = nopg.DeterministicMLPPolicy(2, 1, action_max=1.0, hidden=(8,))
-        cfg = nopg.NOPGConfig(gamma=0.9, n_mc_next=2, solver="bicgstab", device=device, seed=0,
-                              **kw)
+        cfg = nopg.NOPGConfig(gamma=0.9, seed=0, model=nopg.ModelConfig(
+            n_mc_next=2, solver="bicgstab", device=device, **kw))
         return nopg.NOPG(policy, cfg).fit(dataset, bandwidths, initial_states, 1, progress=False)
 
     exact = first_update("cpu", solver_tol=1e-12)
@@ -107,8 +108,9 @@ def test_sparse_fit_on_cuda_follows_the_cpu_run(neighbors):
     for device in ("cpu", "cuda"):
         torch.manual_seed(0)
         policy = nopg.DeterministicMLPPolicy(3, 1, action_max=1.0, hidden=(16,))
-        cfg = nopg.NOPGConfig(top_k=10, neighbors=neighbors, n_candidates=16, solver="bicgstab",
-                              solver_tol=1e-12, device=device, seed=0)
+        cfg = nopg.NOPGConfig(seed=0,
+                              model=nopg.ModelConfig(top_k=10, neighbors=neighbors, n_candidates=16,
+                                                     solver="bicgstab", solver_tol=1e-12, device=device))
         algo = nopg.NOPG(policy, cfg).fit(data, bw, s[:4], 5, progress=False)
         runs.append([m["J_hat"] for m in algo.history_])
     np.testing.assert_allclose(runs[1], runs[0], rtol=1e-8)
@@ -119,19 +121,20 @@ def _moved_successor_fit(dataset, bandwidths, initial_states, device: str, succe
     torch.manual_seed(0)
     policy = (nopg.LinearPolicy(2, 1).double() if optimizer == "cma-es"
               else nopg.DeterministicMLPPolicy(2, 1, action_max=1.0, hidden=(8,)).double())
-    cfg = nopg.NOPGConfig(gamma=0.9, top_k=6, neighbors="knn", successors=successors,
-                          optimizer=optimizer, solver="dense", seed=2, device=device,
-                          terminal_bounds=[[None, None], [0.5, None]],
-                          **({"search_sigma": 0.3} if optimizer == "cma-es" else {}), **extra)
+    cfg = nopg.NOPGConfig(gamma=0.9, seed=2, optimizer=optimizer).replace(**{
+        "model.top_k": 6, "model.neighbors": "knn", "model.successors": successors,
+        "model.solver": "dense", "model.device": device,
+        "model.terminal_bounds": [[None, None], [0.5, None]],
+        **({"optimizer.sigma": 0.3} if optimizer == "cma-es" else {}), **extra})
     return nopg.NOPG(policy, cfg).fit(dataset, bandwidths, initial_states, 3, progress=False)
 
 
 @pytest.mark.parametrize("successors,optimizer,extra", [
     ("local-linear", "adam", {}),
-    ("local-linear", "adam", {"unsupported": "penalty"}),
-    ("anchored", "adam", {"anchor_horizon": 6}),
-    ("anchored", "cma-es", {"anchor_horizon": 6}),
-    ("anchored", "cma-es", {"anchor_horizon": 6, "search_horizon": 20}),
+    ("local-linear", "adam", {"model.unsupported": "penalty"}),
+    ("anchored", "adam", {"model.anchor_horizon": 6}),
+    ("anchored", "cma-es", {"model.anchor_horizon": 6}),
+    ("anchored", "cma-es", {"model.anchor_horizon": 6, "optimizer.horizon": 20}),
 ])
 def test_moved_successors_on_cuda_follow_the_cpu_run(dataset, bandwidths, initial_states,
                                                      successors, optimizer, extra):

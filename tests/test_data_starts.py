@@ -55,8 +55,8 @@ def test_a_few_chosen_states_cover_the_data():
     assert sorted(int(i) // 30 for i in chosen) == [1, 2]
 
 
-@pytest.mark.parametrize("k, match", [(0, r"\[1, 80\]"), (81, r"\[1, 80\]"), (True, "data_starts"),
-                                      (2.0, "data_starts")])
+@pytest.mark.parametrize("k, match", [(0, r"\[1, 80\]"), (81, r"\[1, 80\]"), (True, "starts.data"),
+                                      (2.0, "starts.data")])
 def test_bad_counts_get_clear_errors(k, match):
     with pytest.raises(ValueError, match=match):
         farthest_data_states(plane_data().states, Z, k)
@@ -66,14 +66,14 @@ def test_bad_counts_get_clear_errors(k, match):
 
 @pytest.mark.parametrize("k", [0, -1, 1.5, True])
 def test_the_config_refuses_a_bad_count(k):
-    with pytest.raises(ValueError, match="data_starts"):
-        nopg.NOPGConfig(data_starts=k)
+    with pytest.raises(ValueError, match="'data' parameter of Starts"):
+        nopg.NOPGConfig(starts=nopg.Starts(data=k))
 
 
 def test_j_hat_and_its_gradient_are_the_means_over_the_initial_and_the_data_starts():
     data = plane_data()
-    config = nopg.NOPGConfig(gamma=0.8, top_k=8, data_starts=4, solver="dense", n_mc_next=None,
-                             dtype="float64")
+    config = nopg.NOPGConfig(gamma=0.8, starts=nopg.Starts(data=4), model=nopg.ModelConfig(
+        top_k=8, solver="dense", n_mc_next=None, dtype="float64"))
     algo = nopg.NOPG(policy(), config).setup(data, BW, Z)
     np.testing.assert_array_equal(algo.initial_states_, Z)           # what the user gave is kept
     picked = farthest_data_states(data.states, Z, 4)
@@ -89,16 +89,18 @@ def test_j_hat_and_its_gradient_are_the_means_over_the_initial_and_the_data_star
     assert algo.J_hat() == pytest.approx(float(np.mean([j for j, _ in each])), rel=1e-10)
     assert j_all == pytest.approx(algo.J_hat(), rel=1e-12)
     np.testing.assert_allclose(g_all, np.mean([g for _, g in each], axis=0), rtol=1e-8, atol=1e-12)
-    plain = nopg.NOPG(policy(), nopg.NOPGConfig(**{**config.to_dict(), "data_starts": None}))
+    plain = nopg.NOPG(policy(), config.replace(**{"starts.data": None}))
     assert plain.setup(data, BW, Z).J_hat() == pytest.approx(each[0][0], rel=1e-10)
 
 
 def test_data_starts_survive_a_checkpoint(tmp_path):
     data = plane_data()
-    algo = nopg.NOPG(policy(), nopg.NOPGConfig(gamma=0.8, top_k=8, data_starts=3, seed=2))
+    algo = nopg.NOPG(policy(),
+                     nopg.NOPGConfig(gamma=0.8, seed=2, model=nopg.ModelConfig(top_k=8),
+                                     starts=nopg.Starts(data=3)))
     algo.fit(data, BW, Z, n_updates=2, progress=False)
     algo.save(tmp_path / "c")
     loaded = nopg.NOPG.load(tmp_path / "c")
     np.testing.assert_array_equal(loaded.starts_, algo.starts_)
-    assert loaded.config.data_starts == 3
+    assert loaded.config.starts.data == 3
     assert loaded.J_hat() == algo.J_hat()

@@ -11,7 +11,7 @@ import torch
 from conftest import pendulum_episodes
 
 import nopg
-from nopg import NOPG, NOPGConfig
+from nopg import NOPG, ModelConfig, NOPGConfig
 from nopg.cli import main
 from nopg.run_evaluation import bootstrap_mean_ci, checkpoint_folders, load_saved, off_policy_estimate
 
@@ -26,7 +26,7 @@ def run(tmp_path_factory) -> dict:
     for seed, cls in ((0, nopg.DeterministicMLPPolicy), (1, nopg.GaussianMLPPolicy)):
         torch.manual_seed(seed)
         policy = cls(3, 1, action_max=2.0, hidden=(8,)).double()
-        algo = NOPG(policy, NOPGConfig(gamma=0.9, seed=seed, n_mc_policy=3))
+        algo = NOPG(policy, NOPGConfig(gamma=0.9, seed=seed, model=ModelConfig(n_mc_policy=3)))
         algo.fit(data, bw, s0, 3, progress=False)
         algo.save(root / "run" / f"seed_{seed}" / "checkpoint")
     other = pendulum_episodes(range(10, 12), 20, 1)
@@ -68,14 +68,14 @@ def test_evaluate_on_other_data_equals_the_model(run, capsys):
     assert row["seed"] == 0 and "env" not in row
     # J_hat computed directly: the checkpoint's bandwidths and config, the data's episode starts.
     algo = NOPG.load(ckpt)
-    c, other = algo.config, run["other"]
-    model = nopg.NonparametricBellman(other, algo.model_.bandwidths, c.gamma, top_k=c.top_k,
-                                      n_mc_policy=c.n_mc_policy, n_mc_next=c.n_mc_next, solver=c.solver,
-                                      solver_tol=c.solver_tol, unsupported=c.unsupported,
-                                      support_radius=c.support_radius)
+    c, other = algo.config.model, run["other"]
+    model = nopg.NonparametricBellman(
+        other, algo.model_.bandwidths, algo.config.gamma, top_k=c.top_k,
+        n_mc_policy=c.n_mc_policy, n_mc_next=c.n_mc_next, solver=c.solver,
+        solver_tol=c.solver_tol, unsupported=c.unsupported, support_radius=c.support_radius)
     with torch.no_grad():
         sol = model.solution(algo.policy, other.episode_start_states(),
-                             torch.Generator().manual_seed(c.seed))
+                             torch.Generator().manual_seed(algo.config.seed))
     assert row["data"]["J_hat"] == pytest.approx(sol.J, rel=1e-8)
     assert row["data"]["support_gap"] == pytest.approx(sol.support_gap, rel=1e-8)
     assert row["data"]["n_initial_states"] == 2 and row["data"]["n_transitions"] == 40

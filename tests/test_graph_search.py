@@ -169,5 +169,5 @@ def test_model_graph_rows_match_exact_then_stay_close() -> None:
 
 def test_graph_mode_needs_top_k() -> None:
     with pytest.raises(ValueError, match="neighbors"):
-        nopg.NOPGConfig(top_k=None, neighbors="graph")
-    assert nopg.NOPGConfig(neighbors="graph").neighbors == "graph"
+        nopg.NOPGConfig(model=nopg.ModelConfig(top_k=None, neighbors="graph"))
+    assert nopg.NOPGConfig(model=nopg.ModelConfig(neighbors="graph")).model.neighbors == "graph"

@@ -220,8 +220,9 @@ def test_penalty_is_linear_in_its_scale(dataset, bandwidths, initial_states, det
 
 def test_nopg_fit_improves_j_hat_and_reports(dataset, bandwidths, initial_states, det_policy,
                                              tmp_path):
-    config = nopg.NOPGConfig(gamma=0.9, top_k=6, successors="local-linear",
-                             unsupported="penalty", n_mc_next=2)
+    config = nopg.NOPGConfig(gamma=0.9,
+                             model=nopg.ModelConfig(top_k=6, successors="local-linear", unsupported="penalty",
+                                                    n_mc_next=2))
     algo = nopg.NOPG(det_policy, config)
     algo.fit(dataset, bandwidths, initial_states, n_updates=25, progress=False)
     assert isinstance(algo.model_, LocalLinearBellman)
@@ -230,7 +231,8 @@ def test_nopg_fit_improves_j_hat_and_reports(dataset, bandwidths, initial_states
     assert all(0 <= h["support_gap"] <= 1 for h in algo.history_)
     values = algo.value(dataset.states[:5])
     assert values.shape == (5,) and np.all(np.isfinite(values))
-    config_kernel_mean = nopg.NOPGConfig(gamma=0.9, top_k=6, successors="local-linear")
+    config_kernel_mean = nopg.NOPGConfig(gamma=0.9,
+                                         model=nopg.ModelConfig(top_k=6, successors="local-linear"))
     plain = nopg.NOPG(det_policy, config_kernel_mean)
     plain.fit(dataset, bandwidths, initial_states, n_updates=2, progress=False)
     loaded = nopg.NOPG.load(plain.save(tmp_path / "checkpoint"))

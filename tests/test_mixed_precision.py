@@ -123,4 +123,4 @@ def test_mixed_precision_applies_to_auto_tolerances_only():
 @pytest.mark.parametrize("value", ["single", "float32", None, 1])
 def test_invalid_solver_precision_rejected(value):
     with pytest.raises(ValueError, match="solver_precision"):
-        nopg.NOPGConfig(solver_precision=value)
+        nopg.NOPGConfig(model=nopg.ModelConfig(solver_precision=value))

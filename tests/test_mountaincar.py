@@ -175,7 +175,8 @@ def test_task_demonstrations_depend_on_the_seed_and_options():
 
     task = get_task("mountaincar-human")
     cfg = task.default_config()
-    assert cfg.n_updates == 1500 and cfg.nopg.learning_rate == 1e-2 and cfg.nopg.n_mc_policy == 15
+    assert cfg.n_updates == 1500 and cfg.nopg.optimizer.learning_rate == 1e-2
+    assert cfg.nopg.model.n_mc_policy == 15
     picks = [demonstrations_for_seed(cfg, s) for s in range(5)]
     assert all(len(p) == 2 and len(set(p)) == 2 for p in picks)
     assert picks == [demonstrations_for_seed(cfg, s) for s in range(5)]   # deterministic

@@ -102,10 +102,10 @@ def test_pendulum_random_experiment_smoke(tmp_path):
 
     task = get_task("pendulum-random")
     config = task.default_config()
-    assert config.n_updates == 2000 and config.nopg.n_mc_policy == 10 and config.nopg.top_k == 10
+    assert config.n_updates == 2000 and config.nopg.model.n_mc_policy == 10 and config.nopg.model.top_k == 10
     config = config.replace(seeds=(0,), n_updates=2, eval_every=1, **{
         "task.n_samples": 80, "task.trajectory_length": 40, "task.eval_steps": 20,
-        "task.portrait_resolution": 8, "nopg.top_k": None})
+        "task.portrait_resolution": 8, "nopg.model.top_k": None})
     summary = run_experiment(task, config, out=tmp_path, progress=False, run_name="smoke")
     seed = summary["seeds"][0]
     assert seed["n_samples"] == 80 and np.isfinite(seed["return_mean"]) and np.isfinite(seed["J_hat"])

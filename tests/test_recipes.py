@@ -29,7 +29,7 @@ from test_anchored import A_TRUE, B_TRUE, START, _controller, _linear_data
 from test_search_horizon import _true_length
 from test_terminal_bounds import BW, _pushing
 
-from nopg import NOPGConfig, TransitionDataset
+from nopg import ModelConfig, NOPGConfig, TransitionDataset
 from nopg.experiments import get_task, run_experiment, run_seed
 from nopg.experiments.runner import judge_steps, recipes_report
 from nopg.policy_selection import (
@@ -70,9 +70,11 @@ def _true_episode(start: np.ndarray, force: float, steps: int) -> tuple[float, i
 
 
 def test_the_judge_forecasts_the_true_return_and_length():
-    config = NOPGConfig(gamma=0.9, top_k=None, n_mc_next=None,
-                        terminal_bounds=BOUND, state_circles=None)
-    assert anchored_config(config).successors == "anchored" and anchored_config(config).top_k == "auto"
+    config = NOPGConfig(gamma=0.9,
+                        model=ModelConfig(top_k=None, n_mc_next=None, terminal_bounds=BOUND,
+                                          state_circles=None))
+    anchored = anchored_config(config).model
+    assert anchored.successors == "anchored" and anchored.top_k == "auto"
     judge = judge_model(_linear_data(), BW, config)
     pushed = score_policy(judge, _pushing(0.5), START, 60, seed=0)
     still = score_policy(judge, _pushing(0.0), START, 60, seed=0)
@@ -129,7 +131,7 @@ def test_gains_nothing_compares_the_forecasts_mean_per_step_with_the_discounted_
     assert not gains_nothing(JudgeScore(3.2 * steps, steps, steps, steps, 31.0, 0), gamma)
     # the double integrator (reward 1 + 0.5 x + 0.2 a, no end) under a controller that brings
     # it to rest at x = 0: from x < 0 its rewards rise along the episode, from x > 0 they fall
-    config = NOPGConfig(gamma=gamma, top_k=None, n_mc_next=None, state_circles=None)
+    config = NOPGConfig(gamma=gamma, model=ModelConfig(top_k=None, n_mc_next=None, state_circles=None))
     judge = judge_model(_linear_data(), BW, config)
     below, above = np.array([[-0.6, 0.0], [-0.4, 0.0]]), np.array([[0.6, 0.0], [0.4, 0.0]])
     rising = score_policy(judge, _controller(), below, 60, seed=0)
@@ -182,10 +184,9 @@ def test_auto_escalates_to_anchored_as_the_explicit_list_or_runs_given_alone(
 def test_episode_returns_weight_each_reward_by_the_models_survival(monkeypatch):
     """Step t's reward counts with the product of the continuations before it (the model's soft
     ends): a rollout that hovers where half the data end collects a geometric share."""
-    judge = judge_model(_linear_data(), BW, NOPGConfig(gamma=0.9, top_k=None, n_mc_next=None,
-                                                       terminal_bounds=[[None, None],
-                                                                        [None, 1e9]],
-                                                       state_circles=None))
+    judge = judge_model(_linear_data(), BW, NOPGConfig(gamma=0.9, model=ModelConfig(
+        top_k=None, n_mc_next=None, terminal_bounds=[[None, None], [None, 1e9]],
+        state_circles=None)))
     policy = _pushing(0.1)
     monkeypatch.setattr(judge, "anchor_continuation", lambda s: s.new_ones(s.shape[:-1]))
     cumulative = [judge.episode_returns(policy, START, t)[0] for t in range(1, 6)]
@@ -245,21 +246,21 @@ def test_recipes_fit_each_alone_and_keep_the_judges_best(tmp_path, monkeypatch):
 def test_stabilise_resolves_its_settings_and_bad_recipes_are_refused():
     task = get_task("cartpole-random")
     config = task.default_config()
-    assert config.recipes == ("auto",) and config.nopg.top_k is None
+    assert config.recipes == ("auto",) and config.nopg.model.top_k is None
     stab = apply_recipe(config, "stabilise")
     assert stab.recipes == ("stabilise",) and stab.hidden == () and stab.normalize_states
-    assert (stab.nopg.successors, stab.nopg.optimizer, stab.nopg.top_k) == \
+    assert (stab.nopg.model.successors, stab.nopg.optimizer.name, stab.nopg.model.top_k) == \
         ("anchored", "cma-es", "auto")
-    assert stab.nopg.search_horizon == 1000 and stab.n_updates == 50      # 10 / (1 - 0.99)
-    assert apply_recipe(config.replace(**{"nopg.gamma": 0.95}), "stabilise").nopg.search_horizon \
+    assert stab.nopg.optimizer.horizon == 1000 and stab.n_updates == 50      # 10 / (1 - 0.99)
+    assert apply_recipe(config.replace(**{"nopg.gamma": 0.95}), "stabilise").nopg.optimizer.horizon \
         == 200
     assert apply_recipe(config, "given") == config.replace(recipes=["given"])   # only the list
     assert judge_steps(config) == 10_000                   # the task's evaluation length
     assert judge_steps(config.replace(task={"eval_steps": None})) == 1000 == discount_horizon(0.99)
     anchored = apply_recipe(config, "anchored")
-    assert (anchored.nopg.successors, anchored.nopg.top_k, anchored.nopg.optimizer) == \
-        ("anchored", "auto", "adam") and anchored.hidden == config.hidden
-    assert anchored.nopg.data_starts == 7 and config.nopg.data_starts is None
+    assert (anchored.nopg.model.successors, anchored.nopg.model.top_k,
+            anchored.nopg.optimizer.name) == ("anchored", "auto", "adam") and anchored.hidden == config.hidden
+    assert anchored.nopg.starts.data == 7 and config.nopg.starts.data is None
     for bad, match in (([], "non-empty"), (["given", "given"], "twice"),
                        (["given", "stabilize"], "unknown recipe 'stabilize'")):
         with pytest.raises(ValueError, match=match):

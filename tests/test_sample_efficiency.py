@@ -272,8 +272,8 @@ def test_cli_sweep_device_and_dtype_set_the_nopg_runs(tmp_path, capsys):
             "--set", 'settings={"task.eval_steps": 40}']
     assert main(argv) == 0
     saved = json.loads((tmp_path / "run" / "config.json").read_text())
-    assert saved["settings"] == {"task.eval_steps": 40, "nopg.device": "cpu",
-                                 "nopg.dtype": "float32"}
+    assert saved["settings"] == {"task.eval_steps": 40, "nopg.model.device": "cpu",
+                                 "nopg.model.dtype": "float32"}
     assert math.isfinite(read_rows(tmp_path / "run" / "runs.csv")[0]["J_hat"])
     capsys.readouterr()
     assert main(argv[:-2] + ["--lr", "0.1"]) == 2

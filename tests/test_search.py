@@ -97,10 +97,10 @@ def test_a_stalled_search_restarts_with_twice_the_population():
 
 
 def _fit(dataset, bandwidths, initial_states, updates: int, **changes) -> nopg.NOPG:
-    settings = {"gamma": 0.9, "optimizer": "cma-es", "search_sigma": 0.3, "top_k": 6,
-                "neighbors": "knn", "n_mc_next": None, "behaviour_weight": 0.0, "seed": 2,
-                **changes}
-    config = nopg.NOPGConfig(**settings)
+    settings = {"gamma": 0.9, "optimizer": "cma-es", "optimizer.sigma": 0.3, "model.top_k": 6,
+                "model.neighbors": "knn", "model.n_mc_next": None, "behaviour.weight": 0.0,
+                "seed": 2, **changes}
+    config = nopg.NOPGConfig().replace(**settings)
     return nopg.NOPG(_policy(), config).fit(dataset, bandwidths, initial_states, updates,
                                               progress=False)
 
@@ -121,8 +121,9 @@ def test_nopg_fit_with_cma_es(dataset, bandwidths, initial_states):
 
 def test_cma_es_on_the_anchored_model_with_the_behaviour_term(dataset, bandwidths,
                                                               initial_states):
-    algo = _fit(dataset, bandwidths, initial_states, 3, successors="anchored",
-                anchor_horizon=5, behaviour_weight=0.5, behaviour_pretrain=0)
+    algo = _fit(dataset, bandwidths, initial_states, 3, **{
+        "model.successors": "anchored", "model.anchor_horizon": 5, "behaviour.weight": 0.5,
+        "behaviour.pretrain": 0})
     assert len(algo.history_) == 3
     assert all(np.isfinite(m["behaviour_loss"]) for m in algo.history_)
     assert np.isfinite(algo.J_hat())
@@ -143,16 +144,16 @@ def test_a_checkpoint_resumes_the_search(tmp_path, dataset, bandwidths, initial_
 
 
 @pytest.mark.parametrize("changes, match", [
-    ({"search_sigma": 0.0}, "search_sigma"),
-    ({"search_sigma": float("nan")}, "search_sigma"),
-    ({"search_population": 1}, "search_population"),
-    ({"search_patience": 0}, "search_patience"),
-    ({"search_restart": "bipop"}, "search_restart"),
-    ({"optimizer": "nelder-mead"}, "optimizer"),
+    ({"optimizer.sigma": 0.0}, "'sigma' parameter of CMAES"),
+    ({"optimizer.sigma": float("nan")}, "'sigma' parameter of CMAES"),
+    ({"optimizer.population": 1}, "'population' parameter of CMAES"),
+    ({"optimizer.patience": 0}, "'patience' parameter of CMAES"),
+    ({"optimizer.restart": "bipop"}, "'restart' parameter of CMAES"),
+    ({"optimizer": "nelder-mead"}, "'optimizer' parameter of NOPGConfig"),
 ])
 def test_bad_search_settings(changes, match):
     with pytest.raises(ValueError, match=match):
-        nopg.NOPGConfig(**changes)
+        nopg.NOPGConfig(optimizer="cma-es").replace(**changes)
 
 
 def test_a_fresh_restart_keeps_the_population_and_moves_the_mean():

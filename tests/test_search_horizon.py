@@ -109,10 +109,11 @@ def test_a_candidate_with_fewer_episodes_alive_never_replaces_the_incumbent():
 
 def test_a_fit_with_search_horizon(dataset, bandwidths, initial_states):
     policy = nopg.LinearPolicy(2, 1).double()
-    config = nopg.NOPGConfig(gamma=0.9, optimizer="cma-es", search_sigma=0.3, top_k=6,
-                             neighbors="knn", n_mc_next=None, behaviour_weight=0.0, seed=2,
-                             successors="anchored", anchor_horizon=5, search_horizon=30,
-                             terminal_bounds=[[None, None], [0.5, None]])
+    config = nopg.NOPGConfig(gamma=0.9, seed=2, optimizer=nopg.CMAES(sigma=0.3, horizon=30),
+                             model=nopg.ModelConfig(top_k=6, neighbors="knn", n_mc_next=None,
+                                                    successors="anchored", anchor_horizon=5,
+                                                    terminal_bounds=[[None, None], [0.5, None]]),
+                             behaviour=nopg.Behaviour(weight=0.0))
     algo = nopg.NOPG(policy, config).fit(dataset, bandwidths, initial_states, 4, progress=False)
     keys = [(m["search_alive"], m["J_hat"]) for m in algo.history_]
     assert all(0.0 <= a <= 1.0 for a, _ in keys)
@@ -122,21 +123,23 @@ def test_a_fit_with_search_horizon(dataset, bandwidths, initial_states):
     assert math.isclose(keys[-1][0], float(np.mean(lengths)) / 30)
 
 
-@pytest.mark.parametrize("changes", [
-    {"search_horizon": 0},
-    {"search_horizon": 100, "optimizer": "adam"},
-    {"search_horizon": 100, "successors": "local-linear", "top_k": 10},
+@pytest.mark.parametrize("changes, match", [
+    ({"optimizer.horizon": 0}, "'horizon' parameter of CMAES"),
+    ({"optimizer.horizon": 100, "optimizer": "adam"}, "'optimizer.horizon' of the 'adam'"),
+    ({"optimizer.horizon": 100, "model.successors": "local-linear"},
+     "'optimizer.horizon' parameter of NOPGConfig must be None unless"),
 ])
-def test_bad_search_horizon(changes):
-    settings = {"optimizer": "cma-es", "successors": "anchored", "top_k": 10, **changes}
-    with pytest.raises(ValueError, match="search_horizon"):
-        nopg.NOPGConfig(**settings)
+def test_bad_search_horizon(changes, match):
+    settings = {"optimizer": "cma-es", "model.successors": "anchored", "model.top_k": 10,
+                **changes}
+    with pytest.raises(ValueError, match=match):
+        nopg.NOPGConfig().replace(**settings)
 
 
 def _pushed_fit(force: float, starts: np.ndarray, successors: str = "anchored") -> nopg.NOPG:
-    config = nopg.NOPGConfig(gamma=0.9, successors=successors, top_k=8, neighbors="knn",
-                             n_mc_next=None, behaviour_weight=0.0,
-                             terminal_bounds=[[None, None], [1.0, None]])
+    config = nopg.NOPGConfig(gamma=0.9, behaviour=nopg.Behaviour(weight=0.0), model=nopg.ModelConfig(
+        successors=successors, top_k=8, neighbors="knn", n_mc_next=None,
+        terminal_bounds=[[None, None], [1.0, None]]))
     algo = nopg.NOPG(_pushing(force), config)
     algo.setup(_linear_data(), BW, starts)
     return algo
@@ -224,10 +227,11 @@ def test_a_batched_generation_scores_as_one_candidate_at_a_time(dataset, bandwid
     """The CMA-ES fit with ``search_horizon`` scores a generation in one batch; the fit is the
     one that scores each candidate alone (the same incumbents, ``J_hat`` to rounding)."""
     def fit() -> nopg.NOPG:
-        config = nopg.NOPGConfig(gamma=0.9, optimizer="cma-es", search_sigma=0.3, top_k=6,
-                                 neighbors="knn", n_mc_next=None, behaviour_weight=0.0, seed=2,
-                                 successors="anchored", anchor_horizon=5, search_horizon=30,
-                                 terminal_bounds=[[None, None], [0.5, None]])
+        config = nopg.NOPGConfig(gamma=0.9, seed=2, optimizer=nopg.CMAES(sigma=0.3, horizon=30),
+                                 model=nopg.ModelConfig(top_k=6, neighbors="knn", n_mc_next=None,
+                                                        successors="anchored", anchor_horizon=5,
+                                                        terminal_bounds=[[None, None], [0.5, None]]),
+                                 behaviour=nopg.Behaviour(weight=0.0))
         return nopg.NOPG(nopg.LinearPolicy(2, 1).double(), config).fit(
             dataset, bandwidths, initial_states, 4, progress=False)
 

@@ -20,19 +20,20 @@ from test_recipes import BOUND, _true_episode
 from test_terminal_bounds import BW, _pushing
 
 import nopg
-from nopg import NOPG, NOPGConfig
+from nopg import NOPG, GradientAscent, ModelConfig, NOPGConfig
 from nopg.experiments import get_task, run_seed
 from nopg.policy_selection import judge_model, score_policy
 from nopg.snapshots import PolicySnapshots, Snapshot, choose_snapshot, policy_state
 
-CONFIG = NOPGConfig(gamma=0.9, top_k=None, n_mc_next=None, terminal_bounds=BOUND,
-                    state_circles=None)
+CONFIG = NOPGConfig(gamma=0.9,
+                    model=ModelConfig(top_k=None, n_mc_next=None, terminal_bounds=BOUND, state_circles=None))
 
 
 def test_snapshots_are_copies_at_the_asked_updates_and_give_the_logged_j_hat():
     torch.manual_seed(0)
     algo = NOPG(nopg.DeterministicMLPPolicy(2, 1, hidden=(8,)),
-                NOPGConfig(gamma=0.9, top_k=None, n_mc_next=None, learning_rate=0.05))
+                NOPGConfig(gamma=0.9, optimizer=GradientAscent(learning_rate=0.05),
+                           model=ModelConfig(top_k=None, n_mc_next=None)))
     snaps = PolicySnapshots(every=2, start=3)
     algo.fit(_linear_data(200), BW, START, 7, callbacks=[snaps], progress=False)
     assert [s.update for s in snaps.snapshots] == [4, 6]

@@ -89,8 +89,8 @@ def test_auto_tolerance_proves_its_bound_and_keeps_the_gradient(data300, bandwid
 
 
 def test_auto_is_the_config_default_and_reaches_the_model(data300, bandwidths, initial_states):
-    assert nopg.NOPGConfig().solver_tol == "auto"
-    algo = nopg.NOPG(_policy(), nopg.NOPGConfig(top_k=8, solver="bicgstab"))
+    assert nopg.NOPGConfig().model.solver_tol == "auto"
+    algo = nopg.NOPG(_policy(), nopg.NOPGConfig(model=nopg.ModelConfig(top_k=8, solver="bicgstab")))
     algo.setup(data300, bandwidths, initial_states)
     assert algo.model_.solver_tol == "auto" and algo.model_.linear_solver.refresh == "cost"
     metrics = algo.step()
@@ -117,8 +117,8 @@ def test_explicit_tolerances_unchanged(data300, bandwidths, initial_states):
         assert sol.info_q == info_q and sol.info_mu == info_mu
         assert info_q.norm == "2" and info_q.stop_residual == info_q.residual <= tol
         assert np.isnan(info_q.error_bound)
-    cfg = nopg.NOPGConfig(solver_tol=1e-8)
-    assert cfg.solver_tol == 1e-8 and nopg.NOPGConfig.from_dict(cfg.to_dict()) == cfg
+    cfg = nopg.NOPGConfig(model=nopg.ModelConfig(solver_tol=1e-8))
+    assert cfg.model.solver_tol == 1e-8 and nopg.NOPGConfig.from_dict(cfg.to_dict()) == cfg
 
 
 @pytest.mark.parametrize("value", ["fast", "AUTO", 0.0, -1e-6, float("nan"), float("inf"), True, None,
@@ -126,7 +126,7 @@ def test_explicit_tolerances_unchanged(data300, bandwidths, initial_states):
 def test_invalid_solver_tol_rejected(data300, bandwidths, value):
     assert not check_solver_tol(value)
     with pytest.raises(ValueError, match="solver_tol.*positive float or 'auto'"):
-        nopg.NOPGConfig(solver_tol=value)
+        nopg.NOPGConfig(model=nopg.ModelConfig(solver_tol=value))
     with pytest.raises(ValueError, match="solver_tol.*positive float or 'auto'"):
         nopg.bellman_model(data300, bandwidths, GAMMA, solver_tol=value)
 

@@ -266,7 +266,9 @@ def test_operators_match_matvec(data):
 
 
 def test_fit_logs_refined_rows(data):
-    algo = nopg.NOPG(_policy(), nopg.NOPGConfig(top_k=K, n_candidates=8, seed=0, learning_rate=0.2))
+    algo = nopg.NOPG(_policy(),
+                     nopg.NOPGConfig(seed=0, optimizer=nopg.GradientAscent(learning_rate=0.2),
+                                     model=nopg.ModelConfig(top_k=K, n_candidates=8)))
     algo.fit(data, BW, S0, 4, progress=False)
     assert all(isinstance(m["refined_rows"], int) for m in algo.history_)
     assert sum(m["refined_rows"] for m in algo.history_[1:]) > 0   # large steps move rows
@@ -285,12 +287,12 @@ def test_bad_sparse_options(data, kw, match):
 
 
 def test_config_rejects_bad_sparse_options():
-    with pytest.raises(ValueError, match="'neighbors' parameter of NOPGConfig"):
-        nopg.NOPGConfig(top_k=None, neighbors="knn")          # needs top_k
+    with pytest.raises(ValueError, match="'neighbors' parameter"):
+        nopg.NOPGConfig(model=nopg.ModelConfig(top_k=None, neighbors="knn"))          # needs top_k
     with pytest.raises(ValueError, match="'neighbor_backend'"):
-        nopg.NOPGConfig(top_k=5, neighbor_backend="ball")
+        nopg.NOPGConfig(model=nopg.ModelConfig(top_k=5, neighbor_backend="ball"))
     with pytest.raises(ValueError, match="'refine'"):
-        nopg.NOPGConfig(top_k=5, refine="yes")
+        nopg.NOPGConfig(model=nopg.ModelConfig(top_k=5, refine="yes"))
 
 
 def test_dense_without_top_k_is_refused_for_large_data():
@@ -318,7 +320,8 @@ def test_200k_samples_update_within_a_memory_cap():
         s = rng.uniform(-1, 1, (n, 3)); a = rng.uniform(-1, 1, (n, 1))
         data = nopg.TransitionDataset(s, a, -(s ** 2).sum(1), np.clip(s + 0.05 * a, -1, 1),
                                       np.zeros(n, bool))
-        cfg = nopg.NOPGConfig(top_k=10, solver_tol=1e-6, neighbors=sys.argv[1], device="cpu")
+        cfg = nopg.NOPGConfig(model=nopg.ModelConfig(top_k=10, solver_tol=1e-6,
+                                                     neighbors=sys.argv[1], device="cpu"))
         algo = nopg.NOPG(nopg.DeterministicMLPPolicy(3, 1, action_max=1.0), cfg)
         algo.setup(data, nopg.Bandwidths([0.05] * 3, [1.0]), s[:5])
         m = algo.step()

@@ -212,4 +212,4 @@ def test_bad_support_options(dataset, bandwidths, bad, match):
     with pytest.raises(ValueError, match=match):
         nopg.bellman_model(dataset, bandwidths, GAMMA, **bad)
     with pytest.raises(ValueError, match=match):
-        nopg.NOPGConfig(**bad)
+        nopg.NOPGConfig(model=nopg.ModelConfig(**bad))

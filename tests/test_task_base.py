@@ -15,13 +15,14 @@ from nopg.experiments.task_base import EnvironmentTask, evaluation_summary, task
 
 
 def test_task_config_gives_the_shared_settings_and_the_tasks_own():
-    config = task_config({"n_samples": 7}, nopg={"top_k": 10}, n_updates=20, eval_episodes=3)
+    config = task_config({"n_samples": 7}, nopg={"model.top_k": 10}, n_updates=20, eval_episodes=3)
     assert isinstance(config, ExperimentConfig)
     assert (config.bandwidth_method, config.state_factor, config.action_factor) == ("auto", 1.0, 1.0)
     assert (config.hidden, config.sigma_max, config.eval_every) == ((50,), 1.0, 100)
     assert (config.n_updates, config.eval_episodes, config.task) == (20, 3, {"n_samples": 7})
     nopg = config.nopg
-    assert (nopg.gamma, nopg.learning_rate, nopg.top_k, nopg.dense_max_n) == (0.99, 1e-2, 10, 2000)
+    assert (nopg.gamma, nopg.optimizer.learning_rate, nopg.model.top_k,
+            nopg.model.dense_max_n) == (0.99, 1e-2, 10, 2000)
 
 
 def test_evaluation_summary_keeps_the_episodes_first_and_adds_lengths_only_when_recorded():

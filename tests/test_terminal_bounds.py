@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict
 
 import numpy as np
 import pytest
@@ -192,7 +191,7 @@ def test_bad_terminal_bounds_are_refused(value):
     with pytest.raises(ValueError, match="terminal_bounds"):
         nopg.ModelConfig(terminal_bounds=value)
     with pytest.raises(ValueError, match="terminal_bounds"):
-        nopg.NOPGConfig(terminal_bounds=value)
+        nopg.NOPGConfig(model=nopg.ModelConfig(terminal_bounds=value))
 
 
 def test_a_wrong_length_is_refused():
@@ -201,9 +200,9 @@ def test_a_wrong_length_is_refused():
 
 
 def test_terminal_bounds_survive_json():
-    config = nopg.NOPGConfig(terminal_bounds=[np.array([-0.3, -np.inf]), [0.3, None]])
-    assert config.terminal_bounds == [[-0.3, None], [0.3, None]]
-    again = nopg.NOPGConfig(**json.loads(json.dumps(asdict(config))))
+    config = nopg.NOPGConfig(model=nopg.ModelConfig(terminal_bounds=[np.array([-0.3, -np.inf]), [0.3, None]]))
+    assert config.model.terminal_bounds == [[-0.3, None], [0.3, None]]
+    again = nopg.NOPGConfig.from_dict(json.loads(json.dumps(config.to_dict())))
     assert again == config
     assert again.model_config().terminal_bounds == [[-0.3, None], [0.3, None]]
 
@@ -211,21 +210,21 @@ def test_terminal_bounds_survive_json():
 def test_cartpole_gives_its_stabilisation_region_to_the_moved_successors():
     task = get_task("cartpole-random")
     config = task.default_config()
-    anchored = config.replace(**{"nopg.successors": "anchored"})
+    anchored = config.replace(**{"nopg.model.successors": "anchored"})
     low, high = task_terminal_bounds(task, anchored, 5)
     assert low[1::2] == [None, None] and high[1:] == [None] * 4
     assert (low[0], low[2], high[0]) == pytest.approx((-0.307, math.cos(0.25), 0.307))
-    assert with_task_bounds(task, anchored, 5).nopg.terminal_bounds == [low, high]   # as run
+    assert with_task_bounds(task, anchored, 5).nopg.model.terminal_bounds == [low, high]   # as run
     assert task_terminal_bounds(task, config, 5) == [low, high]          # the task's knowledge
     assert with_task_bounds(task, config, 5) == config                   # the kernel model
     assert task_terminal_bounds(task, anchored.replace(env_terminal_bounds=False), 5) is None
     own_bounds = [[-1.0, None, None, None, None], [1.0, None, None, None, None]]
-    own = anchored.replace(**{"nopg.terminal_bounds": own_bounds})
-    assert with_task_bounds(task, own, 5).nopg.terminal_bounds == own_bounds   # explicit: kept
+    own = anchored.replace(**{"nopg.model.terminal_bounds": own_bounds})
+    assert with_task_bounds(task, own, 5).nopg.model.terminal_bounds == own_bounds   # explicit: kept
     inverted = get_task("invertedpendulum-random")
     assert task_terminal_bounds(inverted, inverted.default_config().replace(
-        **{"nopg.successors": "local-linear"}), 4) == [[None, -0.2, None, None],
+        **{"nopg.model.successors": "local-linear"}), 4) == [[None, -0.2, None, None],
                                                        [None, 0.2, None, None]]
     pendulum = get_task("pendulum-uniform")
     assert task_terminal_bounds(pendulum, pendulum.default_config().replace(
-        **{"nopg.successors": "anchored"}), 3) is None
+        **{"nopg.model.successors": "anchored"}), 3) is None

@@ -45,8 +45,8 @@ def test_registered_with_library_defaults():
         assert task.action_max == bounds[name]
         assert cfg.n_updates == 1500 and cfg.bandwidth_method == "auto" and cfg.hidden == (50,)
         assert cfg.state_factor == 1.0 and cfg.action_factor == 1.0 and cfg.eval_every == 100
-        assert cfg.nopg.gamma == 0.99 and cfg.nopg.learning_rate == 1e-2
-        assert cfg.nopg.top_k == 10 and cfg.nopg.solver == "bicgstab"
+        assert cfg.nopg.gamma == 0.99 and cfg.nopg.optimizer.learning_rate == 1e-2
+        assert cfg.nopg.model.top_k == 10 and cfg.nopg.model.solver == "bicgstab"
 
 
 @pytest.mark.parametrize("behaviour", ["uniform", "controller"])
@@ -166,8 +166,8 @@ def test_reproduce_with_the_anchored_model_and_cma_es_via_cli(tmp_path):
     CMA-ES, through ``nopg reproduce`` (a small data set; two generations)."""
     argv = ["reproduce", "invertedpendulum-random", "--seeds", "0", "--n-updates", "2",
             "--set", "hidden=[]", "--set", "normalize_states=true",
-            "--set", 'nopg.successors="anchored"', "--set", 'nopg.optimizer="cma-es"',
-            "--set", "nopg.anchor_horizon=20", "--set", "task.n_samples=300",
+            "--set", 'nopg.model.successors="anchored"', "--set", 'nopg.optimizer="cma-es"',
+            "--set", "nopg.model.anchor_horizon=20", "--set", "task.n_samples=300",
             "--set", "task.eval_steps=50", "--set", "final_eval_episodes=1",
             "--out", str(tmp_path), "--name", "run", "--no-progress"]
     assert main(argv) == 0
@@ -177,7 +177,7 @@ def test_reproduce_with_the_anchored_model_and_cma_es_via_cli(tmp_path):
     assert float(last["evaluations"]) == 1 + 2 * 8          # the start, then 2 x 8 candidates
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert np.isfinite(summary["seeds"][0]["J_hat"])
-    assert json.loads((tmp_path / "run" / "config.json").read_text())["nopg"]["optimizer"] == "cma-es"
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["nopg"]["optimizer"]["name"] == "cma-es"
 
 
 def test_make_user_data_script(tmp_path, capsys):
@@ -203,13 +203,13 @@ def test_moved_successors_get_the_environments_state_bounds():
     explicit setting and ``env_state_bounds=False`` get none from it."""
     pendulum = get_task("pendulum-uniform")
     config = pendulum.default_config()
-    anchored = config.replace(**{"nopg.successors": "anchored"})
+    anchored = config.replace(**{"nopg.model.successors": "anchored"})
     assert environment_state_bounds(pendulum, anchored, 3) == [[-1.0, -1.0, -8.0], [1.0, 1.0, 8.0]]
     assert environment_state_bounds(pendulum, config, 3) == [[-1.0, -1.0, -8.0], [1.0, 1.0, 8.0]]
     assert with_task_bounds(pendulum, config, 3) == config          # the kernel model: unused
     assert environment_state_bounds(pendulum, anchored.replace(env_state_bounds=False), 3) is None
-    own = anchored.replace(**{"nopg.state_bounds": [[-1, -1, -6], [1, 1, 6]]})
-    assert with_task_bounds(pendulum, own, 3).nopg.state_bounds == [[-1, -1, -6], [1, 1, 6]]
+    own = anchored.replace(**{"nopg.model.state_bounds": [[-1, -1, -6], [1, 1, 6]]})
+    assert with_task_bounds(pendulum, own, 3).nopg.model.state_bounds == [[-1, -1, -6], [1, 1, 6]]
     inverted = get_task("invertedpendulum-random")
     assert environment_state_bounds(
-        inverted, inverted.default_config().replace(**{"nopg.successors": "anchored"}), 4) is None
+        inverted, inverted.default_config().replace(**{"nopg.model.successors": "anchored"}), 4) is None

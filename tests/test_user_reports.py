@@ -65,7 +65,7 @@ def _fit_with_console_log(monkeypatch: pytest.MonkeyPatch, tty: bool, n_updates:
         def slow(algo: nopg.NOPG, metrics: dict) -> None:
             time.sleep(0.02)                       # several tqdm refresh intervals per run
 
-        algo = nopg.NOPG(small_det(), nopg.NOPGConfig(learning_rate=1e-2))
+        algo = nopg.NOPG(small_det(), nopg.NOPGConfig(optimizer=nopg.GradientAscent(learning_rate=1e-2)))
         algo.fit(target_data(), BW, S0, n_updates=n_updates, progress=True,
                  callbacks=[slow, nopg.EvalCallback(lambda p: 1.0, every=10)])
     finally:
@@ -143,7 +143,7 @@ def test_model_with_solver_max_iter_1_still_warns():
 
 # ---------------------------------------------------------------------------- 3. checkpoints
 def _checkpoint(tmp_path):
-    algo = nopg.NOPG(small_det(), nopg.NOPGConfig(learning_rate=1e-2))
+    algo = nopg.NOPG(small_det(), nopg.NOPGConfig(optimizer=nopg.GradientAscent(learning_rate=1e-2)))
     algo.fit(target_data(), BW, S0, n_updates=3, progress=False)
     return algo, algo.save(tmp_path / "ckpt")
 
@@ -153,7 +153,7 @@ def _as_if_saved_on_cuda(path, monkeypatch: pytest.MonkeyPatch) -> None:
     whose storages are tagged "cuda:0" (torch refuses them on a CPU machine without map_location)."""
     import torch.serialization
     config = json.loads((path / "config.json").read_text())
-    config["device"] = "cuda"
+    config["model"]["device"] = "cuda"
     (path / "config.json").write_text(json.dumps(config))
     for name in ("policy.pt", "optimizer.pt", "state.pt"):
         obj = torch.load(path / name, map_location="cpu", weights_only=True)
@@ -169,7 +169,7 @@ def test_load_cuda_checkpoint_on_cpu_with_device(tmp_path, monkeypatch):
         with pytest.raises(RuntimeError, match="CUDA"):
             torch.load(path / "policy.pt", weights_only=True)
     loaded = nopg.NOPG.load(path, device="cpu")
-    assert loaded.config.device == "cpu" and loaded.device == torch.device("cpu")
+    assert loaded.config.model.device == "cpu" and loaded.device == torch.device("cpu")
     assert all(p.device.type == "cpu" for p in loaded.policy.parameters())
     assert loaded.update_ == 3 and loaded.J_hat() == pytest.approx(algo.J_hat(), rel=1e-12)
     loaded.fit(target_data(), BW, S0, n_updates=1, progress=False)   # it resumes

@@ -4,7 +4,7 @@
 #   bash scripts/device/gpu_nopg_s_cells.sh OUT_DIR [WHEEL_DIR] [SECONDS]
 #
 # One `nopg reproduce sample-efficiency` process per (task, size, seed), all at once, with
-# `nopg.device=cuda` and otherwise the reduced default's settings (seeds 0-2, the task's NOPG
+# `nopg.model.device=cuda` and otherwise the reduced default's settings (seeds 0-2, the task's NOPG
 # updates, `auto` bandwidths). Each process has SECONDS (default 480) before it is stopped; a
 # stopped run leaves its log (a line every 100 updates) but no row. The rows of all finished
 # runs are merged into OUT_DIR/runs.csv (the sweep's format: `nopg sweep-report` reads it); the
@@ -38,7 +38,7 @@ for cell in $CELLS; do
     # shellcheck disable=SC2086
     timeout "$LIMIT" python3 -m nopg.cli reproduce sample-efficiency --task "$task" \
       --set 'algorithms=["NOPG-S"]' --set "sizes=[$size]" --set "seeds=[$seed]" \
-      --set "settings={\"nopg.device\": \"$DEVICE\"}" ${EXTRA:-} --workers 1 \
+      --set "settings={\"nopg.model.device\": \"$DEVICE\"}" ${EXTRA:-} --workers 1 \
       --out "$WORK" --name "$name" --no-progress > "$WORK/$name.out" 2>&1 &
   done
 done

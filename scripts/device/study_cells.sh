@@ -3,7 +3,7 @@
 # many cores, such as a lent GPU machine's 16; the GPU is not used).
 #
 #   TASK=pendulum-uniform SEEDS="0 1 2" LABEL="local-linear penalty" SUCCESS=-600 \
-#       SETS='nopg.successors="local-linear" nopg.unsupported="penalty"' \
+#       SETS='nopg.model.successors="local-linear" nopg.model.unsupported="penalty"' \
 #       bash scripts/device/study_cells.sh OUT_DIR [WHEEL_DIR] [SECONDS]
 #
 # SETS holds the study's --set values, separated by spaces. Every seed's row goes to

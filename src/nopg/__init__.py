@@ -28,6 +28,7 @@ from .bandwidth import (
 )
 from .bellman import BellmanSolution, NonparametricBellman
 from .config import NOPGConfig
+from .config_sections import CMAES, Behaviour, Continuation, GradientAscent, SigmaDecay, Starts
 from .data import TransitionDataset
 from .fit_report import FitReport
 from .gradient import PolicyGradientResult, policy_gradient
@@ -46,7 +47,8 @@ from .solvers import SolveInfo, SolverWarning, bicgstab, solve_dense
 
 __all__ = [
     "AutoNOPG", "MethodConfig", "FitReport",
-    "NOPG", "NOPGConfig", "ModelConfig", "CheckpointCallback", "EvalCallback", "SupportWarning",
+    "NOPG", "NOPGConfig", "ModelConfig", "GradientAscent", "CMAES", "Starts", "Behaviour",
+    "Continuation", "SigmaDecay", "CheckpointCallback", "EvalCallback", "SupportWarning",
     "TransitionDataset", "Bandwidths", "DuplicatedDataWarning", "select_bandwidths",
     "silverman_bandwidth", "scott_bandwidth", "cross_validated_bandwidth",
     "NonparametricBellman", "LocalLinearBellman", "AnchoredBellman", "bellman_model",

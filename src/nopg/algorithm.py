@@ -34,6 +34,7 @@ from .bellman import BellmanSolution, NonparametricBellman, as_states
 from .callbacks import Callback, CheckpointCallback, EvalCallback
 from .candidate_policies import CandidatePolicies
 from .config import NOPGConfig
+from .config_sections import CMAES
 from .data import TransitionDataset
 from .fit_estimates import FitEstimates
 from .fit_persistence import CHECKPOINT_FORMAT_VERSION, FitPersistence
@@ -54,7 +55,7 @@ from .validation import warn_user
 
 logger = logging.getLogger(__name__)
 START_DRAW_STREAM = 0x57A27
-"""The random stream (with ``config.seed``) of the drawn starts (``NOPGConfig.start_draws``)."""
+"""The random stream (with ``config.seed``) of the drawn starts (``NOPGConfig.starts.draws``)."""
 
 
 class SupportWarning(UserWarning):
@@ -67,13 +68,13 @@ __all__ = ["CHECKPOINT_FORMAT_VERSION", "LOG_COLUMNS", "NOPG", "Callback", "Chec
 
 def _make_optimizer(config: NOPGConfig, params: Iterable[torch.Tensor]
                     ) -> torch.optim.Optimizer | EvolutionSearch:
-    if config.optimizer == "cma-es":
-        return EvolutionSearch(list(params), config.search_sigma, config.seed,
-                               config.search_population, config.search_patience,
-                               config.search_restart)
+    opt = config.optimizer
+    if isinstance(opt, CMAES):
+        return EvolutionSearch(list(params), opt.sigma, config.seed, opt.population,
+                               opt.patience, opt.restart)
     cls = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "sgd": torch.optim.SGD,
-           "rmsprop": torch.optim.RMSprop}[config.optimizer]
-    return cls(params, lr=config.learning_rate)
+           "rmsprop": torch.optim.RMSprop}[opt.name]
+    return cls(params, lr=opt.learning_rate)
 
 
 class NOPG(FitEstimates, FitPersistence):
@@ -83,7 +84,7 @@ class NOPG(FitEstimates, FitPersistence):
     ----------
     policy : torch.nn.Module
         Deterministic policy (states -> actions) or Gaussian policy with ``mean_std``. It is moved
-        to ``config.dtype`` and ``config.device``.
+        to ``config.model.dtype`` and ``config.model.device``.
     config : NOPGConfig, optional
     stochastic : bool, optional
         NOPG-S when true; by default true exactly when the policy has ``mean_std``.
@@ -120,7 +121,7 @@ class NOPG(FitEstimates, FitPersistence):
         self._solution: BellmanSolution | None = None
         self._behaviour: BehaviourTargets | None = None
         self._behaviour_data: TransitionDataset | None = None
-        # optimizer="cma-es": the best policy's solution and behaviour error so far
+        # CMA-ES: the best policy's solution and behaviour error so far
         self._incumbent: tuple[BellmanSolution, float] | None = None
         self._search_scale: float | None = None
         self.behaviour_weight_ = 0.0
@@ -134,23 +135,24 @@ class NOPG(FitEstimates, FitPersistence):
             reuse_freed_memory()
         if self._behaviour_data is not data:   # continuation stages keep the data
             self.behaviour_weight_, self.action_predictability_ = resolve_behaviour_weight(
-                self.config.behaviour_weight, data)
+                self.config.behaviour.weight, data)
             self._behaviour_data = data
             if self.behaviour_weight_ > 0:
                 logger.info("behaviour term: weight %.3g (action predictability %s); the policy "
                             "is kept near the data's actions. If the data's behaviour pursued "
-                            "another goal, set behaviour_weight=0",
+                            "another goal, set behaviour.weight=0",
                             self.behaviour_weight_, "not used" if self.action_predictability_
                             is None else f"{self.action_predictability_:.3f}")
             self._behaviour = behaviour_targets(data, self.behaviour_weight_, self.device,
                                                 self.config.torch_dtype)
-        # concrete top_k, solver, dense_max_n, n_mc_next (behaviour_n_mc_next with the term on)
+        # concrete top_k, solver, dense_max_n, n_mc_next (behaviour.n_mc_next with the term on)
         c = self.config.resolved(data.n, behaviour_term=self.behaviour_weight_ > 0)
+        m, given = c.model, self.config.model
         if self.model_ is None:
             logger.info("n = %d: top_k=%s, solver=%s, n_mc_next=%s (config: top_k=%r, solver=%r, "
-                        "n_mc_next=%r%s)", data.n, c.top_k, c.solver, c.n_mc_next, self.config.top_k,
-                        self.config.solver, self.config.n_mc_next,
-                        f", behaviour_n_mc_next={self.config.behaviour_n_mc_next!r} while the "
+                        "n_mc_next=%r%s)", data.n, m.top_k, m.solver, m.n_mc_next, given.top_k,
+                        given.solver, given.n_mc_next,
+                        f", behaviour.n_mc_next={self.config.behaviour.n_mc_next!r} while the "
                         "behaviour term is on" if self.behaviour_weight_ > 0 else "")
         previous = self.model_.solver_state() if self.model_ is not None else self._solver_state
         self.model_ = bellman_model(data, bandwidths, c.gamma,
@@ -159,9 +161,9 @@ class NOPG(FitEstimates, FitPersistence):
             self.model_.load_solver_state(previous)
         self.initial_states_ = as_states(initial_states, data.state_dim, "initial_states")
         self.starts_ = self._drawn_starts(self.initial_states_, bandwidths)
-        if self.config.data_starts is not None:
+        if self.config.starts.data is not None:
             picked = farthest_data_states(data.states, self.initial_states_,
-                                          self.config.data_starts)
+                                          self.config.starts.data)
             self.starts_ = np.concatenate([self.starts_, np.asarray(data.states, np.float64)[picked]])
         self._solution = None
         if isinstance(self.optimizer, EvolutionSearch):   # the objective changed: score it anew
@@ -170,16 +172,16 @@ class NOPG(FitEstimates, FitPersistence):
         return self
 
     def _drawn_starts(self, initial_states: np.ndarray, bandwidths: Bandwidths) -> np.ndarray:
-        """The starts ``J_hat`` averages over: the initial states, or with ``start_draws`` that
-        many draws around each, ``z + start_draw_scale * h_s * xi`` (:class:`NOPGConfig`; the
-        ``data_starts`` are appended by :meth:`setup`)."""
-        k = self.config.start_draws
+        """The starts ``J_hat`` averages over: the initial states, or with ``starts.draws`` that
+        many draws around each, ``z + starts.draw_scale * h_s * xi`` (:class:`NOPGConfig`; the
+        ``starts.data`` are appended by :meth:`setup`)."""
+        k = self.config.starts.draws
         if k is None:
             return initial_states
         z = np.asarray(initial_states, dtype=np.float64)
         rng = np.random.default_rng([self.config.seed, START_DRAW_STREAM])
         xi = rng.standard_normal((len(z), k, z.shape[1]))
-        h = self.config.start_draw_scale * np.asarray(bandwidths.state, dtype=np.float64)
+        h = self.config.starts.draw_scale * np.asarray(bandwidths.state, dtype=np.float64)
         return (z[:, None, :] + h * xi).reshape(-1, z.shape[1])
 
     def _behaviour_weights(self, q: torch.Tensor) -> tuple[torch.Tensor, float]:
@@ -187,17 +189,17 @@ class NOPG(FitEstimates, FitPersistence):
         ``A_i = eps(s_i, a_i) . q - eps_pi(s_i) . q`` of the logged actions over the policy's, and
         the share of samples with ``A_i > 0``.
 
-        ``behaviour_filter="advantage"``: the 0/1 mask ``A_i > 0``. ``"weighted"``:
-        ``exp(min(A_i / beta, ln 20))`` with ``beta = behaviour_temperature * std_j(q_j)``
+        ``behaviour.filter="advantage"``: the 0/1 mask ``A_i > 0``. ``"weighted"``:
+        ``exp(min(A_i / beta, ln 20))`` with ``beta = behaviour.temperature * std_j(q_j)``
         (advantage-weighted regression with the spread of the values as the unit, so the weights
         do not change when the rewards are shifted or scaled)."""
         assert self.model_ is not None
         adv = self.model_.logged_q_value(q) - self.model_.data_value(self.policy, q)
         kept = float(np.mean(adv > 0))
-        if self.config.behaviour_filter == "advantage":
+        if self.config.behaviour.filter == "advantage":
             weights = (adv > 0).astype(np.float64)
         else:
-            beta = self.config.behaviour_temperature * float(q.std(correction=0))
+            beta = self.config.behaviour.temperature * float(q.std(correction=0))
             weights = np.exp(np.minimum(adv / max(beta, 1e-300), WEIGHT_LOG_MAX))
         return torch.from_numpy(weights).to(self.device), kept
 
@@ -232,14 +234,14 @@ class NOPG(FitEstimates, FitPersistence):
         the weights' effective sample size (``nan`` without a filter)."""
         assert self._behaviour is not None
         weights, kept, ess = None, float("nan"), float("nan")
-        if self.config.behaviour_filter != "none":
+        if self.config.behaviour.filter != "none":
             weights, kept = self._behaviour_weights(sol.q)
             ess = float(weights.sum() ** 2 / (weights * weights).sum().clamp_min(1e-300)
                         / weights.numel())
         return self._behaviour.loss(self.policy, weights=weights), kept, ess
 
     def _search_step(self) -> dict[str, Any]:
-        """One CMA-ES generation (``optimizer="cma-es"``, :mod:`nopg.search`): every candidate is
+        """One CMA-ES generation (:class:`~nopg.config_sections.CMAES`): every candidate is
         scored by ``J_hat`` with the same draws (the ``config.seed`` generator, as
         :meth:`solution`), less the behaviour term when it is on; the incumbent stays loaded."""
         assert self.model_ is not None and isinstance(self.optimizer, EvolutionSearch)
@@ -272,7 +274,7 @@ class NOPG(FitEstimates, FitPersistence):
             """Every candidate's rollout and episode lengths in one batch
             (:meth:`AnchoredBellman.candidate_rollouts`), then each one's solve."""
             assert isinstance(self.model_, AnchoredBellman)
-            horizon = self.config.search_horizon
+            horizon = self.config.optimizer.horizon
             params = []
             for x in candidates:
                 search.load(x)
@@ -286,7 +288,7 @@ class NOPG(FitEstimates, FitPersistence):
             return keys
 
         batched = (isinstance(self.model_, AnchoredBellman) and not self.stochastic
-                   and self.config.search_horizon is not None)
+                   and self.config.optimizer.horizon is not None)
         report = search.step(fitness, fitness_many if batched else None)
         key, sol, behaviour = best[0]
         if key >= (search.best_alive, search.best_fitness):   # the incumbent is this step's
@@ -305,13 +307,13 @@ class NOPG(FitEstimates, FitPersistence):
         return metrics
 
     def _search_alive(self) -> float:
-        """``search_horizon``: the share of the loaded policy's model episodes (from the initial
-        states) that last ``search_horizon`` steps, each counted by the share it lasts; 1 without
+        """``optimizer.horizon``: the share of the loaded policy's model episodes (from the initial
+        states) that last ``optimizer.horizon`` steps, each counted by the share it lasts; 1 without
         the setting."""
-        if self.config.search_horizon is None:
+        if self.config.optimizer.horizon is None:
             return 1.0
         assert isinstance(self.model_, AnchoredBellman)
-        horizon = self.config.search_horizon
+        horizon = self.config.optimizer.horizon
         # the solution just scored rolled this policy out from these starts: its anchors are
         # the first steps
         lengths = self.model_.episode_lengths(self.policy, self.starts_, horizon,
@@ -369,11 +371,11 @@ class NOPG(FitEstimates, FitPersistence):
         schedule = self._continuation(n_updates)
         self.setup(data, bandwidths.scaled(schedule[0][1], schedule[0][1])
                    if schedule else bandwidths, initial_states)
-        if self._behaviour is not None and self.update_ == 0 and self.config.behaviour_pretrain:
-            loss = self._behaviour.pretrain(self.policy, self.config.behaviour_pretrain,
-                                            self.config.learning_rate, self.config.seed)
+        if self._behaviour is not None and self.update_ == 0 and self.config.behaviour.pretrain:
+            loss = self._behaviour.pretrain(self.policy, self.config.behaviour.pretrain,
+                                            self.config.pretrain_learning_rate, self.config.seed)
             logger.info("behaviour pretraining: %d steps, behaviour loss %.4g",
-                        self.config.behaviour_pretrain, loss)
+                        self.config.behaviour.pretrain, loss)
         return self._update_loop(data, bandwidths, initial_states, n_updates,
                                  dict(schedule[1:]))
 
@@ -445,12 +447,12 @@ class NOPG(FitEstimates, FitPersistence):
 
     def _continuation(self, n_updates: int) -> list[tuple[int, float]]:
         """``(update index, bandwidth factor)`` stages of the continuation (empty when off)."""
-        c = self.config
-        if c.continuation is None or n_updates == 0:
+        c = self.config.continuation
+        if c is None or n_updates == 0:
             return []
-        length = min(n_updates, c.continuation_updates or n_updates // 2)
-        stages = c.continuation_stages
-        factors = np.geomspace(c.continuation, 1.0, stages)
+        length = min(n_updates, c.updates or n_updates // 2)
+        stages = c.stages
+        factors = np.geomspace(c.factor, 1.0, stages)
         starts = [int(round(k * length / (stages - 1))) for k in range(stages - 1)] + [length]
         return list(zip(starts, (float(f) for f in factors)))
 
@@ -461,9 +463,9 @@ class NOPG(FitEstimates, FitPersistence):
             msgs.append(f"{100 * gap:.0f}% of the policy's discounted visitation lies where the "
                         f"data are thin (support gap {gap:.3f} > {limit}): J_hat = {sol.J:.4g} "
                         "rests on the model's extrapolation and is likely over-optimistic. "
-                        "Consider " + ("NOPGConfig(unsupported='absorb'), "
-                                      if self.config.successors == "kernel" else
-                                      "NOPGConfig(unsupported='penalty'), ") +
+                        "Consider " + ("ModelConfig(unsupported='absorb'), "
+                                      if self.config.model.successors == "kernel" else
+                                      "ModelConfig(unsupported='penalty'), ") +
                         "more data near the policy's states, or wider bandwidths.")
         if start > limit:
             msgs.append(f"the initial states lie where the data are thin (initial gap {start:.3f} "

@@ -323,7 +323,7 @@ class AutoNOPG:
     def judge(self, ctx: FitContext) -> AnchoredBellman:
         """The judge of the fits (one anchored model of the data, the task's bounds), built once."""
         if ctx.judge is None:
-            judge_cfg = with_bounds(self.config.replace(**{"nopg.successors": "anchored"}),
+            judge_cfg = with_bounds(self.config.replace(**{"nopg.model.successors": "anchored"}),
                                     ctx.state_bounds, ctx.terminal_bounds)
             ctx.judge = judge_model(ctx.data, ctx.bandwidths, judge_cfg.nopg,
                                     self.config.stochastic)
@@ -340,7 +340,7 @@ class AutoNOPG:
                              ctx.data)
         if not self.kept_state_dims_.all():       # acts on full states, and on the model's
             policy = StateSelect(policy, self.kept_state_dims_)
-        starts = ctx.starts if config.nopg.successors == "kernel" else ctx.few_starts
+        starts = ctx.starts if config.nopg.model.successors == "kernel" else ctx.few_starts
         algo = NOPG(policy, dataclasses.replace(config.nopg, seed=self.seed),
                     stochastic=config.stochastic)
         monitor = None if ctx.monitor is None else EvalCallback(ctx.monitor, ctx.monitor_every)

@@ -114,7 +114,7 @@ class BandwidthReport:
 
     @property
     def behaviour_weight(self) -> float:
-        """The weight ``NOPGConfig(behaviour_weight="auto")`` gives the behaviour term."""
+        """The weight ``Behaviour(weight="auto")`` gives the behaviour term."""
         return AUTO_SCALE * self.action_predictability
 
     # ---------------------------------------------------------------- derived values
@@ -248,7 +248,7 @@ class BandwidthReport:
                      f"({self.n_probe_states} states x {self.n_action_probes})   "
                      f"mean {uni['mean']:.3f}   > 0.5: {100 * uni['share_above_half']:.1f} %")
         lines += ["", f"behaviour: action predictability {self.action_predictability:.3f} (0: the "
-                  f"actions do not depend on the state); behaviour_weight='auto' = "
+                  f"actions do not depend on the state); behaviour.weight='auto' = "
                   f"{self.behaviour_weight:.3g}"]
         return "\n".join(lines)
 

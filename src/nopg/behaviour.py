@@ -7,17 +7,17 @@ the action error by the data's action spread makes ``w`` free of the reward's an
 units. Where the kernel model cannot tell actions apart (a flat ``J_hat`` in the action, as on
 data from one controller) the term keeps the policy on the data's actions instead of letting it
 drift to where the model extrapolates. ``NOPG`` weights the mean per sample by the model's
-advantage of the logged action over the policy's (``NOPGConfig.behaviour_filter``), so that
+advantage of the logged action over the policy's (``NOPGConfig.behaviour.filter``), so that
 the better of the logged actions are cloned more.
 
-``behaviour_weight="auto"`` sets ``w = AUTO_SCALE * rho``, with ``rho`` the data's *action
+``behaviour.weight="auto"`` sets ``w = AUTO_SCALE * rho``, with ``rho`` the data's *action
 predictability* (:func:`action_predictability`): the leave-one-out R^2 of predicting each
 action from the actions of its state's ``k`` nearest data states, clipped at 0. Exploration data
 (random actions, a grid of actions) have ``rho = 0``: the data show no behaviour to keep to, and
 the objective is the paper's. Data logged by a controller or a person have ``rho > 0``.
 
 When the term is on, ``fit`` first fits the policy to the data's actions alone
-(``NOPGConfig.behaviour_pretrain`` Adam steps), so the policy gradient starts from the logged
+(``NOPGConfig.behaviour.pretrain`` Adam steps), so the policy gradient starts from the logged
 behaviour instead of from a random policy that the term must pull back.
 """
 
@@ -36,9 +36,9 @@ from .policies import mean_actions
 from .validation import check_positive_int
 
 AUTO_SCALE = 2.0
-"""``behaviour_weight="auto"`` is ``AUTO_SCALE`` times the action predictability."""
+"""``behaviour.weight="auto"`` is ``AUTO_SCALE`` times the action predictability."""
 WEIGHT_LOG_MAX = math.log(20.0)
-"""Cap of the exponent of the advantage weights (``behaviour_filter="weighted"``): no sample
+"""Cap of the exponent of the advantage weights (``behaviour.filter="weighted"``): no sample
 weighs more than 20 times one with zero advantage."""
 PRETRAIN_BATCH = 16_384
 """Largest batch of a behaviour-pretraining step (more samples: random batches of this size)."""

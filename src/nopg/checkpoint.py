@@ -18,7 +18,6 @@ from a checkpoint continues exactly as the uninterrupted one.
 from __future__ import annotations
 
 import csv
-import dataclasses
 import json
 import platform
 from pathlib import Path
@@ -104,9 +103,9 @@ def read_checkpoint_meta(path: str | Path) -> dict[str, Any]:
 def _config_on_device(path: Path, device: str | None) -> NOPGConfig:
     """The checkpoint's config, moved to ``device`` when given; its device must be available."""
     config = NOPGConfig.from_dict(json.loads((path / "config.json").read_text()))
-    saved_device = config.device
+    saved_device = config.model.device
     if device is not None:
-        config = dataclasses.replace(config, device=device)
+        config = config.replace(**{"model.device": device})
     try:
         _ = config.torch_device
     except ValueError as err:

@@ -1,411 +1,238 @@
-"""NOPG's hyper-parameters in one frozen, validated dataclass.
+"""NOPG's hyper-parameters: one frozen, validated dataclass of ten fields and its sections.
 
-The model's settings (``top_k`` to ``support_radius``, ``dtype``, ``device``) are the fields of
-:class:`nopg.model_config.ModelConfig`, with its defaults and its checks;
-:meth:`NOPGConfig.model_config` hands them to the model. The rest configure the optimisation.
+:class:`NOPGConfig` holds the discount, the optimiser (:class:`~nopg.config_sections.GradientAscent`
+or :class:`~nopg.config_sections.CMAES`), the Bellman model's settings
+(:class:`~nopg.model_config.ModelConfig`, with dtype and device), the objective's starts, the
+behaviour term, the two schedules (``None`` when off), the support warning, the seed and the
+allocator switch. A setting is reached by its path, ``"model.top_k"`` or
+``"optimizer.learning_rate"`` (:meth:`NOPGConfig.replace`, ``nopg fit --set nopg.model.top_k=10``).
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import asdict, dataclass, fields, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+import torch
+
+from .config_sections import (
+    CMAES,
+    OPTIMIZERS,
+    SECTIONS,
+    Behaviour,
+    Continuation,
+    GradientAscent,
+    Optimizer,
+    SigmaDecay,
+    Starts,
+    build_section,
+    make_optimizer,
+    section_from_dict,
+)
 from .model_config import (
     DTYPES,
-    MODEL_DEFAULTS,
     NEIGHBOR_MODES,
     PRECONDITIONERS,
     SOLVERS,
     ModelConfig,
-    TorchPlacement,
-    check_model_settings,
-    plain_model_settings,
     plain_numbers,
 )
 from .neighbors import BACKENDS
-from .search import RESTARTS
-from .validation import (
-    check_bool,
-    check_discount,
-    check_positive_float,
-    check_positive_int,
-    fail,
-    is_float,
-    is_int,
-)
+from .validation import check_bool, check_discount, fail, is_float, is_int, suggestion
 
 __all__ = ["NOPGConfig", "OPTIMIZERS", "SOLVERS", "NEIGHBORS", "NEIGHBOR_BACKENDS",
            "PRECONDITIONERS", "DTYPES"]
 
-OPTIMIZERS = ("adam", "adamw", "sgd", "rmsprop", "cma-es")
-BEHAVIOUR_FILTERS = ("none", "advantage", "weighted")
-"""Values of :attr:`NOPGConfig.behaviour_filter`."""
 NEIGHBORS = NEIGHBOR_MODES
 NEIGHBOR_BACKENDS = BACKENDS
 _OWNER = "NOPGConfig"
-MODEL_FIELDS = tuple(name for name in MODEL_DEFAULTS if name != "stochastic")
-"""The fields :class:`NOPGConfig` shares with :class:`ModelConfig` (``stochastic`` is a property
-of the policy, :class:`nopg.NOPG`'s argument)."""
 
 
 @dataclass(frozen=True)
-class NOPGConfig(TorchPlacement):
+class NOPGConfig:
     """Hyper-parameters of NOPG (paper appendix defaults; the model's size settings are ``auto``).
 
     Attributes
     ----------
     gamma : float
         Discount factor in [0, 1).
-    learning_rate : float
-        Step size of the optimiser.
-    optimizer : {"adam", "adamw", "sgd", "rmsprop", "cma-es"}
-        Gradient-ascent method (pass a torch optimiser to :class:`NOPG` for anything else), or
-        ``"cma-es"``: derivative-free search on ``J_hat`` (:mod:`nopg.search`), one CMA-ES
-        generation of ``search_population`` evaluations per update, for policies with few
-        parameters; ``learning_rate`` is then unused.
-    search_sigma : float
-        ``optimizer="cma-es"``: initial step size in the policy's parameter units (2.0 was
-        chosen against 0.5 on the inverted pendulum's seeds 0–2, with a linear policy on
-        standardised states: ``docs/bandwidths.md``).
-    search_population : int or None
-        ``optimizer="cma-es"``: candidates per update (``None``: ``4 + floor(3 ln d)`` for ``d``
-        parameters).
-    search_patience : int or None
-        ``optimizer="cma-es"``: updates without a better ``J_hat`` after which the search
-        restarts (``search_restart``); ``None``: never.
-    search_restart : {"fresh", "ipop"}
-        ``"fresh"``: the same population from a mean drawn around the start; ``"ipop"``: from
-        its start with twice the population (IPOP-CMA-ES; the population grows at every
-        restart, also after the search has converged, which ran to 256 candidates per update
-        on the inverted pendulum: ``docs/bandwidths.md``) (:mod:`nopg.search`).
-    search_horizon : int or None
-        ``optimizer="cma-es"`` with ``successors="anchored"``: steps the model's episode must
-        last. Each candidate's mean rollout in the model runs this long from every initial state
-        (:meth:`nopg.anchored.AnchoredBellman.episode_lengths`); a candidate whose model episode
-        ends sooner ranks below every one that lasts, the longer-lived first, and those that last
-        rank by ``J_hat``. ``J_hat`` itself discounts an episode that ends after about
-        ``1 / (1 - gamma)`` steps to nothing; set it to the episodes' length that matters (e.g.
-        the evaluation's). ``None`` (default): ``J_hat`` alone.
-    top_k : int, "auto" or None
-        Entries kept per row of ``P`` (renormalised); ``None`` keeps the dense matrix (refused
-        above 20 000 samples; the paper's model). ``10`` is the paper's setting for large data
-        sets. ``"auto"`` (default) is ``None`` below ``sparse_min_n`` samples and ``10`` from
-        there on (:meth:`resolved` gives the concrete settings for a data set size).
-    sparse_min_n : int
-        Number of samples from which ``top_k="auto"`` keeps 10 entries per row instead of the
-        dense ``P``: the measured size at which the sparse path becomes the faster one
-        (:mod:`nopg.defaults`).
-    neighbors : {"auto", "dense", "candidates", "knn", "graph"}
-        How the top-k entries are found: ``dense`` builds the (n, n) log-weights (the paper's
-        method); ``candidates`` re-ranks cached (state, action) neighbours and re-centres the
-        rows it cannot certify (exact, near-linear; the ``auto`` choice with ``top_k``); ``knn``
-        queries (state, action) neighbours for every row and update (exact); ``graph`` follows
-        each row's neighbours from update to update by a warm-started graph search
-        (approximate, for pairs of more than 10 dimensions; its accuracy depends on the data
-        and the fit's stage, see :mod:`nopg.graph_search`).
-    n_candidates : int or None
-        State-space candidates per row (``None``: ``max(4 top_k, 32)``); see ``nopg tune-k``.
-    refine : bool
-        Re-centre the rows the candidates cannot certify (exact top-k). ``False`` approximates.
-    neighbor_backend : {"auto", "kdtree", "torch"}
-        Neighbour search: SciPy KD-tree (on the CPU, for any data of up to 20 dimensions and for
-        GPU data of up to 8) or tiled torch top-k (any device). ``auto`` chooses by the data's
-        dimension and device (:class:`nopg.neighbors.NeighborIndex`).
-    n_mc_policy : int
-        ``N_pi``: Monte-Carlo actions per state for a stochastic policy (NOPG-S).
-    n_mc_next : int, "auto" or None
-        ``N_phi``: Monte-Carlo next states per transition, drawn afresh at every update;
-        ``None`` uses the kernel mean (the paper's ``N_phi = 1``: faster, and ``J_hat`` is then
-        deterministic). ``"auto"`` (default) is 3 below 10^5 samples and the kernel mean above.
-    solver : {"auto", "dense", "bicgstab"}
-        Linear solver for ``q`` and ``mu``; ``auto`` is the dense LU up to ``dense_max_n``
-        samples and BiCGSTAB above.
-    solver_tol : float or "auto"
-        Iterative-solver tolerance. ``"auto"`` (default): each solve stops once its residual
-        proves the relative error of ``q`` (against its spread, max-norm) and of ``mu`` (l1)
-        to be at most ``solver_error`` (1e-3 for the kernel mean below 10^5 samples, else 1e-2),
-        which bounds every gradient component's error by 3 times that times the sum of the
-        magnitudes of its terms and ``|J_hat - J_hat*|`` by ``solver_error`` times ``osc(q)``
-        (:func:`nopg.solvers.solve_bellman_auto`; the bounds are the solutions'
-        ``info_q.error_bound`` and ``info_mu.error_bound``, logged at DEBUG level by
-        ``nopg.bellman_solver``); the ILU preconditioner is rebuilt when the iterations it would save
-        pay for the build. A float is the relative 2-norm residual of every solve, with the
-        former rebuild rule (``1e-10``: the former default).
-    solver_error : float or None
-        The error target of ``solver_tol="auto"`` in (0, 1) instead of its default (``None``:
-        1e-2 with drawn next states or from 10^5 samples on, 1e-3 for kernel-mean next states
-        below that; :func:`nopg.bellman_solver.auto_error`). A looser target makes each update
-        cheaper (fewer iterations) and every bound above proportionally wider.
-    solver_max_iter
-        Iteration cap of every solve.
-    dense_max_n : int or None
-        Largest ``n`` solved by the dense LU under ``solver="auto"``. ``None`` (default): the
-        measured crossover for the kind of ``P`` (a higher one for a dense ``P`` than for a
-        sparse one, :func:`nopg.defaults.resolve_dense_max_n`). The earlier defaults (dense ``P``,
-        dense LU up to 2000 samples) are ``top_k=None, dense_max_n=2000``.
-    preconditioner : {"auto", "ilu", "aggregation", "none"}
-        BiCGSTAB preconditioner, reused across updates: ``auto`` is on the CPU an incomplete LU of
-        ``I - P`` below 15 000 samples (10 000 with Monte-Carlo next states) and a two-level
-        aggregation from there on, and none on a
-        GPU (:func:`nopg.defaults.resolve_preconditioner`).
-    solver_precision : {"mixed", "double"}
-        ``"mixed"`` (default): with ``solver_tol="auto"`` on the CPU, the BiCGSTAB iterations and
-        the preconditioner run in float32 while every residual that proves the error bound is
-        computed in float64 (iterative refinement), so the bound holds as in ``"double"`` (all in
-        float64).
-    unsupported : {"extrapolate", "absorb", "penalty"}
-        Where the data are thin, ``extrapolate`` renormalises the kernel weights (the paper's
-        model); ``absorb`` sends the unsupported mass to a pessimistic absorbing state, so the
-        policy is not drawn to where the model extrapolates (:class:`NonparametricBellman`);
-        ``penalty`` keeps the paper's rows and subtracts from every query's reward its
-        thinness times ``max(r) - (1 - gamma) absorbing_value``, the gap between the best
-        reward and the pessimistic reward per step (a MOPO-like penalty, which unlike
-        ``absorb`` leaves the model's successors where they are).
-    absorbing_value : float or None
-        Value of that absorbing state (``None``: ``min(r) / (1 - gamma)``, capped at 0 when the
-        data have terminals); it also sets the ``penalty`` model's scale.
-    support_radius : float
-        Kernel distance (in bandwidths) at which one data pair supports a query by ``1 - 1/e``;
-        sets the ``support_gap`` diagnostic and the ``absorb`` and ``penalty`` models.
-    successors : {"kernel", "local-linear", "anchored"}
-        ``kernel`` (default): a query moves to its neighbours' recorded next states (the paper's
-        model). ``local-linear``: each neighbour's successor and reward move with the query's
-        state and action offsets by a local-linear fit of the data, the value there interpolated
-        from the data's next states (:mod:`nopg.local_linear`), so the model can value states
-        the data only pass near; with ``unsupported="penalty"`` the successors off the data pay
-        the penalty. Slower per update (``top_k x 8`` entries per row). ``anchored``:
-        ``local-linear`` with the value also interpolated from anchors on the model's own rollout
-        of the policy from the initial states (:mod:`nopg.anchored`), so the model follows a
-        policy that stays where the data only passed; ``J_hat`` is then best ascended by
-        ``optimizer="cma-es"``.
-    anchor_horizon : int or "auto"
-        Steps of the anchors' rollout (``successors="anchored"``); ``"auto"`` (default):
-        ``ceil(4 / (1 - gamma))``, 400 for ``gamma = 0.99``.
-    state_bounds : [low, high] or None
-        Hard limits of the state (``None`` where a dimension has none), e.g. a gymnasium
-        observation space's; the moved successors (``local-linear``, ``anchored``) are clipped to
-        them (:class:`~nopg.model_config.ModelConfig`). The experiments fill them from their
-        environment's observation space.
-    terminal_bounds : [low, high] or None
-        Where the episode ends (``None`` where a dimension has none), e.g. a cart's track limit:
-        a moved successor (``local-linear``, ``anchored``) beyond them is terminal
-        (:class:`~nopg.model_config.ModelConfig`). The experiments fill them from their task's
-        known limits (``Task.terminal_bounds``).
-    state_circles : "auto", None or list of [i, k]
-        Pairs of state coordinates on a circle (an angle observed as ``(cos, sin)``), onto which
-        the moved successors are put back after every step (:mod:`nopg.circles`); ``"auto"``
-        (default) finds them in the data.
-    start_draws : int or None
-        If set, ``J_hat`` is the mean return from this many starts drawn around each initial
-        state, ``z + start_draw_scale * h_s * xi`` with ``xi`` standard normal and ``h_s`` the
-        state bandwidths (the initial states' kernel density), drawn once per :meth:`NOPG.setup`
-        from ``seed``. A policy whose success hangs on one exact start (a swing-up caught only at
-        the one speed the model predicts) then scores what it scores from the starts around it.
-        ``None`` (default): the initial states as given.
-    start_draw_scale : float
-        Spread of the drawn starts in state bandwidths (``start_draws``).
-    data_starts : int or None
-        If set, the objective's starts also include this many of the data's states, spread over
-        them by farthest-point sampling from the initial states (:mod:`nopg.starts`), and
-        ``J_hat`` is the mean return over all the starts. The policy is then improved where the
-        data go, not only along its own path from the initial states (a swing-up's catch at the
-        top is learnt before the swing gets there). ``None`` (default): the initial states (and
-        their ``start_draws``) alone.
+    optimizer : GradientAscent, CMAES or str
+        How ``J_hat`` is ascended: a torch optimiser (:class:`~nopg.config_sections.GradientAscent`,
+        default Adam at 1e-2) or derivative-free search
+        (:class:`~nopg.config_sections.CMAES`). A name (``"adam"``, ``"sgd"``, ``"cma-es"``, ...)
+        stands for that optimiser's defaults.
+    model : ModelConfig
+        The Bellman model: sparsification and neighbour search, Monte-Carlo counts, linear
+        solver, support model, successors, task bounds, dtype and device
+        (:class:`~nopg.model_config.ModelConfig`; its ``stochastic`` comes from the policy, so it
+        is left ``False`` here).
+    starts : Starts
+        Starts of the objective besides the initial states (:class:`~nopg.config_sections.Starts`).
+    behaviour : Behaviour
+        The behaviour-cloning term (:class:`~nopg.config_sections.Behaviour`; its default weight
+        ``"auto"`` reads the data's action predictability).
+    continuation : Continuation or None
+        Bandwidth continuation (:class:`~nopg.config_sections.Continuation`); ``None``: off.
+    sigma_decay : SigmaDecay or None
+        Decay of a Gaussian policy's ``sigma`` (:class:`~nopg.config_sections.SigmaDecay`);
+        ``None``: off.
     support_warning : float
         ``fit`` warns when the final ``support_gap`` (share of the policy's discounted
         visitation where the data are thin) exceeds this.
-    continuation : float or None
-        If set, ``fit`` starts with every bandwidth multiplied by this factor and shrinks the
-        factor geometrically to 1 in ``continuation_stages`` steps over ``continuation_updates``
-        updates (default: half of them): wide kernels smooth the objective early, the given
-        bandwidths refine the policy at the end.
-    continuation_updates : int or None
-    continuation_stages : int
-        Number of bandwidth levels (>= 2), the last being the given bandwidths.
-    behaviour_weight : float or "auto"
-        Weight of a behaviour-cloning term that keeps the policy's (mean) action near the data's
-        actions at the data's states (a policy constraint, as in TD3+BC): each update ascends
-        ``J_hat / |J_hat| - behaviour_weight * mean_i ||(pi(s_i) - a_i) / std(a)||^2``. ``0`` is
-        the paper's objective. ``"auto"`` (default) is 2 times the data's action predictability
-        (:func:`nopg.behaviour.action_predictability`), 0 on exploration data (random or grid
-        actions), positive on data logged by a controller or a person.
-    behaviour_pretrain : int
-        When the behaviour term is on, ``fit`` first runs this many Adam steps (at
-        ``learning_rate``) on the behaviour-cloning error alone, so the policy starts from the
-        logged behaviour (``0``: no pretraining). Not run when a fit resumes.
-    behaviour_n_mc_next : int or None
-        Next states per transition while the behaviour term is on, in place of ``n_mc_next``
-        (which applies when it is off). ``None`` (default): the kernel mean. On data logged by a
-        policy the behaviour term keeps the policy at the data's states, and drawn next states
-        lie off them (``docs/bandwidths.md``).
-    behaviour_filter : {"weighted", "none", "advantage"}
-        Which samples the behaviour term clones, and how much. ``"weighted"`` (default): every
-        sample, weighted by ``exp(A_i / beta)`` (capped at 20) with the advantage
-        ``A_i = Q(s_i, a_i) - V(s_i)`` of its logged action over the policy's (both kernel
-        estimates from the update's ``q``) and ``beta = behaviour_temperature * std(q)``
-        (advantage-weighted regression): where the model ranks the logged actions the better ones
-        dominate; where it barely tells them apart the weights are nearly equal and the term
-        clones all samples. ``"none"``: all samples, equal weights. ``"advantage"``: only the
-        samples with ``A_i > 0`` (a binary filter, as in critic-regularised regression), equal
-        weights (none kept: no term). The pretraining clones all samples.
-    behaviour_temperature : float
-        ``beta`` of ``behaviour_filter="weighted"`` as a fraction of the spread ``std(q)`` of the
-        values over the data (> 0; a shift or a scale of the rewards leaves the weights as
-        they are).
-    sigma_decay_to : float or None
-        If set, a Gaussian policy's ``sigma`` is multiplied by a factor decaying linearly from 1
-        to this value over ``sigma_decay_updates`` updates (paper appendix, NOPG-S).
-    sigma_decay_updates : int or None
-        Length of that decay (required with ``sigma_decay_to``).
-    dtype : {"float64", "float32"}
-        Dtype of the policy and the kernel computations; solves are float64 (with float32
-        iterations under ``solver_precision="mixed"``).
-    device : str
-        ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ... or ``"auto"`` (CUDA when available).
     seed : int
         Seed of the Monte-Carlo noise generator.
     reuse_memory : bool
         On Linux with glibc, let the process keep large freed blocks for reuse instead of
         returning them to the system and faulting them in again at every update
-        (:mod:`nopg.allocator`; process-wide, applied at the first ``setup``). The process then
-        keeps its peak memory. ``False`` leaves ``malloc`` as it is.
+        (:mod:`nopg.allocator`; process-wide, applied at the first ``setup``).
     """
 
     gamma: float = 0.99
-    learning_rate: float = 1e-2
-    optimizer: str = "adam"
-    search_sigma: float = 2.0
-    search_population: int | None = None
-    search_patience: int | None = None
-    search_restart: str = "fresh"
-    search_horizon: int | None = None
-    top_k: int | str | None = MODEL_DEFAULTS["top_k"]
-    sparse_min_n: int = MODEL_DEFAULTS["sparse_min_n"]
-    neighbors: str = MODEL_DEFAULTS["neighbors"]
-    n_candidates: int | None = MODEL_DEFAULTS["n_candidates"]
-    refine: bool = MODEL_DEFAULTS["refine"]
-    neighbor_backend: str = MODEL_DEFAULTS["neighbor_backend"]
-    n_mc_policy: int = MODEL_DEFAULTS["n_mc_policy"]
-    n_mc_next: int | str | None = MODEL_DEFAULTS["n_mc_next"]
-    solver: str = MODEL_DEFAULTS["solver"]
-    solver_tol: float | str = MODEL_DEFAULTS["solver_tol"]
-    solver_error: float | None = MODEL_DEFAULTS["solver_error"]
-    solver_max_iter: int = MODEL_DEFAULTS["solver_max_iter"]
-    dense_max_n: int | None = MODEL_DEFAULTS["dense_max_n"]
-    preconditioner: str = MODEL_DEFAULTS["preconditioner"]
-    solver_precision: str = MODEL_DEFAULTS["solver_precision"]
-    unsupported: str = MODEL_DEFAULTS["unsupported"]
-    absorbing_value: float | None = MODEL_DEFAULTS["absorbing_value"]
-    support_radius: float = MODEL_DEFAULTS["support_radius"]
-    successors: str = MODEL_DEFAULTS["successors"]
-    anchor_horizon: int | str = MODEL_DEFAULTS["anchor_horizon"]
-    state_bounds: list[list[float | None]] | None = MODEL_DEFAULTS["state_bounds"]
-    terminal_bounds: list[list[float | None]] | None = MODEL_DEFAULTS["terminal_bounds"]
-    state_circles: str | list[list[int]] | None = MODEL_DEFAULTS["state_circles"]
-    start_draws: int | None = None
-    start_draw_scale: float = 2.0
-    data_starts: int | None = None
+    optimizer: Optimizer = field(default_factory=GradientAscent)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    starts: Starts = field(default_factory=Starts)
+    behaviour: Behaviour = field(default_factory=Behaviour)
+    continuation: Continuation | None = None
+    sigma_decay: SigmaDecay | None = None
     support_warning: float = 0.25
-    continuation: float | None = None
-    continuation_updates: int | None = None
-    continuation_stages: int = 4
-    behaviour_weight: float | str = "auto"
-    behaviour_pretrain: int = 500
-    behaviour_n_mc_next: int | None = None
-    behaviour_filter: str = "weighted"
-    behaviour_temperature: float = 3e-3
-    sigma_decay_to: float | None = None
-    sigma_decay_updates: int | None = None
-    dtype: str = MODEL_DEFAULTS["dtype"]
-    device: str = MODEL_DEFAULTS["device"]
     seed: int = 0
     reuse_memory: bool = True
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "optimizer", make_optimizer(self.optimizer))
+        if isinstance(self.model, dict):
+            object.__setattr__(self, "model", build_section(ModelConfig, self.model, "model"))
+        if not isinstance(self.model, ModelConfig):
+            fail("model", "a ModelConfig or a dict of its fields", self.model, _OWNER)
+        for name in SECTIONS:
+            object.__setattr__(self, name, section_from_dict(name, getattr(self, name)))
+        for name in ("optimizer", *SECTIONS):
+            if getattr(self, name) is not None:
+                plain_numbers(getattr(self, name))
         check_discount("gamma", self.gamma, _OWNER)
-        check_positive_float("learning_rate", self.learning_rate, _OWNER)
-        if self.optimizer not in OPTIMIZERS:
-            fail("optimizer", f"one of {OPTIMIZERS}", self.optimizer, _OWNER)
-        check_positive_float("search_sigma", self.search_sigma, _OWNER)
-        if self.search_population is not None and (not is_int(self.search_population)
-                                                   or self.search_population < 2):
-            fail("search_population", "an int >= 2 or None", self.search_population, _OWNER)
-        check_positive_int("search_patience", self.search_patience, _OWNER, allow_none=True)
-        if self.search_restart not in RESTARTS:
-            fail("search_restart", f"one of {RESTARTS}", self.search_restart, _OWNER)
-        check_positive_int("search_horizon", self.search_horizon, _OWNER, allow_none=True)
-        if self.search_horizon is not None and (self.optimizer != "cma-es"
-                                                or self.successors != "anchored"):
-            fail("search_horizon", "None unless optimizer='cma-es' and successors='anchored' "
-                 "(it ranks the search's candidates by their model episode)",
-                 self.search_horizon, _OWNER)
-        check_positive_int("start_draws", self.start_draws, _OWNER, allow_none=True)
-        check_positive_float("start_draw_scale", self.start_draw_scale, _OWNER)
-        check_positive_int("data_starts", self.data_starts, _OWNER, allow_none=True)
-        check_model_settings({name: getattr(self, name) for name in MODEL_FIELDS}, _OWNER)
-        plain_model_settings(self)
-        self._check_schedules()
-        if not is_int(self.seed):
-            fail("seed", "an int", self.seed, _OWNER)
-        check_bool("reuse_memory", self.reuse_memory, _OWNER)
-        plain_numbers(self)
-
-    def _check_schedules(self) -> None:
-        """The support warning, the bandwidth continuation and the sigma decay."""
+        if self.model.stochastic:
+            fail("model.stochastic", "False (NOPG-S or NOPG-D is the policy's: "
+                 "NOPG(policy, config, stochastic=True))", True, _OWNER)
+        if (isinstance(self.optimizer, CMAES) and self.optimizer.horizon is not None
+                and self.model.successors != "anchored"):
+            fail("optimizer.horizon", "None unless model.successors='anchored' (it ranks the "
+                 "search's candidates by their model episode)", self.optimizer.horizon, _OWNER)
         if not is_float(self.support_warning) or not 0 <= self.support_warning <= 1:
             fail("support_warning", "a float in [0, 1]", self.support_warning, _OWNER)
-        if self.continuation is not None:
-            check_positive_float("continuation", self.continuation, _OWNER)
-        if self.behaviour_weight != "auto" and (not is_float(self.behaviour_weight)
-                                                or not 0 <= self.behaviour_weight < math.inf):
-            fail("behaviour_weight", "'auto' or a finite float >= 0", self.behaviour_weight, _OWNER)
-        if not is_int(self.continuation_stages) or self.continuation_stages < 2:
-            fail("continuation_stages", "an int >= 2", self.continuation_stages, _OWNER)
-        if not is_int(self.behaviour_pretrain) or self.behaviour_pretrain < 0:
-            fail("behaviour_pretrain", "an int >= 0", self.behaviour_pretrain, _OWNER)
-        check_positive_int("behaviour_n_mc_next", self.behaviour_n_mc_next, _OWNER, allow_none=True)
-        if self.behaviour_filter not in BEHAVIOUR_FILTERS:
-            fail("behaviour_filter", f"one of {BEHAVIOUR_FILTERS}", self.behaviour_filter, _OWNER)
-        if not is_float(self.behaviour_temperature) or not 0 < self.behaviour_temperature < math.inf:
-            fail("behaviour_temperature", "a finite float > 0", self.behaviour_temperature, _OWNER)
-        for name in ("sigma_decay_updates", "continuation_updates"):
-            check_positive_int(name, getattr(self, name), _OWNER, allow_none=True)
-        if self.sigma_decay_to is not None:
-            if not is_float(self.sigma_decay_to) or not 0 < self.sigma_decay_to <= 1:
-                fail("sigma_decay_to", "a float in (0, 1] or None", self.sigma_decay_to, _OWNER)
-            if self.sigma_decay_updates is None:
-                fail("sigma_decay_updates", "set when sigma_decay_to is set", None, _OWNER)
+        if not is_int(self.seed):
+            fail("seed", "an int", self.seed, _OWNER)
+        object.__setattr__(self, "seed", int(self.seed))
+        check_bool("reuse_memory", self.reuse_memory, _OWNER)
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return self.model.torch_dtype
+
+    @property
+    def torch_device(self) -> torch.device:
+        return self.model.torch_device
+
+    @property
+    def pretrain_learning_rate(self) -> float:
+        """Step size of the behaviour term's pretraining: the gradient optimiser's, or
+        :class:`~nopg.config_sections.GradientAscent`'s default with CMA-ES."""
+        if isinstance(self.optimizer, GradientAscent):
+            return self.optimizer.learning_rate
+        return GradientAscent().learning_rate
 
     def model_config(self, stochastic: bool = False) -> ModelConfig:
-        """The model's settings (:class:`ModelConfig`) from this configuration's fields.
-
-        ``stochastic`` (NOPG-S) comes from the policy, not from the configuration.
-        """
-        return ModelConfig(**{name: getattr(self, name) for name in MODEL_FIELDS},
-                           stochastic=stochastic)
+        """The model's settings with ``stochastic`` (NOPG-S) from the policy."""
+        return replace(self.model, stochastic=stochastic)
 
     def resolved(self, n: int, behaviour_term: bool = False) -> NOPGConfig:
         """This configuration with concrete model settings for a data set of ``n`` samples.
 
-        ``top_k`` becomes an int or ``None``, ``solver`` ``"dense"`` or ``"bicgstab"``,
-        ``n_mc_next`` an int or ``None`` (``behaviour_n_mc_next`` when ``behaviour_term``, i.e.
-        the fit's behaviour weight is positive) and ``dense_max_n`` the limit ``solver="auto"``
-        applies (rule: :mod:`nopg.defaults`, :meth:`ModelConfig.resolved`); explicit settings
-        are kept. Fitting with the result gives the same numbers as fitting with this
-        configuration.
+        ``model.top_k`` becomes an int or ``None``, ``model.solver`` ``"dense"`` or
+        ``"bicgstab"``, ``model.n_mc_next`` an int or ``None`` (``behaviour.n_mc_next`` when
+        ``behaviour_term``, i.e. the fit's behaviour weight is positive) and
+        ``model.dense_max_n`` the limit ``solver="auto"`` applies
+        (:meth:`ModelConfig.resolved`); explicit settings are kept. Fitting with the result gives
+        the same numbers as fitting with this configuration.
         """
-        m = self.model_config().resolved(n)
-        return replace(self, top_k=m.top_k, solver=m.solver, dense_max_n=m.dense_max_n,
-                       n_mc_next=self.behaviour_n_mc_next if behaviour_term else m.n_mc_next)
+        m = self.model.resolved(n)
+        if behaviour_term:
+            m = replace(m, n_mc_next=self.behaviour.n_mc_next)
+        return replace(self, model=m)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """Nested plain values (the optimiser with its ``name``), the form of
+        :meth:`from_dict` and of JSON."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            out[f.name] = value.to_dict() if hasattr(value, "to_dict") else value
+        out["model"] = {f.name: getattr(self.model, f.name) for f in fields(self.model)}
+        return out
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> NOPGConfig:
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ValueError(f"unknown NOPGConfig field(s) {unknown}; known fields are {sorted(known)}")
+        """The configuration of :meth:`to_dict`'s form; an unknown field is refused by name."""
+        known = [f.name for f in fields(cls)]
+        for key in values:
+            if key not in known:
+                raise ValueError(f"unknown NOPGConfig field {key!r}"
+                                 f"{suggestion(key, cls().setting_names())}")
         return cls(**values)
+
+    def setting_names(self, prefix: str = "") -> list[str]:
+        """Every path :meth:`replace` takes (the current optimiser's fields), after ``prefix``."""
+        names: list[str] = []
+        for f in fields(self):
+            value = getattr(self, f.name)
+            names.append(f.name)
+            section = SECTIONS.get(f.name)
+            if f.name == "model":
+                names += [f"model.{m.name}" for m in fields(ModelConfig) if m.name != "stochastic"]
+            elif f.name == "optimizer":
+                names += [f"optimizer.{o.name}" for o in fields(value) if o.name != "name"]
+            elif section is not None:
+                names += [f"{f.name}.{s.name}" for s in fields(section)]
+        return [prefix + name for name in names]
+
+    def replace(self, **changes: Any) -> NOPGConfig:
+        """A copy with settings replaced by their paths: a field (``gamma=0.9``,
+        ``optimizer="cma-es"``, ``continuation={"factor": 3.0}``, ``continuation=None``) or a
+        section's field (``**{"model.top_k": 10, "optimizer.patience": 20}``). Whole sections
+        are replaced before their fields; an unknown path is refused with the closest one."""
+        return self.with_settings(changes)
+
+    def with_settings(self, changes: Mapping[str, Any], prefix: str = "") -> NOPGConfig:
+        """:meth:`replace` with the paths in a mapping; ``prefix`` (e.g. ``"nopg."``) is how the
+        caller names this configuration in its error messages."""
+        top = {k: v for k, v in changes.items() if "." not in k}
+        nested = {k: v for k, v in changes.items() if "." in k}
+        known = [f.name for f in fields(self)]
+        for key in top:
+            if key not in known:
+                raise ValueError(f"unknown NOPG setting {prefix + key!r}"
+                                 f"{suggestion(prefix + key, self.setting_names(prefix))}")
+        out = replace(self, **top) if top else self
+        by_section: dict[str, dict[str, Any]] = {}
+        for path, value in nested.items():
+            section, _, name = path.partition(".")
+            if section not in known or section in ("gamma", "support_warning", "seed",
+                                                   "reuse_memory") or "." in name:
+                raise ValueError(f"unknown NOPG setting {prefix + path!r}"
+                                 f"{suggestion(prefix + path, out.setting_names(prefix))}")
+            by_section.setdefault(section, {})[name] = value
+        sections: dict[str, Any] = {}
+        for section, settings in by_section.items():
+            current = getattr(out, section)
+            if section == "model":
+                base = {f.name: getattr(current, f.name) for f in fields(current)}
+            else:
+                base = current.to_dict() if current is not None else {}
+            if section == "optimizer":
+                extra = [k for k in settings if k not in base]
+                if extra:
+                    path = f"{prefix}optimizer.{extra[0]}"
+                    raise ValueError(f"unknown NOPG setting {path!r} of the {base['name']!r} "
+                                     f"optimiser{suggestion(path, out.setting_names(prefix))}")
+            sections[section] = {**base, **settings}
+        return replace(out, **sections) if sections else out

@@ -83,8 +83,8 @@ class FitEstimates:
         model = self._fitted_model()
         if not isinstance(model, AnchoredBellman):
             raise ValueError("model_episode_lengths needs the anchored model's own rollout "
-                             "(NOPGConfig(successors='anchored')); this model's successors are "
-                             f"{self.config.successors!r}")
+                             "(ModelConfig(successors='anchored')); this model's successors are "
+                             f"{self.config.model.successors!r}")
         starts = self.initial_states_ if initial_states is None else initial_states
         self._apply_sigma_scale()
         return model.episode_lengths(self.policy, starts, steps,
@@ -115,11 +115,11 @@ class FitEstimates:
             return self.policy(s.reshape(-1, s.shape[-1])).cpu().numpy()
 
     def _sigma_scale(self) -> float:
-        c = self.config
-        if c.sigma_decay_to is None or c.sigma_decay_updates is None:
+        decay = self.config.sigma_decay
+        if decay is None:
             return 1.0
-        frac = min(self.update_ / max(c.sigma_decay_updates - 1, 1), 1.0)
-        return 1.0 + (c.sigma_decay_to - 1.0) * frac
+        frac = min(self.update_ / max(decay.updates - 1, 1), 1.0)
+        return 1.0 + (decay.to - 1.0) * frac
 
     def _apply_sigma_scale(self) -> float:
         scale = self._sigma_scale()

@@ -90,7 +90,7 @@ class FitPersistence:
         device : str, optional
             Load onto this device (``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"auto"``) instead of the
             one in the checkpoint's config, e.g. ``device="cpu"`` to open a GPU checkpoint on a
-            machine without CUDA; the tensors are mapped there and ``config.device`` is set to it.
+            machine without CUDA; the tensors are mapped there and ``config.model.device`` is set to it.
 
         Raises
         ------

@@ -18,6 +18,7 @@ from torch import nn
 from .algorithm import NOPG, EvalCallback
 from .anchored import AnchoredBellman
 from .bandwidth import Bandwidths
+from .config_sections import CMAES
 from .data import TransitionDataset
 from .fit_report import FitReport
 from .method_config import MethodConfig
@@ -78,9 +79,9 @@ class FitContext:
 
 def policy_snapshots(config: MethodConfig) -> PolicySnapshots | None:
     """The policy snapshots of a gradient fit (``snapshot_every`` updates apart, from
-    ``snapshot_from`` of ``n_updates`` on); ``None`` when off or for ``optimizer="cma-es"``,
+    ``snapshot_from`` of ``n_updates`` on); ``None`` when off or for CMA-ES,
     whose search keeps its best candidate itself."""
-    if config.snapshot_every is None or config.nopg.optimizer == "cma-es":
+    if config.snapshot_every is None or isinstance(config.nopg.optimizer, CMAES):
         return None
     return PolicySnapshots(config.snapshot_every,
                            int(math.ceil(config.snapshot_from * config.n_updates - 1e-9)))

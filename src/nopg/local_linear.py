@@ -167,7 +167,7 @@ class LocalLinearBellman(NonparametricBellman):
             raise ValueError(f"successors={self.config.successors!r} needs top_k (the neighbours whose "
                              "successors move); top_k=None keeps all n of them per row. Set top_k "
                              "(10, or 'auto') (the paper's experiments set None: --set "
-                             "nopg.top_k=10)")
+                             "nopg.model.top_k=10)")
         if self.unsupported == "absorb":
             raise ValueError(f"successors={self.config.successors!r} supports unsupported='extrapolate' or "
                              "'penalty', not 'absorb' (see nopg.local_linear)")

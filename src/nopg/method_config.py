@@ -89,12 +89,13 @@ class MethodConfig:
         return out
 
     def setting_names(self) -> list[str]:
-        """Every name :meth:`replace` takes (``nopg.<field>`` for NOPG's own)."""
+        """Every name :meth:`replace` takes (``nopg.<path>`` for NOPG's own)."""
         top = [f.name for f in dataclasses.fields(self) if f.name != "nopg"]
-        return top + [f"nopg.{name}" for name in self.nopg.to_dict()]
+        return top + [f"nopg.{name}" for name in self.nopg.setting_names()]
 
     def replace(self, **changes: Any) -> Any:
-        """A copy with top-level fields or ``nopg.<field>`` entries (or a ``nopg`` dict of them)
+        """A copy with top-level fields or NOPG's settings by path (``nopg.model.top_k``,
+        ``nopg.optimizer``, or a ``nopg`` dict of paths: :meth:`nopg.NOPGConfig.replace`)
         replaced; an unknown name is refused with the closest known one."""
         top: dict[str, Any] = {}
         nopg_changes: dict[str, Any] = {}
@@ -109,11 +110,6 @@ class MethodConfig:
             else:
                 raise ValueError(f"unknown {self.KIND} setting {key!r}"
                                  f"{suggestion(key, self.setting_names())}")
-        known = self.nopg.to_dict()
-        for key in nopg_changes:
-            if key not in known:
-                raise ValueError(f"unknown NOPG setting 'nopg.{key}'"
-                                 f"{suggestion(f'nopg.{key}', [f'nopg.{k}' for k in known])}")
         if nopg_changes:
-            top["nopg"] = NOPGConfig.from_dict({**known, **nopg_changes})
+            top["nopg"] = top.get("nopg", self.nopg).with_settings(nopg_changes, prefix="nopg.")
         return dataclasses.replace(self, **top)

@@ -149,7 +149,7 @@ class GaussianMLPPolicy(_ScaledMLPPolicy):
 
     One MLP with ``2 * action_dim`` outputs ``[f, g]``: ``mu = a_max * tanh(f)``,
     ``sigma = sigma_max * sigmoid(g) * sigma_scale``. ``sigma_scale`` (a buffer, 1 by default) is
-    what the fit loop decays linearly when ``NOPGConfig.sigma_decay_to`` is set.
+    what the fit loop decays linearly when ``NOPGConfig.sigma_decay`` is set.
     ``forward`` returns the mean, so the policy can be evaluated deterministically.
     ``state_shift``/``state_scale`` scale the input as in :class:`DeterministicMLPPolicy`.
     """

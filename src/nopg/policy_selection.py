@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -81,8 +81,8 @@ def anchored_config(config: NOPGConfig) -> NOPGConfig:
     """``config`` with the anchored successors (``top_k="auto"`` where ``config`` keeps every
     neighbour, as the paper's experiments do, which the moved successors refuse): the judge's
     settings, and the anchored recipes'."""
-    return replace(config, successors="anchored",
-                   top_k="auto" if config.top_k is None else config.top_k)
+    top_k = "auto" if config.model.top_k is None else config.model.top_k
+    return config.replace(**{"model.successors": "anchored", "model.top_k": top_k})
 
 
 def judge_model(data: TransitionDataset, bandwidths: Bandwidths, config: NOPGConfig,

@@ -10,11 +10,11 @@ policy that one anchored model of the data rates best (:mod:`nopg.policy_selecti
   (:mod:`nopg.search`) over a linear policy ``a_max tanh(W (s - mean)/std + b)``, 50
   generations, fresh restarts after 8 without a better ``J_hat``, and candidates ranked first by
   how long the model keeps their episodes going over ``10 / (1 - gamma)`` steps
-  (``search_horizon``): the recipe of the balancing tasks (cart-pole, the inverted pendulum),
+  (``optimizer.horizon``): the recipe of the balancing tasks (cart-pole, the inverted pendulum),
   where gradient ascent on the kernel model's ``J_hat`` drives the policy off the data.
 - ``anchored``: the experiment's policy and optimiser on the anchored model, with
   :data:`ANCHORED_DATA_STARTS` data states as extra starts of the objective
-  (``NOPGConfig.data_starts``, :mod:`nopg.starts`): the option that swings pendulum-uniform's
+  (``NOPGConfig.starts.data``, :mod:`nopg.starts`): the option that swings pendulum-uniform's
   random data up, where the kernel model learns to spin. From the initial states alone,
   gradient ascent on this model often settles in a spinning policy the model itself rates far
   below the swing-up; from starts spread over the data it learns the catch at the top too.
@@ -68,7 +68,7 @@ __all__ = ["ANCHORED_DATA_STARTS", "AUTO", "BUDGET", "BUDGET_FLOOR_S", "ESCALATI
 
 STABILISE_GENERATIONS = 50
 STABILISE_PATIENCE = 8
-STABILISE_HORIZON_DISCOUNTS = 10.0     # search_horizon = 10 / (1 - gamma) steps
+STABILISE_HORIZON_DISCOUNTS = 10.0     # optimizer.horizon = 10 / (1 - gamma) steps
 SELECTION_STARTS = 16                  # initial states the judge and moved-successor recipes use
 ANCHORED_DATA_STARTS = 7               # the anchored recipe's data states as extra starts
 ESCALATION = "anchored"                # ... the recipe it escalates to
@@ -95,17 +95,17 @@ AUTO = "auto"
 RECIPES: dict[str, dict[str, Any]] = {
     "given": {},
     "stabilise": {"hidden": (), "normalize_states": True, "n_updates": STABILISE_GENERATIONS,
-                  "nopg.successors": "anchored", "nopg.optimizer": "cma-es",
-                  "nopg.search_patience": STABILISE_PATIENCE, "nopg.search_restart": "fresh"},
-    "anchored": {"nopg.successors": "anchored", "nopg.data_starts": ANCHORED_DATA_STARTS},
+                  "nopg.model.successors": "anchored", "nopg.optimizer": "cma-es",
+                  "nopg.optimizer.patience": STABILISE_PATIENCE, "nopg.optimizer.restart": "fresh"},
+    "anchored": {"nopg.model.successors": "anchored", "nopg.starts.data": ANCHORED_DATA_STARTS},
 }
 """The recipes by name: their settings over the experiment's (``stabilise``'s
-``search_horizon``, and ``top_k`` for the anchored ones, are filled in by :func:`apply_recipe`)."""
+``optimizer.horizon``, and ``model.top_k`` for the anchored ones, are filled in by :func:`apply_recipe`)."""
 
 
 def discount_horizon(gamma: float) -> int:
     """``ceil(10 / (1 - gamma))`` steps, after which the discount has fallen below ``e^-10``:
-    ``stabilise``'s ``search_horizon`` and the judge's episode length where a task names none."""
+    ``stabilise``'s ``optimizer.horizon`` and the judge's episode length where a task names none."""
     return int(math.ceil(STABILISE_HORIZON_DISCOUNTS / (1.0 - float(gamma)) - 1e-9))
 
 
@@ -209,8 +209,8 @@ def apply_recipe(config: MethodConfig, name: str) -> MethodConfig:
                          "(resolve_recipes)")
     changes: dict[str, Any] = {**RECIPES[name], "recipes": (name,)}
     if name == "stabilise":
-        changes["nopg.search_horizon"] = discount_horizon(config.nopg.gamma)
+        changes["nopg.optimizer.horizon"] = discount_horizon(config.nopg.gamma)
     out = config.replace(**changes)
-    if changes.get("nopg.successors") == "anchored":
+    if changes.get("nopg.model.successors") == "anchored":
         out = dataclasses.replace(out, nopg=anchored_config(out.nopg))
     return out

@@ -140,7 +140,7 @@ class EvolutionSearch:
         may load them).
 
         ``fitness()`` may return ``(alive, value)``, ``alive`` in [0, 1] (the share of its
-        episodes a candidate keeps alive, ``search_horizon``): candidates then rank by ``alive``
+        episodes a candidate keeps alive, ``CMAES.horizon``): candidates then rank by ``alive``
         first, and those with ``alive = 1`` by ``value`` (a float is ``(1, value)``).
 
         Returns

@@ -1,4 +1,4 @@
-"""Data states as extra starts of the objective (``NOPGConfig.data_starts``).
+"""Data states as extra starts of the objective (``NOPGConfig.starts.data``).
 
 NOPG's objective weights every state by the policy's discounted visitation from the initial
 states. A policy therefore gets a gradient only along its own path from them: a swing-up that
@@ -35,7 +35,7 @@ def farthest_data_states(states: np.ndarray, initial_states: np.ndarray, k: int)
         raise ValueError(f"states (n, d) and initial_states (m, d) must share d. Got shapes "
                          f"{x.shape} and {z.shape}.")
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= len(x):
-        raise ValueError(f"data_starts must be an int in [1, {len(x)}] (the number of data "
+        raise ValueError(f"starts.data must be an int in [1, {len(x)}] (the number of data "
                          f"states). Got {k!r}.")
     scale = x.std(axis=0)
     scale = np.where(scale > 0, scale, 1.0)

@@ -55,14 +55,14 @@ def with_bounds(config: MethodConfig, state_bounds: Bounds | None,
                 terminal_bounds: Bounds | None) -> MethodConfig:
     """``config`` with ``state_bounds`` and ``terminal_bounds`` (a task's knowledge), where its
     successors move and it sets none itself; logged."""
-    if config.nopg.successors == "kernel":
+    if config.nopg.model.successors == "kernel":
         return config
-    changes = {name: bounds for name, bounds in (("state_bounds", state_bounds),
-                                                 ("terminal_bounds", terminal_bounds))
-               if bounds is not None and getattr(config.nopg, name) is None}
+    changes = {f"model.{name}": bounds for name, bounds in (("state_bounds", state_bounds),
+                                                            ("terminal_bounds", terminal_bounds))
+               if bounds is not None and getattr(config.nopg.model, name) is None}
     for name, bounds in changes.items():
         logger.debug("%s of the moved successors from the task: low %s, high %s",
-                     name.replace("_", " "), *bounds)
+                     name.removeprefix("model.").replace("_", " "), *bounds)
     return config.replace(nopg=changes) if changes else config
 
 

@@ -63,7 +63,8 @@ def _analysis_changes(args: argparse.Namespace) -> dict[str, Any]:
                          "with its settings (see its config.json)")
     changes = {**config_file(args.config), **set_items(args.set)}
     changes.pop("experiment", None)
-    nopg = {f"nopg.{name}": getattr(args, name) for name in passed if getattr(args, name) is not None}
+    nopg = {f"nopg.model.{name}": getattr(args, name) for name in passed
+            if getattr(args, name) is not None}
     if nopg:
         changes["settings"] = {**changes.get("settings", {}), **nopg}
     return changes

@@ -20,9 +20,9 @@ def overrides(args: argparse.Namespace) -> dict[str, Any]:
         "seeds": args.seeds, "n_updates": args.n_updates, "bandwidth_method": args.bandwidth,
         "state_factor": args.state_factor, "action_factor": args.action_factor,
         "eval_every": args.eval_every, "nopg.gamma": args.gamma,
-        "nopg.learning_rate": args.lr, "nopg.top_k": args.top_k,
-        "nopg.n_mc_policy": args.n_mc_policy, "nopg.device": args.device,
-        "nopg.dtype": args.dtype, "recipes": args.recipes,
+        "nopg.optimizer.learning_rate": args.lr, "nopg.model.top_k": args.top_k,
+        "nopg.model.n_mc_policy": args.n_mc_policy, "nopg.model.device": args.device,
+        "nopg.model.dtype": args.dtype, "recipes": args.recipes,
     }
     for key, value in flags.items():
         if value is not None:
@@ -70,7 +70,7 @@ def add_training_args(parser: argparse.ArgumentParser, seeds: str) -> None:
     parser.add_argument("--dtype", choices=["float64", "float32"])
     parser.add_argument("--config", help="JSON file of settings (flags override it)")
     parser.add_argument("--set", action="append", metavar="KEY=VALUE",
-                        help="any setting, e.g. task.n_theta=20 or nopg.solver=bicgstab")
+                        help="any setting, e.g. task.n_theta=20 or nopg.model.solver=bicgstab")
     parser.add_argument("--out", default="results", help="results folder (default ./results)")
     parser.add_argument("--name", help="run folder name (default <task>__<algo>__<time>)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")

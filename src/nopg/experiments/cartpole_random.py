@@ -25,7 +25,7 @@ at gamma 0.99) penalises a slow drift of the cart over 200 s. The policy is only
 the data's states, so what it does once the cart has left them is the MLP's extrapolation: a
 failed run balances the pole while the cart drifts into the 0.307 m track limit. The models
 whose successors move can see that limit: the task gives them the stabilisation region as
-``nopg.terminal_bounds`` (:meth:`CartpoleRandomTask.terminal_bounds`). Measured
+``nopg.model.terminal_bounds`` (:meth:`CartpoleRandomTask.terminal_bounds`). Measured
 results (per seed, with both bandwidth settings) are in ``docs/bandwidths.md``.
 """
 
@@ -104,7 +104,7 @@ class CartpoleRandomTask(TaskBase, name="cartpole-random", state_dim=5, action_d
     """Quanser cart-pole stabilisation from uniform random-agent data."""
 
     def default_config(self) -> ExperimentConfig:
-        return task_config(CartpoleRandomSettings(), nopg={"n_mc_policy": 10}, n_updates=2000,
+        return task_config(CartpoleRandomSettings(), nopg={"model.n_mc_policy": 10}, n_updates=2000,
                            eval_every=250, eval_episodes=5, final_eval_episodes=10)
 
     def make_dataset(self, config: ExperimentConfig, seed: int) -> TransitionDataset:
@@ -129,7 +129,7 @@ class CartpoleRandomTask(TaskBase, name="cartpole-random", state_dim=5, action_d
     def terminal_bounds(self, config: ExperimentConfig) -> list[list[float | None]]:
         """The stabilisation region in the observation ``(x, sin, cos, x_dot, theta_dot)``:
         ``|x| <= x_limit`` and ``cos theta >= cos(theta_limit)`` (on the circle, ``|theta| <=
-        theta_limit``), for the moved successors' ``nopg.terminal_bounds``."""
+        theta_limit``), for the moved successors' ``nopg.model.terminal_bounds``."""
         x_limit, theta_limit = float(config.task["x_limit"]), float(config.task["theta_limit"])
         return [[-x_limit, None, math.cos(theta_limit), None, None],
                 [x_limit, None, None, None, None]]

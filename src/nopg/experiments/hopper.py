@@ -62,7 +62,7 @@ class HopperTask(EnvironmentTask, name="hopper", state_dim=11, action_dim=3, act
     """Hopper locomotion from a fixed batch of transitions."""
 
     def default_config(self) -> ExperimentConfig:
-        return d4rl_task_config(HopperSettings(), nopg={"top_k": 10},
+        return d4rl_task_config(HopperSettings(), nopg={"model.top_k": 10},
                                 hidden=(256, 256), eval_episodes=3, final_eval_episodes=10)
 
     def make_dataset(self, config: ExperimentConfig, seed: int) -> TransitionDataset:

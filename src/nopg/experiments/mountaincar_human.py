@@ -76,7 +76,7 @@ class MountainCarHumanTask(TaskBase, name="mountaincar-human", state_dim=2, acti
     """Mountain car from k human demonstrations (default 2), reward -1 per step."""
 
     def default_config(self) -> ExperimentConfig:
-        return task_config(MountainCarHumanSettings(), nopg={"n_mc_policy": 15}, n_updates=1500,
+        return task_config(MountainCarHumanSettings(), nopg={"model.n_mc_policy": 15}, n_updates=1500,
                            eval_episodes=2, final_eval_episodes=10)
 
     def make_dataset(self, config: ExperimentConfig, seed: int) -> TransitionDataset:

@@ -57,7 +57,7 @@ class PendulumGridTask(TaskBase, name="pendulum-grid", state_dim=3, action_dim=1
     plot_title = "Pendulum grid"
 
     def default_config(self) -> ExperimentConfig:
-        return task_config(PendulumGridSettings(), nopg={"n_mc_policy": 15}, n_updates=1500)
+        return task_config(PendulumGridSettings(), nopg={"model.n_mc_policy": 15}, n_updates=1500)
 
     def make_dataset(self, config: ExperimentConfig, seed: int) -> TransitionDataset:
         t = config.task

@@ -18,7 +18,7 @@ Deviations:
   bottom at rest (the lowest energy in the data is about -12, against -15 there), so the policy
   must extrapolate from the initial state; with narrow action kernels (Silverman x 3-6) the
   outcomes were bimodal across seeds. Measured results are in ``docs/bandwidths.md``.
-* ``top_k = 10`` by default (the sparse, near-linear path); ``--set nopg.top_k=null`` gives
+* ``top_k = 10`` by default (the sparse, near-linear path); ``--set nopg.model.top_k=null`` gives
   the paper's dense ``P``.
 * Actions are recorded as applied (clipped to +-2); ``task.clip_actions=false`` records the
   sampled ones, as the original code does.
@@ -55,7 +55,7 @@ class PendulumRandomTask(PendulumGridTask, name="pendulum-random"):
     plot_title = "Pendulum random agent"
 
     def default_config(self) -> ExperimentConfig:
-        return task_config(PendulumRandomSettings(), nopg={"n_mc_policy": 10, "top_k": 10},
+        return task_config(PendulumRandomSettings(), nopg={"model.n_mc_policy": 10, "model.top_k": 10},
                            n_updates=2000)
 
     def make_dataset(self, config: ExperimentConfig, seed: int) -> TransitionDataset:

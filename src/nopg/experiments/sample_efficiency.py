@@ -149,7 +149,7 @@ class SampleEfficiencyConfig:
         NOPG updates (default: the task's, the paper's).
     settings : dict
         Overrides of the task's experiment config for NOPG and the data (``--set``-style keys,
-        e.g. ``{"nopg.top_k": 10}``); ``task.n_samples`` is set by the sweep.
+        e.g. ``{"nopg.model.top_k": 10}``); ``task.n_samples`` is set by the sweep.
     d3rlpy : dict
         Per algorithm, extra fields of its d3rlpy ``Config`` (e.g. ``{"BEAR": {...}}``).
     confidence, n_boot : float, int

@@ -131,7 +131,7 @@ def _pwis_run(cfg: SampleEfficiencyConfig, size: int, seed: int) -> dict[str, An
     start = time.perf_counter()
     torch.manual_seed(seed)
     result = train_pwis(make_policy(task, exp, data), data, _behaviour_log_prob(cfg, exp),
-                        exp.nopg.gamma, cfg.pwis_updates, exp.nopg.learning_rate)
+                        exp.nopg.gamma, cfg.pwis_updates, exp.nopg.optimizer.learning_rate)
     seconds = time.perf_counter() - start
     return _row(cfg, "PWIS", size, seed, n_transitions=data.n,
                 **{"return": _evaluate(task, exp, seed)(result.policy)}, J_hat=result.J_hat,

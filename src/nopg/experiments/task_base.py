@@ -41,11 +41,13 @@ __all__ = ["EVALUATION_FILE", "EnvironmentTask", "TaskBase", "d4rl_task_config",
 EVALUATION_FILE = "evaluation.json"
 """The file (in ``seed_<k>/``) that holds the last evaluation's episodes and their summary."""
 
-_PAPER_NOPG = {"gamma": 0.99, "learning_rate": 1e-2, "top_k": None, "dense_max_n": 2000,
-               "n_mc_next": AUTO_MC_NEXT, "behaviour_n_mc_next": None}
+_PAPER_NOPG = {"gamma": 0.99, "optimizer.learning_rate": 1e-2, "model.top_k": None,
+               "model.dense_max_n": 2000, "model.n_mc_next": AUTO_MC_NEXT,
+               "behaviour.n_mc_next": None}
 _PAPER_RUN = {"n_updates": 1500, "bandwidth_method": "auto", "state_factor": 1.0,
               "action_factor": 1.0, "hidden": (50,), "sigma_max": 1.0, "eval_every": 100}
-_PAPER_D4RL_NOPG = {"learning_rate": 3e-4, "n_mc_policy": 1, "n_mc_next": None}
+_PAPER_D4RL_NOPG = {"optimizer.learning_rate": 3e-4, "model.n_mc_policy": 1,
+                    "model.n_mc_next": None}
 _PAPER_D4RL_RUN = {"n_updates": 5000, "eval_every": 500}
 
 
@@ -83,17 +85,19 @@ def task_config(task: TaskSettings | dict[str, Any], nopg: dict[str, Any] | None
     task : TaskSettings or dict
         The task's settings (``config.task``).
     nopg : dict, optional
-        :class:`~nopg.NOPGConfig` settings that differ from the shared ones (gamma 0.99,
-        learning rate 1e-2, ``top_k=None``, ``dense_max_n=2000``, ``n_mc_next=3``, the
-        library's ``auto`` value below 10^5 samples pinned, and the kernel mean while the
-        behaviour term is on, ``behaviour_n_mc_next=None``).
+        :class:`~nopg.NOPGConfig` settings by path (:meth:`~nopg.NOPGConfig.replace`) that
+        differ from the shared ones (gamma 0.99, learning rate 1e-2, ``model.top_k=None``,
+        ``model.dense_max_n=2000``, ``model.n_mc_next=3``, the library's ``auto`` value below
+        10^5 samples pinned, and the kernel mean while the behaviour term is on,
+        ``behaviour.n_mc_next=None``).
     **settings
         :class:`~nopg.experiments.runner.ExperimentConfig` fields that differ from the shared
         ones (``auto`` bandwidths, factors 1, hidden ``(50,)``, ``sigma_max`` 1, evaluation
         every 100 updates).
     """
     return ExperimentConfig(**{**_PAPER_RUN, **settings},
-                            nopg=NOPGConfig(**{**_PAPER_NOPG, **(nopg or {})}), task=task)
+                            nopg=NOPGConfig().replace(**{**_PAPER_NOPG, **(nopg or {})}),
+                            task=task)
 
 
 def d4rl_task_config(task: TaskSettings | dict[str, Any], nopg: dict[str, Any] | None = None,

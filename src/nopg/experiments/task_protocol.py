@@ -35,8 +35,8 @@ class ExperimentConfig(MethodConfig):
     typed :class:`~nopg.experiments.common.TaskSettings`."""
 
     seeds: tuple[int, ...] = (0, 1, 2)
-    env_state_bounds: bool = True             # moved successors: nopg.state_bounds from the env
-    env_terminal_bounds: bool = True          # moved successors: nopg.terminal_bounds from the task
+    env_state_bounds: bool = True             # moved successors: nopg.model.state_bounds from the env
+    env_terminal_bounds: bool = True          # moved successors: nopg.model.terminal_bounds from the task
     eval_every: int = 100                     # evaluate in the environment every N updates
     eval_episodes: int = 1                    # episodes per evaluation
     final_eval_episodes: int = 1              # episodes of the final evaluation
@@ -83,7 +83,7 @@ class Task(Protocol):
     A task may set ``evaluates = False`` (no environment to roll out in): its ``evaluate`` then
     returns ``[]``, no periodic evaluation runs and the returns are recorded as ``None``. A task
     that knows where its episodes end beyond what its data show (a cart's track limit) may define
-    ``terminal_bounds(config)``, the moved successors' ``nopg.terminal_bounds``
+    ``terminal_bounds(config)``, the moved successors' ``nopg.model.terminal_bounds``
     (:func:`task_terminal_bounds`).
     :mod:`nopg.experiments.task_base` holds what tasks share (``task_config``,
     ``EnvironmentTask``); a task's ``default_config().task`` is its typed settings.

@@ -26,7 +26,7 @@ Bandwidths (a documented deviation): the library's ``auto`` rule with no factors
 (:func:`nopg.bandwidth.knn_bandwidths`). The paper's setting, Silverman's rule times those factors
 (the paper does not name the base rule), is ``--bandwidth silverman --state-factor 2
 --action-factor 5``; measured over seeds 0-19 the two do equally well (``docs/bandwidths.md``).
-Behaviour term off (``nopg.behaviour_weight = 0``, the paper's objective): the waypoint
+Behaviour term off (``nopg.behaviour.weight = 0``, the paper's objective): the waypoint
 controller steers to randomly chosen goals, so its actions are predictable from the state
 (action predictability 0.54-0.61) but not aimed at this task's goal, and keeping the policy near
 them lowers the return (``docs/bandwidths.md``).
@@ -113,7 +113,7 @@ class UMazeTask(EnvironmentTask, name="umaze", state_dim=4, action_dim=2, action
     """Point-mass U-Maze navigation from D4RL-style waypoint-controller data."""
 
     def default_config(self) -> ExperimentConfig:
-        return d4rl_task_config(UMazeSettings(), nopg={"behaviour_weight": 0.0},
+        return d4rl_task_config(UMazeSettings(), nopg={"behaviour.weight": 0.0},
                                 hidden=(64, 32), eval_episodes=5, final_eval_episodes=20)
 
     # ------------------------------------------------------------------ data

@@ -219,7 +219,7 @@ class InvertedPendulumRandomTask(EnvironmentTask, name="invertedpendulum-random"
 
     def terminal_bounds(self, config: ExperimentConfig) -> list[list[float | None]]:
         """``InvertedPendulum-v5`` ends an episode where the pole's angle (observation 1) leaves
-        ``[-0.2, 0.2]`` rad: the moved successors' ``nopg.terminal_bounds``. (The cart's rail,
+        ``[-0.2, 0.2]`` rad: the moved successors' ``nopg.model.terminal_bounds``. (The cart's rail,
         ``[-1, 1]`` m, is a joint limit that stops the cart, not an end.)"""
         return [[None, -POLE_ANGLE_LIMIT, None, None], [None, POLE_ANGLE_LIMIT, None, None]]
 

@@ -176,7 +176,7 @@ def controller_reference_returns(noise_std: float = 1.0, n_steps: int = 500,
 
 def user_data_config(task: TaskSettings, **changes: Any) -> ExperimentConfig:
     """The settings every user-data task shares (the library's defaults, no tuned factor)."""
-    return task_config(task, nopg={"top_k": 10, "solver": "bicgstab", "dense_max_n": None},
+    return task_config(task, nopg={"model.top_k": 10, "model.solver": "bicgstab", "model.dense_max_n": None},
                        n_updates=1500, **changes)
 
 
