@@ -28,8 +28,8 @@ from _harness import Stopwatch, add_out_arg, median, write_csv
 from bench_scale import pendulum_data
 
 from nopg import NOPG, ModelConfig, NOPGConfig
-from nopg.bandwidth import select_bandwidths
-from nopg.policies import DeterministicMLPPolicy
+from nopg.bandwidth.selection import select_bandwidths
+from nopg.policies.networks import DeterministicMLPPolicy
 
 DEFAULTS = "defaults"
 CANDIDATES: dict[str, dict[str, Any]] = {

@@ -4,8 +4,8 @@ With ``n_mc_next`` draws per transition (the library's default below 10^5 sample
 ``P`` is itself a random estimate, new at every update. This script fits ``--updates`` updates
 of the library's defaults on ``bench_scale.py``'s Pendulum-like data, then, at the fitted
 policy and for two independent sets of draws, solves both systems with
-``nopg.solvers.solve_bellman_auto`` at several error targets (the preconditioner of
-``nopg.solvers.ilu_preconditioner`` built on each ``P``, warm starts from a third set of draws,
+``nopg.linalg.solvers.solve_bellman_auto`` at several error targets (the preconditioner of
+``nopg.linalg.solvers.ilu_preconditioner`` built on each ``P``, warm starts from a third set of draws,
 as in a fit) and reports, per target:
 
 - the BiCGSTAB iterations (``q`` + ``mu``);
@@ -28,8 +28,8 @@ import torch
 from bench_scale import fitted_defaults
 
 from nopg import NOPG
-from nopg.bellman import BellmanSolution
-from nopg.solvers import ilu_preconditioner, solve_bellman_auto
+from nopg.linalg.solvers import ilu_preconditioner, solve_bellman_auto
+from nopg.model.bellman import BellmanSolution
 
 TIGHT = 1e-9
 

@@ -11,7 +11,7 @@ state, 6-D action, 23-D pairs), with the ``auto`` bandwidths. Both fits use the 
 ``bench_scale.py`` (``top_k = 10``, a deterministic MLP with one hidden layer of 50, Adam 1e-2,
 kernel-mean next states, BiCGSTAB with ``solver_tol="auto"``, seed 0) and differ only in
 ``neighbors``: ``knn`` (the exact k-NN query of every row at every update: what ``auto`` runs at
-this size once the candidates lose their certificates) and ``graph`` (:mod:`nopg.graph_search`).
+this size once the candidates lose their certificates) and ``graph`` (:mod:`nopg.model.graph_search`).
 
 Reported per path: ``setup`` seconds, the first update, the mean over all updates (the first
 included: it builds the graph and the warm pools), the mean of the others, and the seconds of
@@ -35,9 +35,9 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from nopg import NOPG, GradientAscent, ModelConfig, NOPGConfig, TransitionDataset  # noqa: E402
-from nopg.bandwidth import select_bandwidths  # noqa: E402
-from nopg.bellman import NonparametricBellman  # noqa: E402
-from nopg.policies import DeterministicMLPPolicy  # noqa: E402
+from nopg.bandwidth.selection import select_bandwidths  # noqa: E402
+from nopg.model.bellman import NonparametricBellman  # noqa: E402
+from nopg.policies.networks import DeterministicMLPPolicy  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _harness import Stopwatch, add_out_arg, time_calls, timed, write_json  # noqa: E402
@@ -71,7 +71,7 @@ def make_data(kind: str, n: int) -> TransitionDataset:
 def fit(data: TransitionDataset, neighbors: str, updates: int, lr: float, k: int,
         graph_options: dict | None = None) -> tuple[dict, NOPG]:
     """``setup``, then ``updates`` timed updates of NOPG with ``neighbors`` (``graph_options``:
-    settings of :class:`nopg.graph_search.GraphSearch` other than the model's)."""
+    settings of :class:`nopg.model.graph_search.GraphSearch` other than the model's)."""
     bw = select_bandwidths(data, "auto")
     torch.manual_seed(0)
     policy = DeterministicMLPPolicy(data.state_dim, data.action_dim,
@@ -83,7 +83,7 @@ def fit(data: TransitionDataset, neighbors: str, updates: int, lr: float, k: int
     _, setup_watch = timed(algo.setup, data, bw, data.states[:1])
     setup = setup_watch.wall_s
     if graph_options:
-        from nopg.graph_search import DEFAULT_BEAM, DEFAULT_POOL, GraphSearch
+        from nopg.model.graph_search import DEFAULT_BEAM, DEFAULT_POOL, GraphSearch
 
         sel = algo.model_.selector
         options = {"pool": max(DEFAULT_POOL, 2 * k), "beam": max(DEFAULT_BEAM, k), **graph_options}

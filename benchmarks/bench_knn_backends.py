@@ -64,7 +64,7 @@ def _sklearn(algorithm: str) -> Callable[[np.ndarray], Callable[[np.ndarray, int
 
 
 def _torch(points: np.ndarray) -> Callable[[np.ndarray, int], np.ndarray]:
-    from nopg.neighbors import NeighborIndex
+    from nopg.model.neighbors import NeighborIndex
 
     index = NeighborIndex(torch.as_tensor(points), backend="torch")
     return lambda q, k: index.query(torch.as_tensor(q), k)[1].numpy()

@@ -27,7 +27,7 @@ from _harness import ratio, timed  # noqa: E402
 from bench_scale import pendulum_data  # noqa: E402
 
 from nopg import select_bandwidths  # noqa: E402
-from nopg.neighbors import NeighborIndex  # noqa: E402
+from nopg.model.neighbors import NeighborIndex  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

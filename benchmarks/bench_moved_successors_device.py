@@ -25,7 +25,7 @@ import torch
 from _harness import ratio
 
 from nopg import NOPG
-from nopg.bandwidth import select_bandwidths
+from nopg.bandwidth.selection import select_bandwidths
 from nopg.experiments import get_task
 from nopg.experiments.runner import make_policy, with_task_bounds
 

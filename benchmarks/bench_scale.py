@@ -42,9 +42,9 @@ from _harness import Stopwatch, add_out_arg, median, peak_rss_mb, time_calls, ti
 
 import nopg
 from nopg import NOPG, GradientAscent, ModelConfig, NOPGConfig, TransitionDataset
-from nopg.bandwidth import select_bandwidths
-from nopg.defaults import check_auto_count
-from nopg.policies import DeterministicMLPPolicy
+from nopg.bandwidth.selection import select_bandwidths
+from nopg.model.defaults import check_auto_count
+from nopg.policies.networks import DeterministicMLPPolicy
 
 
 def pendulum_data(n: int, seed: int = 0) -> TransitionDataset:
@@ -94,7 +94,7 @@ def time_path(data: TransitionDataset, neighbors: str, args: argparse.Namespace,
     ``mean_s`` is the mean over all of them, the first included (what a user pays for a fit of
     that many updates: the first update builds the candidate sets); ``steady_s`` the mean over
     the last ``min(20, updates // 2)``; ``neighbor_s`` the share of each spent selecting the top-k
-    entries (``nopg.candidates.TopKSelector.select``); ``refined`` the rows re-centred per update.
+    entries (``nopg.model.candidates.TopKSelector.select``); ``refined`` the rows re-centred per update.
     """
     bw = select_bandwidths(data, args.bandwidth,
                            action_factor=np.full(data.action_dim, args.action_factor))
@@ -189,7 +189,7 @@ def accuracy(algo: NOPG, data: TransitionDataset, args: argparse.Namespace) -> d
     """J_hat and gradient of the trained sparse model against a fresh dense top-k model at the
     same policy (the sparse model's candidates were built at earlier policies). With Monte-Carlo
     next states both models draw the same states (generators of one seed)."""
-    from nopg.bellman import NonparametricBellman
+    from nopg.model.bellman import NonparametricBellman
 
     def estimate(model: NonparametricBellman) -> tuple[float, np.ndarray]:
         sol = model.solution(algo.policy, algo.initial_states_, torch.Generator().manual_seed(0))
@@ -261,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="BiCGSTAB preconditioner of the sparse path (NOPGConfig.preconditioner)")
     p.add_argument("--error", type=float, default=None,
                    help="solver_error: the error target of solver_tol='auto' (default: the "
-                        "library's rule, nopg.bellman_solver.auto_error)")
+                        "library's rule, nopg.model.bellman_solver.auto_error)")
     p.add_argument("--tol", type=_tolerance, default="auto",
                    help="solver_tol: 'auto' (the library's default) or a relative residual")
     p.add_argument("--lr", type=float, default=1e-2, help="Adam step (the policy moves each update)")

@@ -1,6 +1,6 @@
 """One symmetric Gauss-Seidel sweep on a NOPG system: PyAMG's relaxation against triangular solves.
 
-The aggregation preconditioner (``nopg.solvers.aggregation_preconditioner``) smooths with a
+The aggregation preconditioner (``nopg.linalg.solvers.aggregation_preconditioner``) smooths with a
 symmetric Gauss-Seidel sweep of ``A = I - P``. This script takes ``P`` from one update of the
 library's defaults on ``bench_scale.py``'s Pendulum-like data (kernel-mean next states), in the
 aggregates' order the solver uses, and times, per sweep (best of ``--repeats``):

@@ -20,7 +20,7 @@ process, one variant after the other, so that the timings are comparable as rati
 
 Variants: explicit tolerances (the former default 1e-10, 1e-8, 1e-6) with the former ILU rule
 (rebuilt when a solve needs more than 15 iterations); ``solver_tol="auto"`` (the default: a proven
-error bound of 1e-3 for ``q`` and ``mu``, :func:`nopg.solvers.solve_bellman_auto`) with its
+error bound of 1e-3 for ``q`` and ``mu``, :func:`nopg.linalg.solvers.solve_bellman_auto`) with its
 cost-based ILU rebuild, and with other error targets, rebuild rules (former rule, built once,
 rebuilt every update, cheaper to build), lower-fill ILU, no preconditioner; and warm-started
 Neumann (Jacobi) sweeps ``q <- r + P q``, ``mu <- eps0 + P^T mu`` (1, 10 or 100 per update).
@@ -46,11 +46,11 @@ import torch
 from _harness import Stopwatch, add_out_arg, time_calls, write_json
 from bench_scale import pendulum_data
 
-import nopg.bellman as nb
+import nopg.model.bellman as nb
 from nopg import NOPG, GradientAscent, ModelConfig, NOPGConfig, TransitionDataset
-from nopg.bandwidth import select_bandwidths
-from nopg.policies import DeterministicMLPPolicy
-from nopg.solvers import SolveInfo
+from nopg.bandwidth.selection import select_bandwidths
+from nopg.linalg.solvers import SolveInfo
+from nopg.policies.networks import DeterministicMLPPolicy
 
 S0 = np.array([[-1.0, 0.0, 0.0]])   # the hanging pendulum: the initial state of the fit
 

@@ -31,9 +31,9 @@ import torch
 from scipy.stats import spearmanr
 
 from nopg import AutoNOPG, MethodConfig
-from nopg.policy_selection import JudgeScore, best_score, judge_model, score_policy
-from nopg.snapshots import policy_state
-from nopg.task_knowledge import with_bounds
+from nopg.select.policy_selection import JudgeScore, best_score, judge_model, score_policy
+from nopg.select.snapshots import policy_state
+from nopg.select.task_knowledge import with_bounds
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_method_cost import DATA_SETS, task_setup  # noqa: E402

@@ -3,7 +3,7 @@
     python benchmarks/preregistered_summary.py [--results docs/runs/preregistered/results.jsonl]
 
 Per task and algorithm (NOPG, BC, TD3+BC, IQL): the seeds finished, the mean of the per-seed
-returns with its 95% percentile-bootstrap interval (:func:`nopg.run_evaluation.bootstrap_mean_ci`,
+returns with its 95% percentile-bootstrap interval (:func:`nopg.io.run_evaluation.bootstrap_mean_ci`,
 the protocol's), and the median wall time a seed. Per task the verdict of the success criterion of
 ``docs/preregistration.md``: NOPG's mean at or above the best baseline mean, given only where
 every algorithm has all five seeds (else ``incomplete``); then the count over the tasks with a
@@ -19,7 +19,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from nopg.run_evaluation import bootstrap_mean_ci
+from nopg.io.run_evaluation import bootstrap_mean_ci
 
 RESULTS = Path(__file__).resolve().parents[1] / "docs" / "runs" / "preregistered" / "results.jsonl"
 ALGORITHMS = ("NOPG", "BC", "TD3+BC", "IQL")

@@ -35,7 +35,7 @@ from invertedpendulum_reference_policies import STEPS, chain_spread, task_inputs
 from torch import nn
 
 from nopg import NOPG
-from nopg.bandwidth import knn_bandwidths
+from nopg.bandwidth.selection import knn_bandwidths
 from nopg.envs.cartpole import INIT_THETA_MAX, cartpole_step, sample_initial_states, simulate_cartpole
 from nopg.experiments import get_task
 

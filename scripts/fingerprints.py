@@ -89,7 +89,7 @@ def _grid_data() -> nopg.TransitionDataset:
 
 
 def bandwidths(grid: nopg.TransitionDataset, small: nopg.TransitionDataset) -> dict[str, Any]:
-    from nopg.bandwidth import METHODS, action_effect, select_bandwidths_and_guards
+    from nopg.bandwidth.selection import METHODS, action_effect, select_bandwidths_and_guards
     out: dict[str, Any] = {}
     for name, data in (("grid", grid), ("small", small)):
         for method in METHODS:

@@ -32,10 +32,10 @@ import torch
 from torch import nn
 
 from nopg import NOPG
-from nopg.bandwidth_report import bandwidth_report
-from nopg.data import TransitionDataset
-from nopg.evaluation import evaluate_episodes
+from nopg.data.dataset import TransitionDataset
+from nopg.envs.evaluation import evaluate_episodes
 from nopg.experiments import get_task
+from nopg.select.bandwidth_report import bandwidth_report
 
 FORCE = 3.0
 STEPS = (10, 25, 50, 100)

@@ -63,7 +63,7 @@ def _default_recipes_fit_given_alone(request: pytest.FixtureRequest,
     alone, so that the runner tests fit what they test and not also 50 CMA-ES generations or an
     anchored fit each."""
     if request.node.get_closest_marker("auto_recipes") is None:
-        from nopg import recipes
+        from nopg.select import recipes
 
         resolve, escalate = recipes.resolve_recipes, recipes.escalation
 
@@ -75,8 +75,8 @@ def _default_recipes_fit_given_alone(request: pytest.FixtureRequest,
             escalate(names, data, restarts)          # its checks of the recipe list still run
             return None
 
-        monkeypatch.setattr("nopg.auto.resolve_recipes", given_alone)
-        monkeypatch.setattr("nopg.auto.escalation", no_escalation)
+        monkeypatch.setattr("nopg.select.auto.resolve_recipes", given_alone)
+        monkeypatch.setattr("nopg.select.auto.escalation", no_escalation)
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 import nopg
-from nopg.algorithm import LOG_COLUMNS
+from nopg.train.algorithm import LOG_COLUMNS
 
 TARGET = 0.5
 

@@ -10,7 +10,7 @@ import torch
 from conftest import make_arrays
 
 import nopg
-from nopg import allocator
+from nopg.train import allocator
 
 GLIBC = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
 
@@ -25,7 +25,7 @@ def test_reuse_freed_memory_raises_the_thresholds_once():
 
 def test_setup_applies_the_setting_only_when_asked(monkeypatch, bandwidths, initial_states):
     calls = []
-    monkeypatch.setattr("nopg.algorithm.reuse_freed_memory", lambda: calls.append(1) or True)
+    monkeypatch.setattr("nopg.train.algorithm.reuse_freed_memory", lambda: calls.append(1) or True)
     data = nopg.TransitionDataset(**make_arrays(n=60, seed=1))
     for reuse in (False, True):
         torch.manual_seed(0)

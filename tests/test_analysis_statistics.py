@@ -19,7 +19,7 @@ from nopg.analysis.statistics import (
     summary_rows,
     write_csv,
 )
-from nopg.gradient_plots import ESTIMATOR_ORDER, estimator_colors, plot_gradient_sweep
+from nopg.viz.gradient_plots import ESTIMATOR_ORDER, estimator_colors, plot_gradient_sweep
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 TRUTH = np.array([-1.0, 0.5])

@@ -1,4 +1,4 @@
-"""Anchored local-linear successors (``successors="anchored"``, :mod:`nopg.anchored`).
+"""Anchored local-linear successors (``successors="anchored"``, :mod:`nopg.model.anchored`).
 
 - on data from linear dynamics with a linear reward the anchored ``J_hat`` of a linear
   controller is its true discounted return (to 1e-4), where the local-linear model without
@@ -18,9 +18,9 @@ import torch
 from test_gradient import EPS, GAMMA, REL_TOL, flat
 
 import nopg
-from nopg.anchored import AnchoredBellman, resolve_anchor_horizon
-from nopg.bellman import NonparametricBellman
-from nopg.local_linear import BOX_MARGIN
+from nopg.model.anchored import AnchoredBellman, resolve_anchor_horizon
+from nopg.model.bellman import NonparametricBellman
+from nopg.model.local_linear import BOX_MARGIN
 
 A_TRUE = np.array([[1.0, 0.1], [0.0, 1.0]])
 B_TRUE = np.array([[0.0], [0.1]])

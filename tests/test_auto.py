@@ -30,7 +30,7 @@ def test_the_python_api_and_nopg_fit_give_the_same_policy(data_file, tmp_path):
     assert main(["fit", data_file, "--n-updates", "4", "--seeds", "1", "--out", str(tmp_path),
                  "--name", "cli", "--no-progress"]) == 0
     summary = json.loads((tmp_path / "cli" / "summary.json").read_text())["seeds"][0]
-    data = nopg.formats.load_dataset(data_file)
+    data = nopg.data.formats.load_dataset(data_file)
     method = AutoNOPG(MethodConfig(n_updates=4), seed=1).fit(data, progress=False)
     assert method.J_hat_ == pytest.approx(summary["J_hat"], rel=1e-12)
     saved = torch.load(tmp_path / "cli" / "seed_1" / "checkpoint" / "policy.pt",
@@ -76,7 +76,7 @@ def test_constant_state_dimensions_are_ignored_as_if_dropped(caplog):
     wide = TransitionDataset(**padded)
     config = MethodConfig(n_updates=3, snapshot_every=None)
     reference = AutoNOPG(config, seed=0).fit(plain, plain.states[:4], progress=False)
-    with caplog.at_level(logging.INFO, logger="nopg.auto"):
+    with caplog.at_level(logging.INFO, logger="nopg.select.auto"):
         method = AutoNOPG(config, seed=0).fit(wide, wide.states[:4], progress=False)
     assert [r for r in caplog.records if "carry no information" in r.getMessage()]
     assert method.report_.dropped_state_dims == [1] and reference.report_.dropped_state_dims == []
@@ -91,7 +91,7 @@ def test_constant_state_dimensions_are_ignored_as_if_dropped(caplog):
 def test_a_fit_without_constant_dimensions_saves_loads_and_exports_on_full_states(tmp_path):
     """The kept fit's checkpoint holds the policy that takes full states (and the model's
     reduced ones): loaded, and exported with the model's states, it acts as fitted."""
-    from nopg.export import export_policy, load_exported_policy
+    from nopg.io.export import export_policy, load_exported_policy
 
     arrays = make_arrays(seed=3)
     for key in ("states", "next_states"):
@@ -178,7 +178,7 @@ def test_fit_with_env_takes_its_observation_bounds_and_time_limit(data_file, tmp
 def test_many_initial_states_reach_the_judge_and_moved_successors_as_a_spread_subsample(dataset):
     """With more initial states than SELECTION_STARTS the kernel fit keeps them all, while the
     anchored recipe and the judge use the farthest-point subsample, and the report says so."""
-    from nopg.recipes import SELECTION_STARTS, selection_starts
+    from nopg.select.recipes import SELECTION_STARTS, selection_starts
 
     starts = dataset.states[:30]
     config = MethodConfig(n_updates=2, recipes=("given", "anchored"), snapshot_every=None)
@@ -194,9 +194,9 @@ def test_many_initial_states_reach_the_judge_and_moved_successors_as_a_spread_su
 def test_the_judges_horizon_is_where_the_datas_episodes_are_cut(data_file, dataset):
     """Without a horizon the judge forecasts over the length at which at least two episodes
     are cut without a terminal (a time limit), else over 10 / (1 - gamma) steps."""
-    from nopg.task_knowledge import episode_horizon
+    from nopg.select.task_knowledge import episode_horizon
 
-    pendulum = nopg.formats.load_dataset(data_file)            # three 20-step episodes
+    pendulum = nopg.data.formats.load_dataset(data_file)            # three 20-step episodes
     assert episode_horizon(pendulum) == 20
     assert episode_horizon(pendulum.subset(np.arange(45))) == 20    # the last one cut short
     assert episode_horizon(pendulum.subset(np.arange(30))) is None  # one cut: end of logging
@@ -245,7 +245,7 @@ def test_the_later_fits_spend_at_most_the_budget(dataset, monkeypatch):
     """What follows the first fit's updates stops once it has spent ``budget`` times their
     seconds (the plain fit's; the floor set to 0 so that a test-sized fit reaches it); a budget
     of 0 fits nothing after the first, and the kept policy is then the first fit's."""
-    monkeypatch.setattr("nopg.fit_run.BUDGET_FLOOR_S", 0.0)
+    monkeypatch.setattr("nopg.select.fit_run.BUDGET_FLOOR_S", 0.0)
     config = MethodConfig(n_updates=400, recipes=("given", "anchored"), snapshot_every=None,
                           budget=0.5)
     method = AutoNOPG(config, seed=0).fit(dataset, dataset.states[:3], horizon=15,
@@ -277,7 +277,7 @@ def test_the_snapshot_choice_stops_at_the_budget(dataset, monkeypatch):
     """The judge's snapshot choice is part of what the budget pays for: with a budget spent as
     the plain fit ends, only the final policy is scored (and kept), the report says how many
     snapshots were left, and without a limit every snapshot is scored."""
-    monkeypatch.setattr("nopg.fit_run.BUDGET_FLOOR_S", 0.0)
+    monkeypatch.setattr("nopg.select.fit_run.BUDGET_FLOOR_S", 0.0)
     config = MethodConfig(n_updates=40, recipes=("given",), snapshot_every=10,
                           snapshot_from=0.0, budget=1e-9)
     spent = AutoNOPG(config, seed=0).fit(dataset, dataset.states[:3], horizon=15,

@@ -1,4 +1,4 @@
-"""Tests for nopg.bandwidth."""
+"""Tests for nopg.bandwidth.selection."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
-from nopg.bandwidth import (
+from nopg.bandwidth.rules import _heldout_loglik
+from nopg.bandwidth.selection import (
     Bandwidths,
     DuplicatedDataWarning,
     cross_validated_bandwidth,
@@ -22,8 +23,7 @@ from nopg.bandwidth import (
     support_widening,
     thinness_at,
 )
-from nopg.bandwidth_rules import _heldout_loglik
-from nopg.data import TransitionDataset
+from nopg.data.dataset import TransitionDataset
 
 
 def make_dataset(n: int = 300, seed: int = 0, actions: np.ndarray | None = None):
@@ -317,7 +317,7 @@ def test_knn_replay_guard_widens_bandwidths_on_clustered_data():
 def test_thinness_at_is_the_models_thinness():
     import torch
 
-    from nopg.kernels import thinness
+    from nopg.model.kernels import thinness
 
     sq = np.random.default_rng(0).uniform(0, 30, size=(5, 8))
     log_mass = torch.logsumexp(torch.tensor(-0.5 * sq), dim=1)
@@ -404,7 +404,7 @@ def _linear_system(n: int = 2000, gain: float = 1.0, seed: int = 0, terminal_eve
 def test_action_effect_is_the_slope_in_state_bandwidths():
     """Noise-free linear dynamics: the fit recovers b exactly, so the effect is
     ||b / h_s|| h_a; terminal transitions (whose next states are arbitrary) do not enter."""
-    from nopg.bandwidth import action_effect
+    from nopg.bandwidth.selection import action_effect
 
     data, b = _linear_system(terminal_every=7)
     h_s, h_a = np.array([0.05, 0.2]), np.array([0.7])
@@ -422,7 +422,7 @@ def test_action_effect_is_the_slope_in_state_bandwidths():
 
 
 def test_action_guard_narrows_only_strong_actions_to_the_geometric_compromise():
-    from nopg.bandwidth import ACTION_EFFECT_MAX, action_effect
+    from nopg.bandwidth.selection import ACTION_EFFECT_MAX, action_effect
 
     weak, _ = _linear_system(gain=0.001)
     strong, _ = _linear_system(gain=1.0)

@@ -1,4 +1,5 @@
-"""`nopg.bandwidth_report` (bandwidths chosen, distances in bandwidths, support) and `nopg bandwidth`."""
+"""`nopg.select.bandwidth_report` (bandwidths chosen, distances in bandwidths, support) and
+`nopg bandwidth`."""
 
 from __future__ import annotations
 
@@ -9,10 +10,10 @@ import numpy as np
 import pytest
 
 import nopg
-import nopg.bandwidth_report as br
-from nopg.bandwidth import knn_selection, select_bandwidths
-from nopg.bandwidth_report import BandwidthReport, bandwidth_report
+import nopg.select.bandwidth_report as br
+from nopg.bandwidth.selection import knn_selection, select_bandwidths
 from nopg.cli import main
+from nopg.select.bandwidth_report import BandwidthReport, bandwidth_report
 
 
 def _trajectories(n_episodes: int = 3, length: int = 25, seed: int = 0) -> nopg.TransitionDataset:
@@ -53,7 +54,7 @@ def test_bandwidths_are_select_bandwidths(dataset, method, state_factor, action_
 
 
 def test_auto_reports_the_rule_and_leaves_logging_alone(dataset):
-    logger = logging.getLogger("nopg.bandwidth")
+    logger = logging.getLogger("nopg.bandwidth.selection")
     level = logger.level
     report = bandwidth_report(dataset, "auto", seed=1)
     assert report.method == "auto" and report.method_used == "knn"
@@ -136,7 +137,7 @@ def test_to_dict_is_json_and_text_lists_bandwidths(trajectory):
 
 
 def test_report_gives_the_action_predictability_and_auto_behaviour_weight(trajectory):
-    from nopg.behaviour import AUTO_SCALE, action_predictability
+    from nopg.train.behaviour import AUTO_SCALE, action_predictability
 
     random_actions = bandwidth_report(trajectory, n_action_probes=2)
     assert random_actions.action_predictability == 0.0 == random_actions.behaviour_weight
@@ -161,7 +162,7 @@ def test_bad_arguments(dataset, kwargs, message):
 
 
 def test_plot_needs_existing_folder(dataset, tmp_path):
-    from nopg.bandwidth_plots import plot_bandwidth_report
+    from nopg.viz.bandwidth_plots import plot_bandwidth_report
 
     report = bandwidth_report(dataset, "silverman", n_action_probes=2)
     with pytest.raises(ValueError, match="missing"):

@@ -15,7 +15,7 @@ from nopg.analysis.estimators import GPOMDPEstimator
 from nopg.baselines.d3rlpy_bridge import d3rlpy_layout, dataset_sha256, isolated_python
 from nopg.baselines.pwis import gaussian_mixture_log_prob, train_pwis, uniform_log_prob
 from nopg.experiments import get_task, make_policy
-from nopg.policies import GaussianMLPPolicy, gaussian_log_prob
+from nopg.policies.networks import GaussianMLPPolicy, gaussian_log_prob
 
 
 def _d3rlpy_python_or_skip() -> None:

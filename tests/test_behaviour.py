@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import nopg
-from nopg.behaviour import AUTO_SCALE, action_predictability, behaviour_targets
+from nopg.train.behaviour import AUTO_SCALE, action_predictability, behaviour_targets
 
 
 def _data(states: np.ndarray, actions: np.ndarray) -> nopg.TransitionDataset:
@@ -186,7 +186,7 @@ def test_no_pretraining_without_the_term_or_when_turned_off(bandwidths, initial_
 
 def test_pretraining_in_batches_is_deterministic(bandwidths, initial_states, det_policy,
                                                  monkeypatch):
-    import nopg.behaviour as behaviour
+    import nopg.train.behaviour as behaviour
 
     monkeypatch.setattr(behaviour, "PRETRAIN_BATCH", 32)      # 200 samples: random batches
     fitted = []

@@ -8,8 +8,8 @@ import torch
 from torch import nn
 
 import nopg
-from nopg.bellman import NonparametricBellman
-from nopg.gradient import surrogate_gradient
+from nopg.model.bellman import NonparametricBellman
+from nopg.train.gradient import surrogate_gradient
 
 GAMMA = 0.9
 

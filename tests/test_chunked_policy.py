@@ -1,4 +1,4 @@
-"""The policy evaluated chunk by chunk with a recomputed backward pass (:mod:`nopg.chunked_policy`).
+"""The policy evaluated chunk by chunk with a recomputed backward pass (:mod:`nopg.policies.chunked`).
 
 - outputs and parameter gradients equal the plain call's (deterministic and Gaussian policies,
   one output or both, chunks that do not divide the states);
@@ -18,7 +18,7 @@ from test_gradient import GAMMA, check_against_fd
 from torch import nn
 
 import nopg
-import nopg.chunked_policy as cp
+import nopg.policies.chunked as cp
 
 
 def _grads(outputs, policy, weights):

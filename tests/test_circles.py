@@ -1,4 +1,4 @@
-"""Angles observed as ``(cos, sin)``: the circles of :mod:`nopg.circles` and the moved successors.
+"""Angles observed as ``(cos, sin)``: the circles of :mod:`nopg.model.circles` and the moved successors.
 
 - :func:`find_circles` finds the pendulum's ``(cos, sin)`` in float32 data and nothing in random
   or constant columns;
@@ -19,7 +19,7 @@ from test_anchored import fd_fixed_anchors
 from test_gradient import REL_TOL, check_against_fd, flat
 
 import nopg
-from nopg.circles import find_circles, project_to_circles, resolve_circles
+from nopg.model.circles import find_circles, project_to_circles, resolve_circles
 
 GAMMA = 0.95
 BW = nopg.Bandwidths(state=[0.25, 0.25, 1.0], action=[0.5])
@@ -128,7 +128,7 @@ def test_gradient_with_circles_matches_finite_differences():
 
 
 def test_anchored_gradient_with_circles_matches_finite_differences():
-    # the anchored model's gradient holds the anchors fixed (nopg.anchored), so does the FD
+    # the anchored model's gradient holds the anchors fixed (nopg.model.anchored), so does the FD
     data = _pendulum_data(80)
     model = nopg.bellman_model(data, BW, GAMMA, successors="anchored", top_k=5,
                                  neighbors="knn", anchor_horizon=8)

@@ -47,7 +47,7 @@ def test_reproduce_writes_results_folder(tmp_path, stochastic):
 
 
 def test_recipes_flag_fits_each_and_records_the_judges_choice(tmp_path, monkeypatch):
-    from nopg.recipes import RECIPES
+    from nopg.select.recipes import RECIPES
 
     monkeypatch.setitem(RECIPES["stabilise"], "n_updates", 2)
     assert main(_tiny(tmp_path, "--recipes", "given", "stabilise")) == 0

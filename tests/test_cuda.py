@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import nopg
-from nopg.bellman_solver import auto_error
+from nopg.model.bellman_solver import auto_error
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(),
                                 reason="needs a CUDA GPU; the CPU suite covers the same math")

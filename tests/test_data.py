@@ -1,4 +1,4 @@
-"""Tests for nopg.data.TransitionDataset."""
+"""Tests for nopg.data.dataset.TransitionDataset."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from nopg.data import TransitionDataset, concatenate
+from nopg.data.dataset import TransitionDataset, concatenate
 from nopg.datasets import mountaincar_human_path
 
 

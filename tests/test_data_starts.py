@@ -1,4 +1,4 @@
-"""Data states as extra starts of the objective (``NOPGConfig.data_starts``, :mod:`nopg.starts`)."""
+"""Data states as extra starts of the objective (``NOPGConfig.data_starts``, :mod:`nopg.train.starts`)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import torch
 from scipy.spatial.distance import cdist
 
 import nopg
-from nopg.gradient import surrogate_gradient
-from nopg.starts import farthest_data_states
+from nopg.train.gradient import surrogate_gradient
+from nopg.train.starts import farthest_data_states
 
 
 def plane_data(n: int = 80, seed: int = 0) -> nopg.TransitionDataset:

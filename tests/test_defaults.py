@@ -9,8 +9,9 @@ import pytest
 import torch
 
 import nopg
-from nopg.bellman import NonparametricBellman
-from nopg.defaults import (
+from nopg.experiments import TASKS
+from nopg.model.bellman import NonparametricBellman
+from nopg.model.defaults import (
     AUTO_MC_NEXT,
     AUTO_TOP_K,
     DENSE_P_SOLVE_MAX_N,
@@ -19,7 +20,6 @@ from nopg.defaults import (
     SPARSE_P_SOLVE_MAX_N,
     resolve_settings,
 )
-from nopg.experiments import TASKS
 
 SMALL = (1, 40, SPARSE_MIN_N - 1)
 LARGE = (SPARSE_MIN_N, 2000, 10_000, 100_000)

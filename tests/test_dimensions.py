@@ -1,4 +1,4 @@
-"""State dimensions without information (:mod:`nopg.dimensions`): the mask, the reduced data, the
+"""State dimensions without information (:mod:`nopg.data.dimensions`): the mask, the reduced data, the
 policy wrapper that acts on full states, and the initial states' reduction."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import torch
 from conftest import make_arrays
 
 import nopg
-from nopg.dimensions import StateSelect, drop_state_dims, informative_state_dims, reduce_states
-from nopg.policies import is_stochastic, policy_from_spec
+from nopg.data.dimensions import StateSelect, drop_state_dims, informative_state_dims, reduce_states
+from nopg.policies.networks import is_stochastic, policy_from_spec
 
 N = 40
 

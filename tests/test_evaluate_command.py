@@ -13,7 +13,7 @@ from conftest import pendulum_episodes
 import nopg
 from nopg import NOPG, ModelConfig, NOPGConfig
 from nopg.cli import main
-from nopg.run_evaluation import bootstrap_mean_ci, checkpoint_folders, load_saved, off_policy_estimate
+from nopg.io.run_evaluation import bootstrap_mean_ci, checkpoint_folders, load_saved, off_policy_estimate
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +53,7 @@ def test_evaluate_in_environment_reports_mean_and_interval(run, capsys):
         assert row["update"] == 3 and "data" not in row
     # The same rollouts by hand (reset seeds 5, 6; mean action; clipped to the action space).
     policy = NOPG.load(run["run"] / "seed_1" / "checkpoint").policy
-    from nopg.evaluation import evaluate_policy
+    from nopg.envs.evaluation import evaluate_policy
 
     direct = evaluate_policy(lambda: gym.make("Pendulum-v1"), policy, 2, seed=5, max_steps=20)
     assert out["checkpoints"][1]["env"]["returns"] == pytest.approx(direct["returns"], rel=1e-12)
@@ -107,7 +107,7 @@ def test_bootstrap_interval():
 
 
 def test_export_writes_files_that_load(run, tmp_path, capsys):
-    from nopg.export import load_exported_policy
+    from nopg.io.export import load_exported_policy
 
     states = run["other"].states
     for seed, name in ((0, "policy.pt"), (1, "policy.onnx")):

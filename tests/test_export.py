@@ -5,8 +5,8 @@ import pytest
 import torch
 
 import nopg
-from nopg import export
-from nopg.export import ExportVerificationError, export_policy, load_exported_policy
+from nopg.io import export
+from nopg.io.export import ExportVerificationError, export_policy, load_exported_policy
 
 pytest.importorskip("onnxruntime")
 
@@ -25,7 +25,7 @@ def _policies() -> dict:
 def _reference(policy: torch.nn.Module, states: np.ndarray) -> np.ndarray:
     with torch.no_grad():
         s = torch.as_tensor(states, dtype=torch.float64)
-        out = policy.mean_std(s)[0] if nopg.policies.is_stochastic(policy) else policy(s)
+        out = policy.mean_std(s)[0] if nopg.policies.networks.is_stochastic(policy) else policy(s)
     return out.numpy()
 
 

@@ -149,7 +149,7 @@ def test_unavailable_device_leaves_no_folder(tmp_path, capsys):
 
 def test_policy_actions_match_the_module(data_file):
     from nopg import DeterministicMLPPolicy
-    from nopg.evaluation import policy_actions
+    from nopg.envs.evaluation import policy_actions
 
     policy = DeterministicMLPPolicy(3, 1, action_max=2.0).double()
     states = TransitionDataset.load(data_file).states[:7]

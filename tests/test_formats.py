@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from nopg import TransitionDataset
-from nopg.formats import (
+from nopg.data.formats import (
     flatten_observations,
     load_dataset,
     load_hdf5,

@@ -103,7 +103,7 @@ def test_the_model_settings_are_nested_and_keep_their_former_names():
     """``model`` holds NOPG's model settings; ``n_mc_policy``/``top_k`` (as in config files written
     before) and ``model.<name>`` keys (``--set``) reach it."""
     from nopg import ModelConfig
-    from nopg.bellman import keyword_config
+    from nopg.model.bellman import keyword_config
 
     config = GradientAnalysisConfig(**TINY)
     assert config.model == keyword_config(n_mc_policy=3)

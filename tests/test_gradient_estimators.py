@@ -237,7 +237,7 @@ def test_parallel_map_on_a_local_ray_instance():
 
 
 def test_diagonal_linear_policy_spec_round_trip_and_stochastic_flag():
-    from nopg.policies import is_stochastic, policy_from_spec
+    from nopg.policies.networks import is_stochastic, policy_from_spec
 
     s = torch.tensor([[1.0, -2.0], [0.5, 3.0]], dtype=torch.float64)
     for sigma in (None, [0.5, 2.0]):

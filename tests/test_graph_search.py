@@ -1,4 +1,4 @@
-"""Warm-started graph search (``neighbors="graph"``, :mod:`nopg.graph_search`) against brute force:
+"""Warm-started graph search (``neighbors="graph"``, :mod:`nopg.model.graph_search`) against brute force:
 exact where it claims to be (the graph, the first search of a warm start), measured recall after
 the queries move, warm-start bookkeeping, bad inputs, and a fit through the model (float64,
 small problems, fixed seeds)."""
@@ -11,8 +11,8 @@ import torch
 from conftest import perturbed
 
 import nopg
-from nopg.bellman import NonparametricBellman
-from nopg.graph_search import GraphSearch
+from nopg.model.bellman import NonparametricBellman
+from nopg.model.graph_search import GraphSearch
 
 N, D_S, D_A, K = 400, 4, 2, 5
 

@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("mujoco")
 
-from nopg.data import TransitionDataset  # noqa: E402
+from nopg.data.dataset import TransitionDataset  # noqa: E402
 from nopg.envs.hopper import (  # noqa: E402
     collect_hopper,
     hopper_is_healthy,
@@ -159,7 +159,7 @@ def test_hopper_runs_end_to_end(tmp_path):
 
 def test_task_imports_a_d4rl_hopper_hdf5(tmp_path):
     """D4RL hopper layout (as in hopper-*-v2): next_observations, terminals and timeouts."""
-    pytest.importorskip("nopg.formats")
+    pytest.importorskip("nopg.data.formats")
     h5py = pytest.importorskip("h5py")
     raw = collect_hopper(200, behaviour=lambda obs: np.zeros(3), seed=1, max_episode_steps=60,
                          action_noise=0.5)

@@ -1,4 +1,4 @@
-"""Local-linear successors (``successors="local-linear"``, :mod:`nopg.local_linear`).
+"""Local-linear successors (``successors="local-linear"``, :mod:`nopg.model.local_linear`).
 
 - the exact gradient against finite differences of ``J_hat`` (sparse paths, NOPG-D and NOPG-S,
   drawn next states, the penalty);
@@ -19,7 +19,7 @@ import torch
 from test_gradient import GAMMA, check_against_fd
 
 import nopg
-from nopg.local_linear import BOX_MARGIN, LocalLinearBellman, local_linear_slopes
+from nopg.model.local_linear import BOX_MARGIN, LocalLinearBellman, local_linear_slopes
 
 LL = dict(successors="local-linear", top_k=6)
 

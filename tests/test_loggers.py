@@ -1,4 +1,5 @@
-"""The fit loop (``NOPG.updates``), the metrics loggers of ``nopg.loggers`` and ``nopg.checkpoint``."""
+"""The fit loop (``NOPG.updates``), the metrics loggers of ``nopg.train.loggers`` and
+``nopg.train.checkpoint``."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ import pytest
 import torch
 
 import nopg
-from nopg.checkpoint import read_history, save_checkpoint
-from nopg.loggers import (
+from nopg.train.checkpoint import read_history, save_checkpoint
+from nopg.train.loggers import (
     LOG_COLUMNS,
     CSVLogger,
     LogLineLogger,
@@ -102,7 +103,7 @@ def test_csv_logger_appends_under_one_header(tmp_path):
 def test_log_line_logger_every(caplog):
     sink = LogLineLogger(every=2)
     metrics = {"J_hat": 1.0, "support_gap": 0.1, "residual_q": 1e-9, "update_time_s": 0.01}
-    with caplog.at_level(logging.INFO, logger="nopg.loggers"):
+    with caplog.at_level(logging.INFO, logger="nopg.train.loggers"):
         for u in range(1, 6):
             sink.on_update({"update": u, **metrics})
     assert [r.getMessage().split(":")[0] for r in caplog.records] == \

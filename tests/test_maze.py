@@ -12,7 +12,7 @@ pytest.importorskip("gymnasium_robotics")
 
 from gymnasium.utils.env_checker import check_env  # noqa: E402
 
-from nopg.data import TransitionDataset  # noqa: E402
+from nopg.data.dataset import TransitionDataset  # noqa: E402
 from nopg.envs.maze import (  # noqa: E402
     GOAL_RADIUS,
     UMAZE_GOAL,
@@ -242,7 +242,7 @@ def test_umaze_runs_end_to_end(tmp_path):
 
 def test_task_imports_a_d4rl_maze2d_hdf5(tmp_path):
     """A D4RL maze2d-style file: D4RL frame, no next_observations, episode cuts as terminals."""
-    pytest.importorskip("nopg.formats")
+    pytest.importorskip("nopg.data.formats")
     h5py = pytest.importorskip("h5py")
     raw = collect_umaze_d4rl_style(400, seed=2)
     to_d4rl = np.stack([2 - raw.states[:, 1], raw.states[:, 0] + 2, -raw.states[:, 3],
@@ -272,7 +272,7 @@ def test_task_imports_a_d4rl_maze2d_hdf5(tmp_path):
 
 def test_task_imports_a_local_minari_pointmaze(tmp_path, monkeypatch):
     """Minari PointMaze data hold dict observations; the task keeps the 'observation' entry."""
-    pytest.importorskip("nopg.formats")
+    pytest.importorskip("nopg.data.formats")
     minari = pytest.importorskip("minari")
     from minari.data_collector import EpisodeBuffer
 

@@ -8,8 +8,8 @@ import torch
 from conftest import make_arrays, sparse_chain
 
 import nopg
-from nopg.bellman_solver import BellmanSolver
-from nopg.solvers import LowPrecision, solve_bellman_auto
+from nopg.linalg.solvers import LowPrecision, solve_bellman_auto
+from nopg.model.bellman_solver import BellmanSolver
 
 GAMMA = 0.99
 

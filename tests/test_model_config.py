@@ -8,8 +8,8 @@ import pytest
 import torch
 
 import nopg
-from nopg.bellman import KEYWORD_DEFAULTS
-from nopg.model_config import ModelConfig
+from nopg.model.bellman import KEYWORD_DEFAULTS
+from nopg.model.config import ModelConfig
 
 GAMMA = 0.9
 

@@ -4,7 +4,7 @@ and the kernel class refuses to stand in for the others."""
 import pytest
 
 import nopg
-from nopg.models import MODELS, bellman_model
+from nopg.model.factory import MODELS, bellman_model
 
 
 def test_the_factory_builds_the_class_each_successors_value_names(dataset, bandwidths):

@@ -131,7 +131,7 @@ def test_recorded_bang_bang_episode_reaches_the_goal_and_replays_exactly():
 
 
 def test_collect_demonstrations_builds_a_dataset_and_handles_limits_and_quit(tmp_path):
-    from nopg.formats import load_dataset, save_dataset
+    from nopg.data.formats import load_dataset, save_dataset
 
     # Episode 0 replays a pumping run's keys (reaches the goal), episode 1 presses nothing until
     # the time limit, episode 2 is quit after 5 steps.

@@ -9,9 +9,9 @@ import torch
 from conftest import perturbed
 
 import nopg
-from nopg.bellman import candidate_action_scale
-from nopg.candidates import CandidateSets
-from nopg.neighbors import NeighborIndex
+from nopg.model.bellman import candidate_action_scale
+from nopg.model.candidates import CandidateSets
+from nopg.model.neighbors import NeighborIndex
 
 N = 300
 K = 5
@@ -166,7 +166,7 @@ def test_blocked_query_and_query_index(backend):
 
 
 def test_auto_neighbour_mode():
-    from nopg.defaults import (
+    from nopg.model.defaults import (
         RECENTRE_SWITCH_MIN_N,
         RECENTRE_SWITCH_SHARE,
         resolve_neighbors,
@@ -184,7 +184,7 @@ def test_auto_neighbour_mode():
 
 
 def test_auto_preconditioner_by_n_and_device():
-    from nopg.defaults import AGGREGATION_MIN_N, AGGREGATION_MIN_N_DRAWN, resolve_preconditioner
+    from nopg.model.defaults import AGGREGATION_MIN_N, AGGREGATION_MIN_N_DRAWN, resolve_preconditioner
     assert AGGREGATION_MIN_N_DRAWN < AGGREGATION_MIN_N
     assert resolve_preconditioner("auto", "cpu", AGGREGATION_MIN_N - 1) == "ilu"
     assert resolve_preconditioner("auto", "cpu", AGGREGATION_MIN_N) == "aggregation"
@@ -210,7 +210,7 @@ def test_neighbor_index_defaults_follow_the_device():
     """CPU points: KD-tree up to 20 dimensions, tiles of 2**24. Points elsewhere (a GPU; the
     ``meta`` device stands in for one here, no data needed): the CPU KD-tree up to 8 dimensions,
     the tiled search above, with tiles of 2**27."""
-    from nopg.neighbors import DEFAULT_BLOCK_ELEMENTS
+    from nopg.model.neighbors import DEFAULT_BLOCK_ELEMENTS
 
     cpu = NeighborIndex(torch.zeros(5, 14))
     assert (cpu.backend, cpu.block_elements) == ("kdtree", DEFAULT_BLOCK_ELEMENTS["cpu"])

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from nopg.envs.evaluation import evaluate_policy, rollout
 from nopg.envs.pendulum import (
     BOTTOM_STATE,
     angle_normalize,
@@ -17,7 +18,6 @@ from nopg.envs.pendulum import (
     pendulum_bottom_setter,
     set_pendulum_state,
 )
-from nopg.evaluation import evaluate_policy, rollout
 
 G, M, L, DT, MAX_SPEED, MAX_TORQUE = 10.0, 1.0, 1.0, 0.05, 8.0, 2.0
 

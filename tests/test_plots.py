@@ -9,8 +9,8 @@ import sys
 import numpy as np
 import pytest
 
-from nopg.pendulum_plots import plot_phase_portraits
-from nopg.plots import load_log, plot_learning_curve, plot_learning_curves
+from nopg.viz.pendulum_plots import plot_phase_portraits
+from nopg.viz.plots import load_log, plot_learning_curve, plot_learning_curves
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -40,7 +40,7 @@ def write_csv(path, log):
 
 
 def test_import_needs_no_matplotlib_or_gymnasium():
-    code = "import sys, nopg.plots; print('matplotlib' in sys.modules, 'gymnasium' in sys.modules)"
+    code = "import sys, nopg.viz.plots; print('matplotlib' in sys.modules, 'gymnasium' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
 

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 import nopg
-from nopg.policies import is_stochastic, policy_from_spec
+from nopg.policies.networks import is_stochastic, policy_from_spec
 
 
 def states(scale: float = 1.0, n: int = 64, d: int = 2, seed: int = 0) -> torch.Tensor:
@@ -166,7 +166,7 @@ def test_plain_sequential_is_a_deterministic_policy(dataset, bandwidths, initial
 
 @pytest.mark.parametrize("cls", [nopg.DeterministicMLPPolicy, nopg.GaussianMLPPolicy])
 def test_input_scaling_standardises_the_mlp_input(cls, tmp_path):
-    from nopg.policies import input_scaling_from_data
+    from nopg.policies.networks import input_scaling_from_data
 
     data_states = np.random.default_rng(0).normal([5.0, -1.0], [0.01, 3.0], size=(200, 2))
     scaling = input_scaling_from_data(data_states)

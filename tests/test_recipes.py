@@ -32,7 +32,7 @@ from test_terminal_bounds import BW, _pushing
 from nopg import ModelConfig, NOPGConfig, TransitionDataset
 from nopg.experiments import get_task, run_experiment, run_seed
 from nopg.experiments.runner import judge_steps, recipes_report
-from nopg.policy_selection import (
+from nopg.select.policy_selection import (
     FORECAST_RTOL,
     JudgeScore,
     anchored_config,
@@ -40,7 +40,7 @@ from nopg.policy_selection import (
     judge_model,
     score_policy,
 )
-from nopg.recipes import (
+from nopg.select.recipes import (
     RECIPES,
     SELECTION_STARTS,
     apply_recipe,
@@ -158,7 +158,7 @@ def test_auto_escalates_to_anchored_as_the_explicit_list_or_runs_given_alone(
         tmp_path, monkeypatch, fires):
     task, config = _config()                        # pendulum-grid, 50 transitions, no end
     assert config.recipes == ("auto",)
-    monkeypatch.setattr("nopg.auto.gains_nothing", lambda score, gamma: fires)
+    monkeypatch.setattr("nopg.select.auto.gains_nothing", lambda score, gamma: fires)
     auto = run_seed(task, config, 0, tmp_path / "auto", progress=False)
     escalated = auto["escalation"]
     assert escalated["recipe"] == "anchored" and escalated["fitted"] is fires
@@ -341,9 +341,9 @@ def test_the_tasks_data_end_in_failures_where_a_pole_falls_and_not_at_a_goal(
     def stop(*args, **kwargs):
         raise RuntimeError("the fits are not this test's")
 
-    monkeypatch.setattr("nopg.auto.AutoNOPG._fit_recipes", stop)
+    monkeypatch.setattr("nopg.select.auto.AutoNOPG._fit_recipes", stop)
     task, config = _config(recipes=["given", "stabilise"])
-    with caplog.at_level("WARNING", logger="nopg.auto"), \
+    with caplog.at_level("WARNING", logger="nopg.select.auto"), \
             pytest.raises(RuntimeError, match="not this test's"):
         run_seed(task, config, 0, tmp_path, progress=False)
     assert "do not end in failures" in caplog.text

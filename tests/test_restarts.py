@@ -59,7 +59,7 @@ def test_experiments_pass_the_action_guard_to_the_bandwidths(tmp_path):
     """``max_action_effect`` reaches the ``auto`` rule (None: the guard is off) and bad values
     are refused."""
     from nopg import AutoNOPG
-    from nopg.bandwidth import knn_bandwidths
+    from nopg.bandwidth.selection import knn_bandwidths
 
     task = get_task("cartpole-random")
     config = task.default_config().replace(task={"n_samples": 300})

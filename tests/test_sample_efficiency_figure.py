@@ -33,7 +33,7 @@ ALL = [a for _, members in FAMILIES for a in members]
 
 
 def test_every_algorithm_is_drawn_and_named_and_the_legend_covers_no_panel():
-    from nopg.figures import pyplot
+    from nopg.viz.figures import pyplot
 
     summary = _summary([*ALL, "BRAC"])          # an unknown offline algorithm joins a panel
     summary.append({**summary[0], "algorithm": "FAILED", "mean": math.nan, "ci_lo": math.nan,
@@ -66,7 +66,7 @@ def test_every_algorithm_is_drawn_and_named_and_the_legend_covers_no_panel():
 
 
 def test_equal_values_are_spread_sideways_not_stacked():
-    from nopg.figures import pyplot
+    from nopg.viz.figures import pyplot
 
     fig = sample_efficiency_figure(_summary(["NOPG-D", "NOPG-S"]))
     try:

@@ -1,4 +1,4 @@
-"""Derivative-free policy search (``optimizer="cma-es"``, :mod:`nopg.search`).
+"""Derivative-free policy search (``optimizer="cma-es"``, :mod:`nopg.train.search`).
 
 - CMA-ES finds the maximum of a concave quadratic in a policy's parameters; the incumbent's
   fitness never decreases, the incumbent stays loaded, and the first step scores the start;
@@ -16,7 +16,7 @@ import torch
 from torch.nn.utils import parameters_to_vector
 
 import nopg
-from nopg.search import EvolutionSearch
+from nopg.train.search import EvolutionSearch
 
 
 def _policy() -> nopg.LinearPolicy:

@@ -21,10 +21,10 @@ from test_anchored import A_TRUE, B_TRUE, START, _linear_data
 from test_terminal_bounds import BW, _pushing
 
 import nopg
-from nopg.candidate_policies import CandidatePolicies
 from nopg.experiments import get_task
 from nopg.experiments.runner import model_episode_report
-from nopg.search import EvolutionSearch
+from nopg.policies.candidates import CandidatePolicies
+from nopg.train.search import EvolutionSearch
 
 
 def _true_length(start: np.ndarray, force: float, high: float, steps: int) -> int:
@@ -154,7 +154,7 @@ def test_the_fits_model_episode_lengths_and_the_runners_report(caplog):
     assert list(pushed.model_episode_lengths(60, START[1:])) == [_true_length(START[1], 0.5, 1.0,
                                                                               60)]
     config = get_task("cartpole-random").default_config().replace(**{"task.eval_steps": 60})
-    with caplog.at_level(logging.INFO, logger="nopg.auto"):
+    with caplog.at_level(logging.INFO, logger="nopg.select.auto"):
         report = model_episode_report(config, _pushed_fit(0.0, START), seed=3)
     assert report == {"model_episode_steps_mean": 55.0, "model_episode_steps_min": 50,
                       "model_episode_steps_of": 60}          # the second start coasts out at 50
@@ -162,7 +162,7 @@ def test_the_fits_model_episode_lengths_and_the_runners_report(caplog):
                for r in caplog.records)
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]   # more than half
     caplog.clear()
-    with caplog.at_level(logging.INFO, logger="nopg.auto"):
+    with caplog.at_level(logging.INFO, logger="nopg.select.auto"):
         report = model_episode_report(config.replace(**{"task.eval_steps": 120}),
                                       _pushed_fit(0.5, START), seed=3)
     truth = [_true_length(s, 0.5, 1.0, 120) for s in START]

@@ -1,4 +1,4 @@
-"""Policy snapshots along a fit and the judge's choice among them (:mod:`nopg.snapshots`).
+"""Policy snapshots along a fit and the judge's choice among them (:mod:`nopg.select.snapshots`).
 
 - the callback keeps copies (not views) of the policy at the updates asked for, and a snapshot
   loaded back gives the ``J_hat`` the fit logged for that policy;
@@ -22,8 +22,8 @@ from test_terminal_bounds import BW, _pushing
 import nopg
 from nopg import NOPG, GradientAscent, ModelConfig, NOPGConfig
 from nopg.experiments import get_task, run_seed
-from nopg.policy_selection import judge_model, score_policy
-from nopg.snapshots import PolicySnapshots, Snapshot, choose_snapshot, policy_state
+from nopg.select.policy_selection import judge_model, score_policy
+from nopg.select.snapshots import PolicySnapshots, Snapshot, choose_snapshot, policy_state
 
 CONFIG = NOPGConfig(gamma=0.9,
                     model=ModelConfig(top_k=None, n_mc_next=None, terminal_bounds=BOUND, state_circles=None))
@@ -122,7 +122,7 @@ def test_within_the_margin_the_later_policy_stays():
     """Along one fit a tie keeps the later policy; among recipes the judge's ``J_hat`` breaks it."""
     from test_recipes import _forecast
 
-    from nopg.policy_selection import best_score
+    from nopg.select.policy_selection import best_score
 
     final, earlier = _forecast(-400.0, 0.0), _forecast(-397.0, 9.0)       # 3 < 1% of 400
     assert best_score([final, earlier], tie_break=False) == 0

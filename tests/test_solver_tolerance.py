@@ -12,7 +12,7 @@ import torch
 from conftest import make_arrays, sparse_chain
 
 import nopg
-from nopg.solvers import AUTO_ERROR, check_solver_tol, solve_bellman_auto
+from nopg.linalg.solvers import AUTO_ERROR, check_solver_tol, solve_bellman_auto
 
 GAMMA = 0.99
 
@@ -258,7 +258,7 @@ def test_a_failing_stale_preconditioner_is_rebuilt_from_this_P(data300, bandwidt
     bad = solver.ilu = _halving_preconditioner(data300.n)
     solver.ilu_excess, solver.last_iterations = 0, 0                   # not stale: it is used
     builds = solver.builds
-    with warnings.catch_warnings(), caplog.at_level(logging.INFO, logger="nopg.bellman_solver"):
+    with warnings.catch_warnings(), caplog.at_level(logging.INFO, logger="nopg.model.bellman_solver"):
         warnings.simplefilter("ignore")                                # the failed attempt's
         sol = model.solution(policy, initial_states)
     assert "rebuilding the preconditioner from this P" in caplog.text
@@ -285,7 +285,7 @@ def test_a_stale_preconditioner_that_needs_every_iteration_is_rebuilt(data300, b
         model.linear_solver.ilu_excess = 0                 # not stale by the cost rule
         builds = model.linear_solver.builds
         with warnings.catch_warnings(record=True) as caught, \
-                caplog.at_level(logging.INFO, logger="nopg.bellman_solver"):
+                caplog.at_level(logging.INFO, logger="nopg.model.bellman_solver"):
             warnings.simplefilter("always")
             sol = model.solution(other, initial_states)
         fresh = nopg.bellman_model(data300, bandwidths, GAMMA, **kw).solution(other,
@@ -310,11 +310,11 @@ def test_a_failing_preconditioner_is_dropped_and_the_solve_retried(data300, band
     policy = _policy()
     good = model.solution(policy, initial_states)
     solver = model.linear_solver
-    monkeypatch.setattr("nopg.bellman_solver.ilu_preconditioner",
+    monkeypatch.setattr("nopg.model.bellman_solver.ilu_preconditioner",
                         lambda P, **kw: _halving_preconditioner(P.shape[0]))
     solver.ilu = _halving_preconditioner(data300.n)
     solver.ilu_excess, solver.last_iterations = 0, 0                   # not stale: it is used
-    with warnings.catch_warnings(), caplog.at_level(logging.INFO, logger="nopg.bellman_solver"):
+    with warnings.catch_warnings(), caplog.at_level(logging.INFO, logger="nopg.model.bellman_solver"):
         warnings.simplefilter("ignore")                                # the failed attempts'
         sol = model.solution(policy, initial_states)
     assert "rebuilding the preconditioner from this P" in caplog.text
@@ -335,7 +335,7 @@ def test_sparsified_keeps_the_largest_entries_and_the_row_sums(dtype):
     """The dense P's preconditioner source: per row the k largest entries, rescaled to the row's
     sum (so ``I - P_k`` stays diagonally dominant); an all-zero row stays zero (not NaN, also
     in float32)."""
-    from nopg.row_matrices import DenseRows
+    from nopg.model.row_matrices import DenseRows
 
     gen = torch.Generator().manual_seed(0)
     M = torch.rand(6, 9, generator=gen, dtype=dtype)
@@ -379,7 +379,7 @@ def test_auto_tolerance_with_drawn_next_states_aims_at_the_draws_noise(data300, 
     """Drawn next states: ``auto`` aims at AUTO_ERROR_DRAWN (kernel mean: AUTO_ERROR), proves
     its bound, and the gradient's error from the solve is far below the gap between the
     gradients of two sets of draws at the same policy."""
-    from nopg.solvers import AUTO_ERROR_DRAWN
+    from nopg.linalg.solvers import AUTO_ERROR_DRAWN
 
     kernel_mean = nopg.bellman_model(data300, bandwidths, GAMMA, top_k=8, solver="bicgstab",
                                        solver_tol="auto")
@@ -423,9 +423,9 @@ def test_solver_error_sets_the_proven_bound(data300, bandwidths, initial_states,
 def test_auto_error_rule():
     """``solver_error=None``: 1e-3 for kernel-mean next states below 10^5 samples, 1e-2 with
     drawn next states or from 10^5 samples on; an explicit target wins; bad ones are refused."""
-    from nopg.bellman_solver import auto_error
-    from nopg.defaults import MC_NEXT_MAX_N
-    from nopg.solvers import AUTO_ERROR_DRAWN
+    from nopg.linalg.solvers import AUTO_ERROR_DRAWN
+    from nopg.model.bellman_solver import auto_error
+    from nopg.model.defaults import MC_NEXT_MAX_N
 
     assert auto_error(None, MC_NEXT_MAX_N - 1, drawn=False) == AUTO_ERROR == 1e-3
     assert auto_error(None, MC_NEXT_MAX_N, drawn=False) == AUTO_ERROR_DRAWN == 1e-2

@@ -188,7 +188,7 @@ def test_policy_gradient_bicgstab_matches_dense(dataset, bandwidths, initial_sta
 def test_aggregation_preconditioner_with_singleton_groups_is_the_exact_inverse():
     import scipy.sparse
 
-    from nopg.solvers import aggregation_preconditioner
+    from nopg.linalg.solvers import aggregation_preconditioner
 
     P = substochastic(40, 0.99)
     A = np.eye(40) - P
@@ -210,7 +210,7 @@ def test_aggregation_cycle_matches_its_formula_for_both_systems():
     in the same order."""
     import scipy.sparse
 
-    from nopg.solvers import aggregation_preconditioner
+    from nopg.linalg.solvers import aggregation_preconditioner
 
     rng = np.random.default_rng(3)
     n = 30
@@ -260,8 +260,8 @@ def _local_chain(n: int, gamma: float = 0.99, seed: int = 0):
 
 
 def test_aggregation_preconditioned_bicgstab_solves_both_systems_in_fewer_iterations():
-    from nopg.neighbors import z_order_groups
-    from nopg.solvers import aggregation_preconditioner
+    from nopg.linalg.solvers import aggregation_preconditioner
+    from nopg.model.neighbors import z_order_groups
 
     pts, P = _local_chain(2000)
     groups = z_order_groups(pts, 8)
@@ -299,7 +299,7 @@ def test_aggregation_preconditioner_matches_its_formula(smoother):
     Richardson step; the transpose the same with ``A^T``."""
     import scipy.sparse
 
-    from nopg.solvers import aggregation_preconditioner
+    from nopg.linalg.solvers import aggregation_preconditioner
 
     rng = np.random.default_rng(3)
     n, m = 60, 12
@@ -331,7 +331,7 @@ def test_isotropic_z_order_groups_stay_compact_when_the_axes_differ_in_extent():
     # Bandwidth-scaled data can span hundreds of units along a state axis and a few along the
     # action: per-axis cells then give the short axis as many cuts as the long one, and groups
     # stretch along the long axis; cells of one width keep them compact in the common metric.
-    from nopg.neighbors import z_order_groups
+    from nopg.model.neighbors import z_order_groups
 
     pts = np.random.default_rng(0).uniform(0, 1, (4000, 2)) * [100.0, 1.0]
     spread = {}
@@ -345,7 +345,7 @@ def test_isotropic_z_order_groups_stay_compact_when_the_axes_differ_in_extent():
 
 def test_model_with_aggregation_preconditioner_matches_ilu(dataset, bandwidths, initial_states,
                                                             det_policy, monkeypatch):
-    monkeypatch.setattr("nopg.bellman.AGGREGATE_SIZE", 4)    # many groups on the small data
+    monkeypatch.setattr("nopg.model.bellman.AGGREGATE_SIZE", 4)    # many groups on the small data
     sols = {}
     for pre in ("ilu", "aggregation"):
         m = nopg.bellman_model(dataset, bandwidths, 0.97, top_k=8, solver="bicgstab",
@@ -371,9 +371,9 @@ def test_aggregation_groups_follow_the_order_of_the_matrix_they_precondition(
     """A sparse ``P`` is solved (and preconditioned) in the aggregates' order, a dense ``P``'s
     sketch in the data's: the built preconditioner equals one built directly from its source
     with the groups in that source's order, also after a checkpoint round trip."""
-    from nopg.solvers import aggregation_preconditioner
+    from nopg.linalg.solvers import aggregation_preconditioner
 
-    monkeypatch.setattr("nopg.bellman.AGGREGATE_SIZE", 4)
+    monkeypatch.setattr("nopg.model.bellman.AGGREGATE_SIZE", 4)
     m = nopg.bellman_model(dataset, bandwidths, 0.97, top_k=top_k, solver="bicgstab",
                              solver_tol=1e-11, preconditioner="aggregation")
     m.solution(det_policy, initial_states)
@@ -394,7 +394,7 @@ def test_aggregation_groups_follow_the_order_of_the_matrix_they_precondition(
 
 
 def test_sparse_rows_permuted_reorders_rows_and_columns():
-    from nopg.row_matrices import SparseRows
+    from nopg.model.row_matrices import SparseRows
 
     gen = torch.Generator().manual_seed(0)
     rows = SparseRows(torch.randint(0, 12, (12, 4), generator=gen),

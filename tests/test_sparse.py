@@ -12,8 +12,8 @@ import torch
 from conftest import perturbed
 
 import nopg
-from nopg.neighbors import NeighborIndex
-from nopg.row_matrices import SparseRows
+from nopg.model.neighbors import NeighborIndex
+from nopg.model.row_matrices import SparseRows
 
 N = 300
 K = 5
@@ -150,12 +150,12 @@ def test_auto_mode_switches_to_knn_after_a_costly_selection_and_back(data, monke
     again. A costly probe doubles the run; it answers its uncertified pairs by exact k-NN
     queries without re-centring, except when the runs have reached their longest. Every matrix
     equals the dense top-k throughout."""
-    from nopg.candidates import _MAX_RUN
-    from nopg.defaults import RECENTRE_SWITCH_SHARE
+    from nopg.model.candidates import _MAX_RUN
+    from nopg.model.defaults import RECENTRE_SWITCH_SHARE
 
     exact = _model(data, "dense")
     assert _model(data, "auto", n_candidates=8).switch_share is None     # below the size
-    monkeypatch.setattr("nopg.defaults.RECENTRE_SWITCH_MIN_N", N)
+    monkeypatch.setattr("nopg.model.defaults.RECENTRE_SWITCH_MIN_N", N)
     model = _model(data, "auto", n_candidates=8)
     assert model.neighbors == "candidates" and model.switch_share == RECENTRE_SWITCH_SHARE
     assert _model(data, "candidates", n_candidates=8).switch_share is None
@@ -339,7 +339,7 @@ def test_200k_samples_update_within_a_memory_cap():
 
 # ------------------------------------------------- the top_k / n_candidates picking tool
 def test_neighbor_report(data):
-    from nopg.tuning import neighbor_report
+    from nopg.train.tuning import neighbor_report
     rep = neighbor_report(data, BW, _policy(), S0, gamma=0.95, top_k_values=(3, 5, N),
                           n_candidates_values=(8, N), top_k=K, policy_step=0.3, mass_rows=50)
     masses = [r["mass_mean"] for r in rep.k_rows]
@@ -364,7 +364,7 @@ def test_cli_tune_k(tmp_path, capsys):
 
 @pytest.mark.parametrize("d", [1, 3])
 def test_squared_norm_matches_sum_and_its_gradient(d: int) -> None:
-    from nopg.kernels import squared_norm
+    from nopg.model.kernels import squared_norm
 
     x = torch.randn(7, 2, 5, d, dtype=torch.float64, requires_grad=True)
     out = squared_norm(x)
@@ -376,7 +376,7 @@ def test_squared_norm_matches_sum_and_its_gradient(d: int) -> None:
 
 @pytest.mark.parametrize("d", [1, 3, 6])
 def test_gathered_squared_distances_match_the_direct_formula(d: int) -> None:
-    from nopg.kernels import gathered_squared_distances
+    from nopg.model.kernels import gathered_squared_distances
 
     gen = torch.Generator().manual_seed(d)
     points = torch.randn(50, d, dtype=torch.float64, generator=gen)
@@ -389,7 +389,7 @@ def test_gathered_squared_distances_match_the_direct_formula(d: int) -> None:
 
 @pytest.mark.parametrize("width", [1, 10])
 def test_softmax_log_mass_matches_torch_values_and_gradients(width: int) -> None:
-    from nopg.kernels import softmax_log_mass
+    from nopg.model.kernels import softmax_log_mass
 
     gen = torch.Generator().manual_seed(width)
     logits = (40 * torch.randn(6, 3, width, dtype=torch.float64, generator=gen)).requires_grad_(True)
@@ -406,7 +406,7 @@ def test_softmax_log_mass_matches_torch_values_and_gradients(width: int) -> None
 
 @pytest.mark.parametrize("k", [3, 10])
 def test_smallest_is_the_top_k_set_and_its_kth_value(k: int) -> None:
-    from nopg.candidates import smallest
+    from nopg.model.candidates import smallest
 
     gen = torch.Generator().manual_seed(0)
     values = torch.rand(50, 2, 40, dtype=torch.float64, generator=gen)
@@ -424,7 +424,7 @@ def test_smallest_is_the_top_k_set_and_its_kth_value(k: int) -> None:
 def test_kdtree_answers_large_batches_in_z_order_without_changing_them() -> None:
     from scipy.spatial import cKDTree
 
-    from nopg.neighbors import NeighborIndex, z_order
+    from nopg.model.neighbors import NeighborIndex, z_order
 
     rng = np.random.default_rng(5)
     points = rng.normal(size=(2000, 4))

@@ -16,8 +16,8 @@ import torch
 from conftest import make_arrays
 
 import nopg
-from nopg import allocator
-from nopg.export import export_policy
+from nopg.io.export import export_policy
+from nopg.train import allocator
 
 TESTS = Path(__file__).resolve().parent
 
@@ -36,7 +36,7 @@ def test_fit_and_its_plots_on_read_only_arrays_warn_nothing():
         import numpy as np, torch
         from conftest import make_arrays
         import nopg
-        from nopg.evaluation import policy_actions
+        from nopg.envs.evaluation import policy_actions
         warnings.simplefilter("error")
         arrays = make_arrays(n=60, seed=1)
         for value in arrays.values():
@@ -58,7 +58,7 @@ def test_fit_and_its_plots_on_read_only_arrays_warn_nothing():
 
 
 def test_policy_actions_copy_read_only_states():
-    from nopg.evaluation import policy_actions
+    from nopg.envs.evaluation import policy_actions
     states = np.random.default_rng(0).normal(size=(5, 2))
     states.setflags(write=False)
     torch.manual_seed(0)

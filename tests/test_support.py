@@ -16,7 +16,7 @@ import torch
 from test_gradient import GAMMA, check_against_fd
 
 import nopg
-from nopg.bellman import pessimistic_value
+from nopg.model.bellman import pessimistic_value
 
 CASES = [dict(), dict(top_k=6, neighbors="dense"), dict(top_k=6, neighbors="candidates"),
          dict(top_k=6, neighbors="knn")]
@@ -193,7 +193,7 @@ def test_fit_warns_when_the_initial_states_are_off_the_data(dataset, bandwidths,
 
 
 def test_csv_logger_keeps_an_older_files_columns(tmp_path):
-    from nopg.loggers import CSVLogger
+    from nopg.train.loggers import CSVLogger
 
     path = tmp_path / "log.csv"
     path.write_text("update,J_hat,support_gap\n1,2.0,0.1\n")

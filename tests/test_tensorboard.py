@@ -6,7 +6,7 @@ import torch
 
 import nopg
 from nopg import NOPG, EvalCallback, NOPGConfig
-from nopg.tensorboard import TensorBoardCallback
+from nopg.train.tensorboard import TensorBoardCallback
 
 pytest.importorskip("tensorboard")
 

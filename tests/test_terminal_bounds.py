@@ -25,9 +25,9 @@ from test_anchored import A_TRUE, B_TRUE, START, _linear_data, fd_fixed_anchors
 from test_gradient import GAMMA, REL_TOL, flat
 
 import nopg
-from nopg.bellman import NonparametricBellman
 from nopg.experiments import get_task
 from nopg.experiments.runner import task_terminal_bounds, with_task_bounds
+from nopg.model.bellman import NonparametricBellman
 
 BW = nopg.Bandwidths(state=[0.15, 0.15], action=[0.3])
 

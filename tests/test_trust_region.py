@@ -145,7 +145,7 @@ def test_the_model_settings_are_nested_and_keep_their_former_names():
     """``model`` holds the Bellman model's settings; ``top_k`` (config files written before) and
     ``model.<name>`` keys reach it; the gradient split needs NOPG-D's model."""
     cfg = TrustRegionConfig()
-    assert cfg.model == nopg.bellman.keyword_config() and cfg.top_k is None
+    assert cfg.model == nopg.model.bellman.keyword_config() and cfg.top_k is None
     assert cfg.model.dtype == "float64" and cfg.model.top_k is None
     assert cfg.replace(top_k=10) == cfg.replace(**{"model.top_k": 10}) == TrustRegionConfig(top_k=10)
     assert cfg.replace(top_k=10).model.top_k == 10

@@ -184,7 +184,7 @@ def test_make_user_data_script(tmp_path, capsys):
     import importlib.util
     from pathlib import Path
 
-    from nopg.data import TransitionDataset
+    from nopg.data.dataset import TransitionDataset
 
     path = Path(__file__).resolve().parents[1] / "scripts" / "make_user_data.py"
     spec = importlib.util.spec_from_file_location("make_user_data", path)

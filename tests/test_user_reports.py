@@ -204,7 +204,7 @@ def test_non_finite_values_name_the_first_row_and_the_count(name):
 
 # ---------------------------------------------------------------------------- 5. save errors
 def test_existing_output_hint_names_both_the_argument_and_the_flag(tmp_path):
-    from nopg.formats import save_dataset
+    from nopg.data.formats import save_dataset
     data = target_data()
     save_dataset(data, tmp_path / "d.npz")
     with pytest.raises(ValueError, match=r"overwrite=True, or --overwrite on the command line"):
@@ -223,7 +223,7 @@ def test_convert_into_missing_folder_is_one_line_exit_2(tmp_path, capsys, suffix
 
 
 def test_save_functions_name_the_missing_folder(tmp_path):
-    from nopg.formats import save_hdf5
+    from nopg.data.formats import save_hdf5
     data = target_data()
     for save in (data.save, lambda p: save_hdf5(data, p)):
         with pytest.raises(ValueError, match="folder .*nodir.* does not exist"):
@@ -237,7 +237,7 @@ def _k_row(k: int, j_err: float, cos: float, ratio: float = 1.0) -> dict[str, fl
 
 
 def test_tune_recommends_the_smallest_k_meeting_the_thresholds():
-    from nopg.tuning import NeighborReport
+    from nopg.train.tuning import NeighborReport
     rows = [_k_row(5, 0.2, 0.5), _k_row(10, 0.005, 0.995, ratio=1e-9),   # tiny gradient: no
             _k_row(20, 0.005, 0.995), _k_row(40, 0.001, 0.9999)]
     report = NeighborReport(n=100, reference="the dense P (every entry)", k_rows=rows,
@@ -252,7 +252,7 @@ def test_tune_recommends_the_smallest_k_meeting_the_thresholds():
 
 
 def test_tune_reports_gradient_norms_and_recommends(tmp_path):
-    from nopg.tuning import neighbor_report
+    from nopg.train.tuning import neighbor_report
     data = target_data(n=120)
     policy = small_det()
     rep = neighbor_report(data, BW, policy, S0, gamma=0.95, top_k_values=(3, 10, 120),
@@ -265,7 +265,7 @@ def test_tune_reports_gradient_norms_and_recommends(tmp_path):
 
 
 def test_tune_k_uses_the_checkpoint_bandwidths(tmp_path, capsys, monkeypatch):
-    import nopg.tuning
+    import nopg.train.tuning
     data = target_data(n=120)
     data.save(tmp_path / "d.npz")
     ckpt_bw = nopg.Bandwidths(state=0.41, action=0.37)
@@ -273,13 +273,13 @@ def test_tune_k_uses_the_checkpoint_bandwidths(tmp_path, capsys, monkeypatch):
     algo.fit(data, ckpt_bw, S0, n_updates=2, progress=False)
     algo.save(tmp_path / "ckpt")
     seen = {}
-    real = nopg.tuning.neighbor_report
+    real = nopg.train.tuning.neighbor_report
 
     def spy(dataset, bandwidths, policy, s0, **kw):
         seen["bw"], seen["gamma"] = bandwidths.to_dict(), kw["gamma"]
         return real(dataset, bandwidths, policy, s0, **kw)
 
-    monkeypatch.setattr(nopg.tuning, "neighbor_report", spy)
+    monkeypatch.setattr(nopg.train.tuning, "neighbor_report", spy)
     assert main(["tune-k", str(tmp_path / "d.npz"), "--checkpoint", str(tmp_path / "ckpt"),
                  "--k", "3", "6", "--candidates", "8", "--top-k", "5", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
@@ -312,7 +312,7 @@ def _log(with_eval: bool = True, with_gap: bool = False) -> dict:
 
 @pytest.mark.parametrize("with_gap", [False, True])
 def test_learning_curve_stacks_panels_with_separate_labelled_axes(with_gap):
-    from nopg.plots import learning_curve_figure
+    from nopg.viz.plots import learning_curve_figure
     fig = learning_curve_figure(_log(with_gap=with_gap))
     axes = fig.axes
     assert len(axes) == (3 if with_gap else 2)           # no twin axis
@@ -328,13 +328,13 @@ def test_learning_curve_stacks_panels_with_separate_labelled_axes(with_gap):
 
 
 def test_learning_curve_file_is_still_written(tmp_path):
-    from nopg.plots import plot_learning_curve
+    from nopg.viz.plots import plot_learning_curve
     out = plot_learning_curve(_log(), tmp_path / "lc.png", eval_label="x")
     assert out.is_file() and out.stat().st_size > 1000
 
 
 def test_phase_portrait_marks_the_trajectory_start():
-    from nopg.pendulum_plots import phase_portraits_figure
+    from nopg.viz.pendulum_plots import phase_portraits_figure
     t = np.linspace(0.5, 4 * np.pi, 50)
     trajectory = np.stack([np.cos(t), np.sin(t), np.full_like(t, 2.0)], axis=1)
     fig = phase_portraits_figure(lambda o: o[:, 0], lambda o: o[:, 1] ** 2, resolution=6,
@@ -347,7 +347,7 @@ def test_phase_portrait_marks_the_trajectory_start():
 
 
 def test_trust_region_figure_calls_the_angle_theta():
-    from nopg.pendulum_plots import trust_region_figure
+    from nopg.viz.pendulum_plots import trust_region_figure
     rng = np.random.default_rng(0)
     th = rng.uniform(-np.pi, np.pi, 20)
     states = np.stack([np.cos(th), np.sin(th), rng.uniform(-2, 2, 20)], axis=1)

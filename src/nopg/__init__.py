@@ -15,10 +15,7 @@ Its parts (one gradient fit with given bandwidths, the gradient alone)::
 """
 
 from ._version import __version__ as __version__
-from .algorithm import NOPG, CheckpointCallback, EvalCallback, SupportWarning
-from .anchored import AnchoredBellman
-from .auto import AutoNOPG
-from .bandwidth import (
+from .bandwidth.selection import (
     Bandwidths,
     DuplicatedDataWarning,
     cross_validated_bandwidth,
@@ -26,24 +23,27 @@ from .bandwidth import (
     select_bandwidths,
     silverman_bandwidth,
 )
-from .bellman import BellmanSolution, NonparametricBellman
-from .config import NOPGConfig
-from .config_sections import CMAES, Behaviour, Continuation, GradientAscent, SigmaDecay, Starts
-from .data import TransitionDataset
-from .fit_report import FitReport
-from .gradient import PolicyGradientResult, policy_gradient
-from .local_linear import LocalLinearBellman
-from .method_config import MethodConfig
-from .model_config import ModelConfig
-from .models import bellman_model
-from .policies import (
+from .data.dataset import TransitionDataset
+from .linalg.solvers import SolveInfo, SolverWarning, bicgstab, solve_dense
+from .model.anchored import AnchoredBellman
+from .model.bellman import BellmanSolution, NonparametricBellman
+from .model.config import ModelConfig
+from .model.factory import bellman_model
+from .model.local_linear import LocalLinearBellman
+from .policies.networks import (
     DeterministicMLPPolicy,
     DiagonalLinearPolicy,
     GaussianMLPPolicy,
     LinearPolicy,
     gaussian_log_prob,
 )
-from .solvers import SolveInfo, SolverWarning, bicgstab, solve_dense
+from .select.auto import AutoNOPG
+from .select.fit_report import FitReport
+from .select.method_config import MethodConfig
+from .train.algorithm import NOPG, CheckpointCallback, EvalCallback, SupportWarning
+from .train.config import NOPGConfig
+from .train.config_sections import CMAES, Behaviour, Continuation, GradientAscent, SigmaDecay, Starts
+from .train.gradient import PolicyGradientResult, policy_gradient
 
 __all__ = [
     "AutoNOPG", "MethodConfig", "FitReport",

@@ -33,11 +33,11 @@ import torch
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
-from ..bandwidth import Bandwidths
-from ..data import TransitionDataset, check_gamma
-from ..gradient import policy_gradient, surrogate_gradient
-from ..model_config import ModelConfig, keyword_config
-from ..policies import gaussian_log_prob, is_stochastic, normal_log_density
+from ..bandwidth.selection import Bandwidths
+from ..data.dataset import TransitionDataset, check_gamma
+from ..model.config import ModelConfig, keyword_config
+from ..policies.networks import gaussian_log_prob, is_stochastic, normal_log_density
+from ..train.gradient import policy_gradient, surrogate_gradient
 
 __all__ = [
     "DPGEstimator",

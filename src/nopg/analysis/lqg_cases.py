@@ -18,11 +18,11 @@ import numpy as np
 from numpy.typing import ArrayLike
 from torch import nn
 
-from ..bandwidth import Bandwidths
-from ..data import TransitionDataset
+from ..bandwidth.selection import Bandwidths
+from ..data.dataset import TransitionDataset
 from ..envs.lqg import LQG
-from ..model_config import ModelConfig, keyword_config
-from ..policies import DiagonalLinearPolicy
+from ..model.config import ModelConfig, keyword_config
+from ..policies.networks import DiagonalLinearPolicy
 from .estimators import DPGEstimator, GPOMDPEstimator, GradientEstimator, NOPGEstimator, QGradient
 
 __all__ = ["ESTIMATOR_NAMES", "EstimatorCase", "lqg_cases", "lqg_q_gradient"]
@@ -85,7 +85,7 @@ def lqg_cases(problem: LQG, theta: ArrayLike, behaviour_theta: ArrayLike, *, sig
     names : sequence of str
         Which of :data:`ESTIMATOR_NAMES` to set up.
     config : ModelConfig, optional
-        NOPG's model settings (default: :data:`nopg.model_config.KEYWORD_DEFAULTS`, the dense model
+        NOPG's model settings (default: :data:`nopg.model.config.KEYWORD_DEFAULTS`, the dense model
         with ``n_mc_policy=10``); ``stochastic`` is set per estimator (NOPG-D, NOPG-S).
     dpg_discounting : {"improper", "proper"}
     seed : int

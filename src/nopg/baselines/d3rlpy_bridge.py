@@ -32,7 +32,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..data import TransitionDataset
+from ..data.dataset import TransitionDataset
 from .d3rlpy_worker import ALGORITHMS, transitions_sha256
 
 __all__ = ["ALGORITHMS", "D3RLPY_VERSION", "D3rlpyResult", "TorchScriptPolicy", "d3rlpy_layout",

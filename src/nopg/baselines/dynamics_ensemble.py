@@ -30,7 +30,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..data import TransitionDataset
+from ..data.dataset import TransitionDataset
 from ..validation import check_choice, check_positive_int
 
 __all__ = ["DynamicsEnsemble", "EnsembleConfig", "EnsemblePrediction", "fit_ensemble"]

@@ -42,7 +42,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from ..data import TransitionDataset
+from ..data.dataset import TransitionDataset
 from ..validation import check_positive_int
 from .dynamics_ensemble import DynamicsEnsemble, EnsembleConfig, fit_ensemble
 from .online import SB3Policy, silence_sb3_logger

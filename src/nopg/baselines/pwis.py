@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from ..analysis.estimators import GPOMDPEstimator
-from ..data import TransitionDataset
+from ..data.dataset import TransitionDataset
 
 __all__ = ["PWISResult", "gaussian_mixture_log_prob", "train_pwis", "uniform_log_prob"]
 

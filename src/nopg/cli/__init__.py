@@ -26,7 +26,7 @@ import sys
 import warnings
 from collections.abc import Callable, Sequence
 
-from ..algorithm import SupportWarning
+from ..train.algorithm import SupportWarning
 from . import (
     bandwidth,
     collect,

@@ -7,7 +7,7 @@ import argparse
 import json
 from typing import Any
 
-from ..bandwidth import ACTION_EFFECT_MAX, METHODS, check_max_action_effect
+from ..bandwidth.selection import ACTION_EFFECT_MAX, METHODS, check_max_action_effect
 from .common import DATA_HELP, JSON_HELP, add_factor_args, subcommand
 
 __all__ = ["add_parser", "command"]
@@ -52,10 +52,10 @@ def command(args: argparse.Namespace) -> int:
     """``nopg bandwidth``: select, report and plot; returns the exit code."""
     import numpy as np
 
-    from ..bandwidth_plots import plot_bandwidth_report
-    from ..bandwidth_report import bandwidth_report
-    from ..figures import check_plot_path
-    from ..formats import load_dataset
+    from ..data.formats import load_dataset
+    from ..select.bandwidth_report import bandwidth_report
+    from ..viz.bandwidth_plots import plot_bandwidth_report
+    from ..viz.figures import check_plot_path
 
     if args.method not in METHODS:
         raise ValueError(f"--method must be one of {', '.join(METHODS)}. Got {args.method!r}.")

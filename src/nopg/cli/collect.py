@@ -26,9 +26,9 @@ def add_parser(sub: Any) -> None:
 
 def command(args: argparse.Namespace) -> int:
     """``nopg collect``: record episodes by keyboard and write them; returns the exit code."""
-    from ..data import concatenate
+    from ..data.dataset import concatenate
+    from ..data.formats import load_dataset, resolve_location, save_dataset
     from ..envs.mountaincar import TerminalKeys, collect_demonstrations, render_ascii
-    from ..formats import load_dataset, resolve_location, save_dataset
 
     if args.fps <= 0:
         raise ValueError(f"--fps must be positive. Got {args.fps}.")

@@ -53,7 +53,7 @@ def _print_description(desc: dict[str, Any], fmt: str) -> None:
 
 def command(args: argparse.Namespace) -> int:
     """``nopg data``: summarise a data set, or convert it; returns the exit code."""
-    from ..formats import describe, load_dataset, resolve_location, save_dataset
+    from ..data.formats import describe, load_dataset, resolve_location, save_dataset
 
     items = list(args.args)
     obs_keys = args.obs_key

@@ -32,8 +32,8 @@ def add_parser(sub: Any) -> None:
 
 def command(args: argparse.Namespace) -> int:
     """``nopg evaluate``: evaluate every checkpoint of a saved run; returns the exit code."""
-    from ..formats import load_dataset
-    from ..run_evaluation import checkpoint_folders, evaluate_saved, format_report
+    from ..data.formats import load_dataset
+    from ..io.run_evaluation import checkpoint_folders, evaluate_saved, format_report
 
     if args.env is None and args.data is None:
         raise ValueError("nothing to evaluate: give --env ID and/or --data DATA")

@@ -29,8 +29,8 @@ def add_parser(sub: Any) -> None:
 
 def command(args: argparse.Namespace) -> int:
     """``nopg export``: write and check one checkpoint's policy; returns the exit code."""
-    from ..export import check_target, export_policy, resolve_format
-    from ..run_evaluation import checkpoint_folders, load_saved
+    from ..io.export import check_target, export_policy, resolve_format
+    from ..io.run_evaluation import checkpoint_folders, load_saved
 
     target = check_target(args.out, args.overwrite)
     fmt = resolve_format(target, args.export_format)

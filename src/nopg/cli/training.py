@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..bandwidth import METHODS
+from ..bandwidth.selection import METHODS
 from .common import config_file, set_items
 
 __all__ = ["add_training_args", "overrides", "print_summary"]

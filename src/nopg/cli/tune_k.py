@@ -50,11 +50,11 @@ def command(args: argparse.Namespace) -> int:
     """``nopg tune-k``: compare top_k and candidate counts; returns the exit code."""
     import numpy as np
 
-    from ..algorithm import NOPG
-    from ..bandwidth import Bandwidths, select_bandwidths
-    from ..formats import load_dataset
-    from ..policies import DeterministicMLPPolicy
-    from ..tuning import neighbor_report
+    from ..bandwidth.selection import Bandwidths, select_bandwidths
+    from ..data.formats import load_dataset
+    from ..policies.networks import DeterministicMLPPolicy
+    from ..train.algorithm import NOPG
+    from ..train.tuning import neighbor_report
 
     data = load_dataset(args.data)
     state_factor, action_factor = np.asarray(args.state_factor), np.asarray(args.action_factor)

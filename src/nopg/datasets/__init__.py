@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..data import TransitionDataset
+from ..data.dataset import TransitionDataset
 
 __all__ = ["MOUNTAINCAR_HUMAN_FILE", "PAPER_CURVES_FILE", "REWARDS", "load_mountaincar_human",
            "mountaincar_human_path", "paper_curves"]
@@ -106,7 +106,7 @@ def _episode_selection(episodes: None | int | Sequence[int]) -> list[int]:
 
 def load_mountaincar_human(episodes: None | int | Sequence[int] = None,
                            reward: str = "env") -> TransitionDataset:
-    """The human mountain-car demonstrations as a :class:`~nopg.data.TransitionDataset`.
+    """The human mountain-car demonstrations as a :class:`~nopg.data.dataset.TransitionDataset`.
 
     Parameters
     ----------

@@ -28,7 +28,7 @@ from .cartpole_dynamics import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from nopg.data import TransitionDataset
+    from nopg.data.dataset import TransitionDataset
 
 __all__ = ["collect_cartpole_random", "positive_count", "positive_float", "sample_initial_states",
            "simulate_cartpole"]
@@ -158,7 +158,7 @@ def collect_cartpole_random(n_samples: int, seed: int = 0, action_max: float = 5
     ValueError
         For a non-positive count or limit.
     """
-    from nopg.data import TransitionDataset
+    from nopg.data.dataset import TransitionDataset
 
     n_samples = positive_count("n_samples", n_samples)
     max_episode_steps = positive_count("max_episode_steps", max_episode_steps)

@@ -30,7 +30,7 @@ import numpy as np
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import gymnasium as gym
 
-    from nopg.data import TransitionDataset
+    from nopg.data.dataset import TransitionDataset
 
 __all__ = [
     "HEALTHY_ANGLE_RANGE",
@@ -128,7 +128,7 @@ def collect_hopper(n_samples: int, behaviour: str | Callable[[np.ndarray], np.nd
     if not np.isfinite(action_noise) or action_noise < 0:
         raise ValueError(f"The 'action_noise' parameter must be a non-negative float. "
                          f"Got {action_noise!r}.")
-    from nopg.evaluation import collect_episodes
+    from nopg.envs.evaluation import collect_episodes
 
     rng = np.random.default_rng([seed, 1])
 

@@ -440,7 +440,7 @@ def collect_lqg(
         ``n_episodes * horizon`` transitions in episode order, with ``episode_ids``,
         ``truncations`` at each episode end and no terminals.
     """
-    from nopg.data import TransitionDataset
+    from nopg.data.dataset import TransitionDataset
 
     lqg = paper_lqg() if problem is None else problem
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.floating)) \

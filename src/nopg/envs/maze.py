@@ -43,7 +43,7 @@ import gymnasium as gym
 import numpy as np
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from nopg.data import TransitionDataset
+    from nopg.data.dataset import TransitionDataset
 
 __all__ = [
     "UMAZE_ENV_ID",
@@ -374,7 +374,7 @@ def collect_umaze_d4rl_style(n_samples: int, seed: int = 0, action_noise: float 
         ``terminals`` all False, ``truncations`` True where an episode was cut (target reached,
         time limit, or the end of the stream) and ``episode_ids``.
     """
-    from nopg.data import TransitionDataset
+    from nopg.data.dataset import TransitionDataset
 
     if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)) or n_samples < 1:
         raise ValueError(f"The 'n_samples' parameter must be a positive int. Got {n_samples!r}.")

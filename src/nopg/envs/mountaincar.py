@@ -36,7 +36,7 @@ import numpy as np
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import gymnasium as gym
 
-    from nopg.data import TransitionDataset
+    from nopg.data.dataset import TransitionDataset
 
 __all__ = [
     "GOAL_POSITION",
@@ -309,7 +309,7 @@ def collect_demonstrations(n_episodes: int, keys: KeySource, *, seed: int = 0,
                            on_step: Callable[[np.ndarray, float, int], None] | None = None,
                            on_episode: Callable[[int, dict[str, Any]], None] | None = None
                            ) -> TransitionDataset | None:
-    """Record up to ``n_episodes`` demonstrations into a :class:`~nopg.data.TransitionDataset`.
+    """Record up to ``n_episodes`` demonstrations into a :class:`~nopg.data.dataset.TransitionDataset`.
 
     Episode ``k`` is reset with seed ``seed + k``. Recording stops early when ``q`` is pressed
     (the unfinished episode is dropped). Every episode ends at the goal (terminal) or at the
@@ -320,7 +320,7 @@ def collect_demonstrations(n_episodes: int, keys: KeySource, *, seed: int = 0,
     TransitionDataset or None
         ``None`` if no episode was completed.
     """
-    from nopg.data import TransitionDataset
+    from nopg.data.dataset import TransitionDataset
 
     if isinstance(n_episodes, bool) or not isinstance(n_episodes, (int, np.integer)) or n_episodes < 1:
         raise ValueError(f"The 'n_episodes' parameter must be a positive int. Got {n_episodes!r}.")

@@ -27,8 +27,8 @@ from numpy.typing import ArrayLike
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import gymnasium as gym
 
-    from nopg.data import TransitionDataset
-    from nopg.evaluation import PolicyLike
+    from nopg.data.dataset import TransitionDataset
+    from nopg.envs.evaluation import PolicyLike
 
 __all__ = [
     "evaluate_pendulum_from_bottom",
@@ -269,7 +269,7 @@ def collect_pendulum_grid(
     ValueError
         If a count is not a positive int or a range is not a finite ``(low, high)`` pair.
     """
-    from nopg.data import TransitionDataset
+    from nopg.data.dataset import TransitionDataset
 
     n_theta = _check_count("n_theta", n_theta)
     n_theta_dot = _check_count("n_theta_dot", n_theta_dot)
@@ -398,7 +398,7 @@ def collect_pendulum_random(
         If not exactly one of ``n_samples``/``n_trajectories`` is a positive int, or another
         parameter is invalid.
     """
-    from nopg.data import TransitionDataset
+    from nopg.data.dataset import TransitionDataset
 
     total, length = _random_agent_sizes(n_samples, n_trajectories, trajectory_length)
     means, std = _random_agent_mixture(component_means, component_std)
@@ -477,7 +477,7 @@ def evaluate_pendulum_from_bottom(policy: PolicyLike, n_steps: int = 500) -> flo
     float
         The undiscounted return.
     """
-    from nopg.evaluation import rollout
+    from nopg.envs.evaluation import rollout
 
     env = make_pendulum_env(max_episode_steps=n_steps)
     try:

@@ -14,7 +14,7 @@ reset distribution, as ``examples/cartpole_nopg_s_behavioral.py`` does), ``N_pi 
 NOPG-S, state bandwidth factor 1 and action factor 20 on the cross-validated bandwidths.
 
 Bandwidths (a documented deviation): the library's ``auto`` rule with no factors
-(:func:`nopg.bandwidth.knn_bandwidths`), whose action guard halves the action kernel here (the
+(:func:`nopg.bandwidth.selection.knn_bandwidths`), whose action guard halves the action kernel here (the
 voltage moves the next state by about 8 state bandwidths per action spread). The earlier
 hand-tuned setting is ``--bandwidth silverman --state-factor 0.25 0.5 0.5 0.5 0.5
 --action-factor 10``; the paper's is cross-validation with action factor 20.
@@ -37,8 +37,7 @@ from pathlib import Path
 import numpy as np
 from torch import nn
 
-from ..algorithm import NOPG
-from ..data import TransitionDataset
+from ..data.dataset import TransitionDataset
 from ..envs.cartpole import (
     EVAL_STEPS,
     INIT_THETA_MAX,
@@ -49,7 +48,8 @@ from ..envs.cartpole import (
     simulate_cartpole,
     state_to_obs,
 )
-from ..evaluation import policy_actions
+from ..envs.evaluation import policy_actions
+from ..train.algorithm import NOPG
 from .common import TaskSettings, task_settings
 from .runner import ExperimentConfig
 from .task_base import TaskBase, task_config
@@ -62,7 +62,7 @@ def torch_policy_fn(policy: nn.Module):
     """Wrap a torch policy (mean action for a Gaussian one) as ``obs (b, 5) -> volts (b,)``.
 
     Modules without parameters (e.g. an exported TorchScript baseline) are evaluated in their
-    own input dtype (:func:`nopg.evaluation.policy_actions`).
+    own input dtype (:func:`nopg.envs.evaluation.policy_actions`).
     """
 
     def act(obs: np.ndarray) -> np.ndarray:

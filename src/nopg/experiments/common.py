@@ -18,9 +18,9 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from ..data import TransitionDataset
-from ..formats import load_dataset, resolve_location
-from ..model_config import ModelConfig
+from ..data.dataset import TransitionDataset
+from ..data.formats import load_dataset, resolve_location
+from ..model.config import ModelConfig
 from ..validation import suggestion
 
 T = TypeVar("T")
@@ -176,7 +176,7 @@ def load_external_dataset(spec: str | os.PathLike[str], minari_obs_keys: str | N
                           ) -> TransitionDataset:
     """Load a data set named by a path (``.npz``/``.hdf5``) or a Minari id from local disk.
 
-    Uses :func:`nopg.formats.load_dataset`; ``minari_obs_keys`` selects the entry of Minari dict
+    Uses :func:`nopg.data.formats.load_dataset`; ``minari_obs_keys`` selects the entry of Minari dict
     observations (e.g. ``"observation"`` for the point maze).
     """
     kind, _ = resolve_location(spec)

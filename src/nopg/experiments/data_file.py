@@ -1,11 +1,11 @@
 """NOPG on a user's own data file (``nopg fit DATA``), as a :class:`~nopg.experiments.Task`.
 
-The data come from :func:`nopg.formats.load_dataset` (``.npz``, ``.hdf5``/``.h5`` in the D4RL
+The data come from :func:`nopg.data.formats.load_dataset` (``.npz``, ``.hdf5``/``.h5`` in the D4RL
 layout, or ``minari:<id>``) and are the same for every seed; seeds change the policy
 initialisation, the bandwidth selection's subsample and the Monte-Carlo noise.
 
 * **Initial states** (the states the objective ``J`` averages over): the states that start the
-  data's episodes (:meth:`~nopg.data.TransitionDataset.episode_start_states`) unless a file gives
+  data's episodes (:meth:`~nopg.data.dataset.TransitionDataset.episode_start_states`) unless a file gives
   them (:func:`load_initial_states`). Data without episode structure (every transition its own
   episode) therefore average over all data states; give a file when the policy should be judged
   from particular states.
@@ -28,13 +28,13 @@ from typing import Any
 import numpy as np
 from torch import nn
 
-from ..algorithm import NOPG
-from ..bellman import as_states
-from ..data import TransitionDataset
-from ..evaluation import evaluate_policy, make_env
-from ..formats import load_dataset
-from ..model_config import plain_bounds
-from ..policy_plots import plot_policy_actions
+from ..data.dataset import TransitionDataset
+from ..data.formats import load_dataset
+from ..envs.evaluation import evaluate_policy, make_env
+from ..model.bellman import as_states
+from ..model.config import plain_bounds
+from ..train.algorithm import NOPG
+from ..viz.policy_plots import plot_policy_actions
 from .common import TaskSettings, task_settings
 from .runner import ExperimentConfig
 
@@ -211,6 +211,6 @@ class DataFileTask:
 
     def plot(self, algo: NOPG, data: TransitionDataset, config: ExperimentConfig, out_dir: Path
              ) -> list[Path]:
-        """``actions.png``: the policy's actions against the data's (:mod:`nopg.policy_plots`)."""
+        """``actions.png``: the policy's actions against the data's (:mod:`nopg.viz.policy_plots`)."""
         return [plot_policy_actions(algo.policy, data.states, data.actions, self._initial_states,
                                     out_dir / "actions.png")]

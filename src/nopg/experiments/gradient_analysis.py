@@ -42,7 +42,7 @@ import numpy as np
 from ..analysis.lqg_cases import ESTIMATOR_NAMES, lqg_cases
 from ..analysis.parallel import parallel_map
 from ..envs.lqg import LQG, PAPER_BEHAVIOUR_THETA, PAPER_THETA, collect_lqg, paper_lqg
-from ..model_config import ModelConfig, keyword_config
+from ..model.config import ModelConfig, keyword_config
 from .common import checked_replace, nests_model
 from .runner import run_log
 
@@ -95,7 +95,7 @@ class GradientAnalysisConfig:
     seed : int
         Base seed; every data set's seed derives from it, the sweep and the point.
     model : ModelConfig
-        NOPG's model settings (default :data:`nopg.model_config.KEYWORD_DEFAULTS`: the dense ``P``,
+        NOPG's model settings (default :data:`nopg.model.config.KEYWORD_DEFAULTS`: the dense ``P``,
         ``n_mc_policy=10`` Monte-Carlo actions per state for NOPG-S); ``stochastic`` is set per
         estimator. The former names ``n_mc_policy`` and ``top_k`` are accepted as settings.
     dpg_discounting : {"improper", "proper"}
@@ -322,7 +322,7 @@ def run_gradient_analysis(config: GradientAnalysisConfig | None = None, out: str
         Run the data sets on Ray (``"local"``, ``"auto"`` or a cluster address).
     """
     from ..analysis.statistics import summary_rows, write_csv
-    from ..gradient_plots import plot_gradient_sweep
+    from ..viz.gradient_plots import plot_gradient_sweep
 
     config = config or GradientAnalysisConfig()
     run_dir = Path(out) / (run_name or f"gradient-analysis__{time.strftime('%Y%m%d-%H%M%S')}")

@@ -11,7 +11,7 @@ available here, so by default the data are generated locally with uniformly rand
 episodes of about 23 steps that end in a fall). This is a much poorer data set than the
 paper's: it shows only the first ~0.2 s after a reset. ``task.dataset`` takes a local D4RL
 ``hopper-*.hdf5`` file, a ``.npz`` or a local Minari id (e.g. ``mujoco/hopper/expert-v0``)
-through :mod:`nopg.formats`; ``n_samples`` of its transitions are then drawn uniformly
+through :mod:`nopg.data.formats`; ``n_samples`` of its transitions are then drawn uniformly
 (``null`` keeps all).
 
 Paper configuration: sizes 3000, 5000, 10000, gamma 0.99, state factor 4, action factor 10, a
@@ -19,7 +19,7 @@ Paper configuration: sizes 3000, 5000, 10000, gamma 0.99, state factor 4, action
 kernel-mean next states, ``N_mu0 = 500`` initial states (drawn here from the reset
 distribution). Deviation: ``top_k = 10`` entries per row of ``P`` (the dense n x n model does not
 fit 10^4 samples on a small machine). Bandwidths (a documented deviation): the library's
-``auto`` rule with no factors (:func:`nopg.bandwidth.knn_bandwidths`; its support guard widens
+``auto`` rule with no factors (:func:`nopg.bandwidth.selection.knn_bandwidths`; its support guard widens
 the state bandwidths about 2.8 x on this data). The paper's setting is ``--bandwidth silverman
 --state-factor 4 --action-factor 10``. The paper reports that NOPG improves with more data but
 does not reach a satisfactory policy.
@@ -34,9 +34,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..algorithm import NOPG
-from ..data import TransitionDataset
+from ..data.dataset import TransitionDataset
 from ..envs.hopper import collect_hopper, make_hopper_env
+from ..train.algorithm import NOPG
 from .common import TaskSettings, subsample, task_settings
 from .runner import ExperimentConfig
 from .task_base import EnvironmentTask, d4rl_task_config

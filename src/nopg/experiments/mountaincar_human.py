@@ -21,7 +21,7 @@ Bandwidths (a documented deviation): the paper multiplies the rule's bandwidths 
 state and 50 for the action; on trajectory data that smooths over many steps of motion and makes
 the model almost action-independent (returns of about -99.9: the car pushes one way for all 999
 steps). The default here is the library's ``auto`` rule with no factors
-(:func:`nopg.bandwidth.knn_bandwidths`). The earlier hand-tuned setting is ``--bandwidth
+(:func:`nopg.bandwidth.selection.knn_bandwidths`). The earlier hand-tuned setting is ``--bandwidth
 silverman --state-factor 0.25 --action-factor 10``; ``--state-factor 1 --action-factor 50`` with
 ``--bandwidth cv`` is the paper's. Measured results are in ``docs/bandwidths.md``.
 """
@@ -33,13 +33,13 @@ from pathlib import Path
 import numpy as np
 from torch import nn
 
-from ..algorithm import NOPG
-from ..data import TransitionDataset
+from ..data.dataset import TransitionDataset
 from ..datasets import REWARDS, load_mountaincar_human
+from ..envs.evaluation import evaluate_policy
 from ..envs.mountaincar import make_mountaincar_env, reset_states
-from ..evaluation import evaluate_policy
-from ..mountaincar_plots import plot_mountaincar_portraits as plot_mountaincar_portraits  # moved there
-from ..mountaincar_plots import plot_mountaincar_run
+from ..train.algorithm import NOPG
+from ..viz.mountaincar_plots import plot_mountaincar_portraits as plot_mountaincar_portraits  # moved there
+from ..viz.mountaincar_plots import plot_mountaincar_run
 from .common import TaskSettings, task_settings
 from .runner import ExperimentConfig
 from .task_base import TaskBase, task_config

@@ -10,7 +10,7 @@ as the initial state.
 Bandwidths (a documented deviation): the paper selects per-dimension bandwidths by
 cross-validation and multiplies actions by 50. On grid data every coordinate value repeats, so
 cross-validation collapses to the smallest bandwidth on offer. The default here is the library's
-``auto`` rule with no factors (:func:`nopg.bandwidth.knn_bandwidths`: the grid's local spacing
+``auto`` rule with no factors (:func:`nopg.bandwidth.selection.knn_bandwidths`: the grid's local spacing
 for the states, the action spread for the actions). The earlier hand-tuned setting is
 ``--bandwidth silverman --action-factor 3``; ``--bandwidth cv --action-factor 50`` is the
 paper's. Measured results are in ``docs/bandwidths.md``.
@@ -24,8 +24,8 @@ import gymnasium as gym
 import numpy as np
 from torch import nn
 
-from ..algorithm import NOPG
-from ..data import TransitionDataset
+from ..data.dataset import TransitionDataset
+from ..envs.evaluation import rollout
 from ..envs.pendulum import (
     BOTTOM_STATE,
     collect_pendulum_grid,
@@ -33,8 +33,8 @@ from ..envs.pendulum import (
     make_pendulum_env,
     pendulum_bottom_setter,
 )
-from ..evaluation import rollout
-from ..pendulum_plots import plot_phase_portraits
+from ..train.algorithm import NOPG
+from ..viz.pendulum_plots import plot_phase_portraits
 from .common import TaskSettings, task_settings
 from .runner import ExperimentConfig
 from .task_base import TaskBase, task_config

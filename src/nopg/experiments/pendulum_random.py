@@ -12,7 +12,7 @@ NOPG-S, the fixed bottom state as the initial state, state bandwidth factor 1 an
 
 Deviations:
 
-* Bandwidths: the library's ``auto`` rule with no factors (:func:`nopg.bandwidth.knn_bandwidths`),
+* Bandwidths: the library's ``auto`` rule with no factors (:func:`nopg.bandwidth.selection.knn_bandwidths`),
   not the paper's cross-validation with action factor 25. The earlier hand-tuned setting is
   ``--bandwidth silverman --state-factor 2 --action-factor 25``. The data never visit the
   bottom at rest (the lowest energy in the data is about -12, against -15 there), so the policy
@@ -26,7 +26,7 @@ Deviations:
 
 from __future__ import annotations
 
-from ..data import TransitionDataset
+from ..data.dataset import TransitionDataset
 from ..envs.pendulum import collect_pendulum_random
 from .common import TaskSettings, task_settings
 from .pendulum_grid import PendulumGridTask

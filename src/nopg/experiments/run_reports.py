@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 
 from ..analysis.statistics import rank_correlation
-from ..fit_report import FitReport, format_return
-from ..run_evaluation import bootstrap_mean_ci
+from ..io.run_evaluation import bootstrap_mean_ci
+from ..select.fit_report import FitReport, format_return
 
 __all__ = ["format_return", "log_recipes_report", "method_record", "recipes_report",
            "selection_report"]

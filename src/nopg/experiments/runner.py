@@ -37,13 +37,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..algorithm import NOPG
-from ..auto import AutoNOPG
-from ..bandwidth import Bandwidths
-from ..bandwidth_plots import plot_bandwidth_report
-from ..data import TransitionDataset
-from ..plots import plot_learning_curve, plot_learning_curves
-from ..run_evaluation import bootstrap_mean_ci
+from ..bandwidth.selection import Bandwidths
+from ..data.dataset import TransitionDataset
+from ..io.run_evaluation import bootstrap_mean_ci
+from ..select.auto import AutoNOPG
+from ..train.algorithm import NOPG
+from ..viz.bandwidth_plots import plot_bandwidth_report
+from ..viz.plots import plot_learning_curve, plot_learning_curves
 from .run_reports import (
     format_return,
     log_recipes_report,

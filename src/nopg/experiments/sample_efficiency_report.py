@@ -2,7 +2,7 @@
 
 A run is one row (:data:`ROW_COLUMNS`); :func:`summarize` groups the rows by task, algorithm and
 data size and gives the mean return with a percentile-bootstrap interval over seeds
-(:func:`nopg.run_evaluation.bootstrap_mean_ci`, 10 000 resamples by default, as the paper);
+(:func:`nopg.io.run_evaluation.bootstrap_mean_ci`, 10 000 resamples by default, as the paper);
 :func:`plot_sample_efficiency` draws the figure (log x, one panel per algorithm family on a
 shared y axis, the interval as error bars; online algorithms against environment steps).
 """
@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..analysis.statistics import check_bootstrap_options
-from ..run_evaluation import bootstrap_mean_ci
+from ..io.run_evaluation import bootstrap_mean_ci
 
 logger = logging.getLogger("nopg.experiments")
 
@@ -350,7 +350,7 @@ def sample_efficiency_figure(summary: Sequence[Mapping[str, Any]], title: str | 
     size spread slightly sideways (:data:`DODGE`). The legend lies below the panels, one column
     per family.
     """
-    from ..figures import pyplot
+    from ..viz.figures import pyplot
 
     families = figure_families(summary)
     if not families:
@@ -468,7 +468,7 @@ def plot_sample_efficiency(summary: Sequence[Mapping[str, Any]], path: str | Pat
     lines with crosses ("paper": its mean over 10 trials), where they fall inside the measured
     sizes.
     """
-    from ..figures import save_figure
+    from ..viz.figures import save_figure
 
     if not summary:
         raise ValueError("nothing to plot: the summary is empty")

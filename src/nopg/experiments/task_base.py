@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from torch import nn
 
-from ..config import NOPGConfig
-from ..data import TransitionDataset
-from ..defaults import AUTO_MC_NEXT
-from ..evaluation import evaluate_episodes
+from ..data.dataset import TransitionDataset
+from ..envs.evaluation import evaluate_episodes
+from ..model.defaults import AUTO_MC_NEXT
+from ..train.config import NOPGConfig
 from .common import TaskSettings, load_external_dataset, sample_reset_states
 from .runner import ExperimentConfig
 
@@ -175,7 +175,8 @@ class EnvironmentTask(TaskBase):
 
     def evaluate(self, policy: nn.Module, config: ExperimentConfig, seed: int, episodes: int
                  ) -> list[float]:
-        """Returns, lengths and falls of ``episodes`` episodes (:func:`nopg.evaluation.evaluate_episodes`)."""
+        """Returns, lengths and falls of ``episodes`` episodes
+        (:func:`nopg.envs.evaluation.evaluate_episodes`)."""
         return self.record(evaluate_episodes(self.env_fn(config)(), policy, episodes,
                                              seed=1_000_000 + 1000 * seed))
 

@@ -14,14 +14,14 @@ import gymnasium as gym
 import numpy as np
 from torch import nn
 
-from ..algorithm import NOPG
-from ..data import TransitionDataset
-from ..method_config import MethodConfig
-from ..model_config import plain_bounds
-from ..recipes import discount_horizon
-from ..task_knowledge import make_policy as method_policy
-from ..task_knowledge import model_episode_report as model_episode_report_upto
-from ..task_knowledge import with_bounds
+from ..data.dataset import TransitionDataset
+from ..model.config import plain_bounds
+from ..select.method_config import MethodConfig
+from ..select.recipes import discount_horizon
+from ..select.task_knowledge import make_policy as method_policy
+from ..select.task_knowledge import model_episode_report as model_episode_report_upto
+from ..select.task_knowledge import with_bounds
+from ..train.algorithm import NOPG
 from .common import TaskSettings, check_task_value
 
 __all__ = ["ExperimentConfig", "Task", "environment_state_bounds", "judge_steps", "make_policy",
@@ -110,7 +110,7 @@ class Task(Protocol):
 
 def make_policy(task: Task, config: ExperimentConfig, data: TransitionDataset | None = None
                 ) -> nn.Module:
-    """The paper's policy for ``task`` (:func:`nopg.task_knowledge.make_policy`): an MLP with an
+    """The paper's policy for ``task`` (:func:`nopg.select.task_knowledge.make_policy`): an MLP with an
     ``a_max tanh`` output (Gaussian for NOPG-S), its input standardised by ``data`` with
     ``config.normalize_states``."""
     return method_policy(config, task.state_dim, task.action_dim, task.action_max, data)
@@ -161,13 +161,13 @@ def task_terminal_bounds(task: Task, config: ExperimentConfig, state_dim: int
 
 def with_task_bounds(task: Task, config: ExperimentConfig, state_dim: int) -> ExperimentConfig:
     """``config`` with the task's state and terminal bounds where its successors move
-    (:func:`nopg.task_knowledge.with_bounds`), as :class:`nopg.AutoNOPG` runs it."""
+    (:func:`nopg.select.task_knowledge.with_bounds`), as :class:`nopg.AutoNOPG` runs it."""
     return with_bounds(config, environment_state_bounds(task, config, state_dim),
                        task_terminal_bounds(task, config, state_dim))
 
 
 def model_episode_report(config: ExperimentConfig, algo: NOPG, seed: int) -> dict[str, Any]:
-    """:func:`nopg.task_knowledge.model_episode_report` up to the task's evaluation length
+    """:func:`nopg.select.task_knowledge.model_episode_report` up to the task's evaluation length
     (``eval_steps``); empty for tasks without one."""
     steps = _eval_steps(config)
     return model_episode_report_upto(algo, int(steps), seed) if steps else {}

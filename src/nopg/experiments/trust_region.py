@@ -55,14 +55,14 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from ..analysis.statistics import rank_correlation
-from ..bandwidth import METHODS, Bandwidths, select_bandwidths
-from ..bellman import NonparametricBellman, as_states
-from ..data import TransitionDataset
+from ..bandwidth.selection import METHODS, Bandwidths, select_bandwidths
+from ..data.dataset import TransitionDataset
 from ..envs.pendulum import BOTTOM_STATE, angle_to_obs, make_pendulum_env, obs_to_angle
-from ..gradient import surrogate_gradient
-from ..model_config import ModelConfig, keyword_config
-from ..models import bellman_model
-from ..policies import LinearPolicy
+from ..model.bellman import NonparametricBellman, as_states
+from ..model.config import ModelConfig, keyword_config
+from ..model.factory import bellman_model
+from ..policies.networks import LinearPolicy
+from ..train.gradient import surrogate_gradient
 from ..validation import (
     check_choice,
     check_discount,
@@ -90,7 +90,7 @@ _PAPER_ORDER = [1, 0, 2, 3]  # flat [w_cos, w_sin, w_wdot, bias] -> [th0, th1, t
 class TrustRegionConfig:
     """Settings of the trust-region experiment (defaults: see the module docstring).
 
-    ``model`` holds the Bellman model's settings (default :data:`nopg.model_config.KEYWORD_DEFAULTS`:
+    ``model`` holds the Bellman model's settings (default :data:`nopg.model.config.KEYWORD_DEFAULTS`:
     the dense ``P``, float64); it may be given as a dict of changes, and ``top_k`` under its
     former name.
     """
@@ -450,7 +450,7 @@ def _contributions(model: NonparametricBellman, data: TransitionDataset, bw: Ban
 
 
 def _run(config: TrustRegionConfig, run_dir: Path, progress: bool) -> dict[str, Any]:
-    from ..pendulum_plots import plot_trust_region
+    from ..viz.pendulum_plots import plot_trust_region
 
     (run_dir / "config.json").write_text(json.dumps(
         {"experiment": "trust-region", **config.to_dict()}, indent=2))

@@ -11,7 +11,7 @@ Data: by default generated locally with D4RL's noisy waypoint controller
 (:func:`nopg.envs.maze.collect_umaze_d4rl_style`): one ``source_steps``-step stream, of which
 ``n_samples`` transitions are drawn uniformly without replacement, as the paper sub-sampled
 D4RL's million-step file. ``task.dataset`` may instead name a local file (``.npz``, or a D4RL
-``.hdf5`` / Minari id through :mod:`nopg.formats` when installed); ``task.dataset_frame = "d4rl"``
+``.hdf5`` / Minari id through :mod:`nopg.data.formats` when installed); ``task.dataset_frame = "d4rl"``
 maps D4RL's maze coordinates to gymnasium-robotics' frame and (``task.terminals_as_timeouts``,
 default on for that frame) turns D4RL's ``terminals``, which only mark where the continuing
 stream was cut, into truncations; ``task.relabel_rewards`` (default true) recomputes the rewards
@@ -23,7 +23,7 @@ Paper configuration: sizes 100 ... 1000, gamma 0.99, state factor 2, action fact
 simulator clips forces to ``[-1, 1]`` and the data hold no action outside that box, where the
 kernel model would only extrapolate; the policy here outputs ``tanh(f)`` (``action_max = 1``).
 Bandwidths (a documented deviation): the library's ``auto`` rule with no factors
-(:func:`nopg.bandwidth.knn_bandwidths`). The paper's setting, Silverman's rule times those factors
+(:func:`nopg.bandwidth.selection.knn_bandwidths`). The paper's setting, Silverman's rule times those factors
 (the paper does not name the base rule), is ``--bandwidth silverman --state-factor 2
 --action-factor 5``; measured over seeds 0-19 the two do equally well (``docs/bandwidths.md``).
 Behaviour term off (``nopg.behaviour.weight = 0``, the paper's objective): the waypoint
@@ -45,8 +45,8 @@ from typing import Any
 import numpy as np
 from torch import nn
 
-from ..algorithm import NOPG
-from ..data import TransitionDataset
+from ..data.dataset import TransitionDataset
+from ..envs.evaluation import rollout, rollouts
 from ..envs.maze import (
     GOAL_RADIUS,
     UMAZE_GOAL,
@@ -56,7 +56,7 @@ from ..envs.maze import (
     make_umaze_env,
     umaze_reward,
 )
-from ..evaluation import rollout, rollouts
+from ..train.algorithm import NOPG
 from .common import TaskSettings, subsample, task_settings
 from .runner import ExperimentConfig
 from .task_base import EnvironmentTask, d4rl_task_config

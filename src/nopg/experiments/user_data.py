@@ -39,8 +39,8 @@ from typing import Any
 import numpy as np
 from torch import nn
 
-from ..algorithm import NOPG
-from ..data import TransitionDataset
+from ..data.dataset import TransitionDataset
+from ..envs.evaluation import collect_episodes, rollouts
 from ..envs.mountaincar import (
     GOAL_POSITION,
     MAX_POSITION,
@@ -49,8 +49,8 @@ from ..envs.mountaincar import (
     make_mountaincar_env,
     reset_states,
 )
-from ..evaluation import collect_episodes, rollouts
-from ..mountaincar_plots import plot_mountaincar_run
+from ..train.algorithm import NOPG
+from ..viz.mountaincar_plots import plot_mountaincar_run
 from .common import TaskSettings, task_settings
 from .runner import ExperimentConfig
 from .task_base import EnvironmentTask

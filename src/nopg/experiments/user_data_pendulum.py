@@ -34,9 +34,9 @@ from typing import Any
 
 import numpy as np
 
-from ..algorithm import NOPG
-from ..data import TransitionDataset
+from ..data.dataset import TransitionDataset
 from ..envs.pendulum import angle_normalize, angle_to_obs, make_pendulum_env, set_pendulum_state
+from ..train.algorithm import NOPG
 from .common import TaskSettings, task_settings
 from .pendulum_grid import PendulumGridTask
 from .runner import ExperimentConfig

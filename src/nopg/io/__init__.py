@@ -1,0 +1,1 @@
+"""Saved policies: export to TorchScript or ONNX, and evaluating a saved policy."""
