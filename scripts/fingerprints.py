@@ -40,7 +40,7 @@ torch.set_num_threads(1)
 warnings.simplefilter("ignore")
 
 import nopg  # noqa: E402
-from nopg import solvers  # noqa: E402
+from nopg.linalg import solvers  # noqa: E402
 
 
 def _floats(x: Any) -> Any:
@@ -232,7 +232,7 @@ def cartpole() -> dict[str, Any]:
 
 
 def formats(small: nopg.TransitionDataset) -> dict[str, Any]:
-    from nopg import formats as fm
+    from nopg.data import formats as fm
     out: dict[str, Any] = {"describe": json.loads(json.dumps(fm.describe(small), default=_floats))}
     with tempfile.TemporaryDirectory() as tmp:
         for suffix in (".npz", ".hdf5"):
