@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=int, default=2, help="untimed updates before timing")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--target", type=float, default=1.5, help="largest acceptable defaults ratio")
-    add_out_arg(p, "--csv", default="docs/runs/bench_defaults.csv", help="write the rows (CSV) here")
+    add_out_arg(p, "--csv", default="records/bench_defaults.csv", help="write the rows (CSV) here")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     print(f"# NOPGConfig() vs the best explicit setting: NOPG-D, float64, cpu, "

@@ -1,7 +1,7 @@
 """k-NN back ends at Hopper size: build and query times, recall, one thread, one run.
 
     python benchmarks/bench_knn_backends.py --n 100000 --k 10 [--data hopper|gaussian] \
-        [--queries 20000] [--out docs/runs/bench_knn_backends.csv]
+        [--queries 20000] [--out records/bench_knn_backends.csv]
 
 The points are what NOPG searches: (state, action) pairs divided by their ``auto`` bandwidths
 (:func:`nopg.select_bandwidths`). ``hopper`` collects ``--n`` Hopper-v5 transitions with uniform

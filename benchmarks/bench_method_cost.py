@@ -1,7 +1,7 @@
 """What the default method costs against one plain fit of the same data, on the benchmark data sets.
 
     OMP_NUM_THREADS=1 python benchmarks/bench_method_cost.py --seeds 0 \
-        --out docs/runs/method_cost.jsonl
+        --out records/method_cost.jsonl
 
 For every data set and seed the script builds the task's data and initial states (what
 ``nopg reproduce`` fits, and what ``scripts/make_user_data.py`` saves for ``nopg fit``), and

@@ -1,7 +1,7 @@
 """How well the default method's judge chooses, on the benchmark data sets through the user path.
 
     OMP_NUM_THREADS=1 python benchmarks/bench_selection_quality.py --data pendulum-grid \
-        --seeds 0 1 2 3 4 --out docs/runs/selection_quality.jsonl
+        --seeds 0 1 2 3 4 --out records/selection_quality.jsonl
 
 For every data set and seed the script fits ``AutoNOPG(MethodConfig())`` (what ``nopg fit FILE``
 runs) with the task knowledge the user path passes (:func:`bench_method_cost.task_setup`) and

@@ -2,7 +2,7 @@
 
     OMP_NUM_THREADS=1 python benchmarks/crossfit_snapshots_probe.py \
         --data pendulum-grid-200 pendulum-controller --seeds 0 1 2 3 4 5 6 7 8 9 \
-        --out docs/runs/crossfit_snapshots.jsonl
+        --out records/crossfit_snapshots.jsonl
 
 The default method keeps one of a fit's policies (the final one and a copy every 100 updates
 from update 500 on) by the judge's forecast, the judge being an anchored model of the same data

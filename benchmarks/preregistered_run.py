@@ -286,10 +286,10 @@ def drive(args: argparse.Namespace) -> int:
         row["finished_utc"] = f"{utc_now():%Y-%m-%dT%H:%M:%SZ}"
         append(row)
         if time.monotonic() - last_commit > args.commit_every:
-            commit(f"docs/runs/preregistered/results.jsonl: runs up to {name} {algorithm} "
+            commit(f"records/preregistered/results.jsonl: runs up to {name} {algorithm} "
                    f"seed {seed}")
             last_commit = time.monotonic()
-    commit("docs/runs/preregistered/results.jsonl: the driver's last runs")
+    commit("records/preregistered/results.jsonl: the driver's last runs")
     return 0
 
 

@@ -1,6 +1,6 @@
 """The pre-registered tasks' comparison table, from the driver's ``results.jsonl``.
 
-    python benchmarks/preregistered_summary.py [--results docs/runs/preregistered/results.jsonl]
+    python benchmarks/preregistered_summary.py [--results records/preregistered/results.jsonl]
 
 Per task and algorithm (NOPG, BC, TD3+BC, IQL): the seeds finished, the mean of the per-seed
 returns with its 95% percentile-bootstrap interval (:func:`nopg.io.run_evaluation.bootstrap_mean_ci`,

@@ -29,7 +29,7 @@ extensions = [
 
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 root_doc = "index"
-exclude_patterns = ["_build", "runs", "runs/**", "Thumbs.db", ".DS_Store"]
+exclude_patterns = ["_build", "Thumbs.db", ".DS_Store"]
 
 # MyST: GitHub-style heading anchors, so that the journals' `page.md#heading` links resolve.
 myst_enable_extensions = ["colon_fence", "deflist", "dollarmath"]

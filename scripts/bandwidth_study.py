@@ -1,7 +1,7 @@
 """Run experiments over seeds with one bandwidth setting and summarise them.
 
     python scripts/bandwidth_study.py pendulum-grid --seeds 0 1 2 3 4 5 6 7 8 9 \
-        --label auto --out docs/runs/bandwidth_study.csv [--set KEY=VALUE ...] [--workers 2]
+        --label auto --out records/bandwidth_study.csv [--set KEY=VALUE ...] [--workers 2]
 
 Each seed is one ``nopg`` experiment run (:func:`nopg.experiments.run_seed`) in its own process.
 One CSV row per run is appended to ``--out`` (task, label, seed, return, J_hat, support gap,
@@ -66,7 +66,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=list(range(10)))
     parser.add_argument("--label", default="default")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-    parser.add_argument("--out", default="docs/runs/bandwidth_study.csv")
+    parser.add_argument("--out", default="records/bandwidth_study.csv")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--success", type=float, help="a return counted as a success")
     args = parser.parse_args()

@@ -13,7 +13,7 @@ and compares them with the summaries of ``nopg reproduce sample-efficiency`` / `
 sweep-report`` (``summary.csv``) at the sizes both have::
 
     python scripts/paper_curves.py compare src/nopg/datasets/paper_nopg_curves.csv \\
-        docs/runs/sample_efficiency_*_summary.csv
+        records/sample_efficiency_*_summary.csv
 
 A size is "above" when our mean is at least the paper's mean, "within" when the paper's mean
 lies inside our interval or ours inside the paper's band, and "below" otherwise. Two tasks need

@@ -1,7 +1,7 @@
 """Redraw sample-efficiency figures from their summary CSVs (no run is repeated).
 
-    python scripts/plot_sample_efficiency.py docs/runs/sample_efficiency_cartpole_random_merged_summary.csv
-    python scripts/plot_sample_efficiency.py docs/runs/*_merged_summary.csv --out /tmp/figures
+    python scripts/plot_sample_efficiency.py records/sample_efficiency_cartpole_random_merged_summary.csv
+    python scripts/plot_sample_efficiency.py records/*_merged_summary.csv --out docs/results/figures
 
 Each ``<stem>_summary.csv`` (``nopg reproduce sample-efficiency`` / ``nopg sweep-report``'s
 ``summary.csv``) is drawn by :func:`nopg.experiments.sample_efficiency_report.plot_sample_efficiency`

@@ -1,6 +1,6 @@
 """Does choosing the restart with the highest ``J_hat`` pick a good run? One line per study group.
 
-    python scripts/summarize_restarts.py docs/runs/bandwidth_study_restarts.csv
+    python scripts/summarize_restarts.py records/bandwidth_study_restarts.csv
 
 Reads the per-restart rows that ``bandwidth_study.py`` writes when ``restarts > 1`` (``J_hat`` and
 evaluation return of every restart at the moment of the choice) and reports, per (task, label):
@@ -52,7 +52,7 @@ def summarize(path: str) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("csv", nargs="?", default="docs/runs/bandwidth_study_restarts.csv")
+    parser.add_argument("csv", nargs="?", default="records/bandwidth_study_restarts.csv")
     print("\n".join(summarize(parser.parse_args().csv)))
 
 

@@ -1,6 +1,6 @@
 """Markdown table of a bandwidth study CSV (written by ``bandwidth_study.py``).
 
-    python scripts/summarize_study.py docs/runs/bandwidth_study.csv
+    python scripts/summarize_study.py records/bandwidth_study.csv
 
 One row per (task, label): mean return with a 95% percentile-bootstrap interval (10 000
 resamples), the seeds that reached the task's success threshold, the Spearman rank correlation

@@ -1,6 +1,6 @@
 """Merge sample-efficiency runs of the user-data tasks and print their tables.
 
-    python scripts/summarize_userdata.py --out docs/runs RUN_DIR [RUN_DIR ...]
+    python scripts/summarize_userdata.py --out records RUN_DIR [RUN_DIR ...]
 
 Each ``RUN_DIR`` is a ``nopg reproduce sample-efficiency`` folder (its ``runs.csv``). The rows
 of one task (from one or several runs, e.g. seed 0 and seeds 1-4 run apart) are merged, checked
