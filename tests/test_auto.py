@@ -41,6 +41,25 @@ def test_the_python_api_and_nopg_fit_give_the_same_policy(data_file, tmp_path):
     assert summary["fit_report"]["decisions"] == method.report_.decisions
 
 
+def test_the_seed_is_the_methods_own_and_the_callers_random_state_is_left_alone(dataset):
+    """The policy's initialisation comes from ``seed`` alone: the same policy whatever the
+    caller's torch random state, and that state is left as it was."""
+    def fit(global_seed: int) -> tuple[AutoNOPG, torch.Tensor]:
+        torch.manual_seed(global_seed)
+        method = AutoNOPG(MethodConfig(n_updates=2, snapshot_every=None), seed=3)
+        method.fit(dataset, dataset.states[:2], progress=False)
+        return method, torch.rand(3)
+
+    first, after_first = fit(0)
+    second, after_second = fit(1)
+    torch.manual_seed(0)
+    assert torch.equal(after_first, torch.rand(3))        # as if fit had not run
+    assert not torch.equal(after_first, after_second)
+    for (name, a), b in zip(first.policy_.state_dict().items(),
+                            second.policy_.state_dict().values()):
+        torch.testing.assert_close(a, b, rtol=0, atol=0, msg=name)
+
+
 def test_the_experiments_config_is_the_methods_with_the_same_defaults():
     """``nopg fit``'s configuration adds seeds, evaluation and the task's settings to the
     method's; every method setting has one default."""

@@ -335,9 +335,10 @@ class AutoNOPG:
                   ) -> tuple[NOPG, EvalCallback | None, PolicySnapshots | None]:
         """A fit from the policy initialisation of ``(seed, restart)``, with its monitor,
         snapshots, TensorBoard writer and, with ``stop``, a deadline."""
-        torch.manual_seed(self.seed + 100_003 * restart)  # policy initialisation only
-        policy = make_policy(config, ctx.data.state_dim, ctx.data.action_dim, ctx.action_max,
-                             ctx.data)
+        with torch.random.fork_rng(devices=[]):    # the caller's random state is left as it was
+            torch.manual_seed(self.seed + 100_003 * restart)  # policy initialisation only
+            policy = make_policy(config, ctx.data.state_dim, ctx.data.action_dim, ctx.action_max,
+                                 ctx.data)
         if not self.kept_state_dims_.all():       # acts on full states, and on the model's
             policy = StateSelect(policy, self.kept_state_dims_)
         starts = ctx.starts if config.nopg.model.successors == "kernel" else ctx.few_starts
