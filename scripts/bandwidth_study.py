@@ -41,7 +41,7 @@ def _run(args: tuple[str, dict, int, str]) -> dict:
 
     task = get_task(task_name)
     config = task.default_config().replace(**changes)
-    res = run_seed(task, config, seed, Path(out_dir) / f"seed_{seed}", progress=False)
+    res = run_seed(task, config, seed, Path(out_dir) / f"seed_{seed}", progress=False).to_dict()
     return {"seed": seed, "return": res["return_mean"], "J_hat": res["J_hat"],
             "support_gap": res["support_gap"], "bandwidth_time_s": res["bandwidth_time_s"],
             "fit_time_s": res["fit_time_s"], "time_per_update_s": res["time_per_update_s"],

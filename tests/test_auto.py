@@ -251,7 +251,7 @@ def test_reproduce_and_the_sweep_run_the_same_object(tmp_path, monkeypatch):
     config = task.default_config().replace(
         n_updates=2, task={"n_theta": 4, "n_theta_dot": 4, "eval_steps": 20,
                            "portrait_resolution": 8})
-    res = run_seed(task, config, 0, tmp_path / "run", progress=False)
+    res = run_seed(task, config, 0, tmp_path / "run", progress=False).to_dict()
     assert len(fitted) == 1 and fitted[0].J_hat_ == pytest.approx(res["J_hat"], rel=1e-12)
     cfg = SampleEfficiencyConfig(task="pendulum-grid", algorithms=("NOPG-D",), sizes=(32,),
                                  seeds=(0,), settings={"task.eval_steps": 20}, nopg_updates=2)

@@ -293,7 +293,7 @@ def test_experiment_runs_end_to_end(tmp_path):
         **{"task.n_samples": 80, "task.eval_steps": 40, "task.plot_steps": 20,
            "task.n_initial_states": 4})
     torch.manual_seed(0)
-    summary = run_experiment(task, config, out=tmp_path, progress=False, run_name="cp")
+    summary = run_experiment(task, config, out=tmp_path, progress=False, run_name="cp").to_dict()
     seed = summary["seeds"][0]
     assert seed["n_samples"] == 80 and len(seed["returns"]) == 2
     assert all(0 < r <= 40 for r in seed["returns"])

@@ -151,7 +151,7 @@ def test_hopper_runs_end_to_end(tmp_path):
         seeds=[0], n_updates=2, eval_every=2, eval_episodes=1, final_eval_episodes=2,
         hidden=[16], **{"task.n_samples": 60, "task.n_initial_states": 5,
                         "task.eval_steps": 50, "nopg.model.top_k": None})
-    summary = run_experiment(task, config, out=tmp_path, progress=False, run_name="run")
+    summary = run_experiment(task, config, out=tmp_path, progress=False, run_name="run").to_dict()
     assert summary["seeds"][0]["n_samples"] == 60 and np.isfinite(summary["seeds"][0]["J_hat"])
     ev = json.loads((tmp_path / "run" / "seed_0" / "evaluation.json").read_text())
     assert ev["episodes"] == 2 and all(1 <= length <= 50 for length in ev["lengths"])

@@ -232,7 +232,7 @@ def test_umaze_runs_end_to_end(tmp_path):
         seeds=[0], n_updates=2, eval_every=2, eval_episodes=1, final_eval_episodes=2,
         **{"task.n_samples": 80, "task.source_steps": 200, "task.n_initial_states": 4,
            "task.eval_steps": 30})
-    summary = run_experiment(task, config, out=tmp_path, progress=False, run_name="run")
+    summary = run_experiment(task, config, out=tmp_path, progress=False, run_name="run").to_dict()
     seed = summary["seeds"][0]
     assert seed["n_samples"] == 80 and np.isfinite(seed["J_hat"])
     ev = json.loads((tmp_path / "run" / "seed_0" / "evaluation.json").read_text())

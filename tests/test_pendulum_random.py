@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from scipy.stats import norm
@@ -98,15 +100,23 @@ def test_invalid_arguments_raise():
 
 
 def test_pendulum_random_experiment_smoke(tmp_path):
-    from nopg.experiments import get_task, run_experiment
+    from nopg.experiments import SeedResult, get_task, run_experiment
 
     task = get_task("pendulum-random")
     config = task.default_config()
-    assert config.n_updates == 2000 and config.nopg.model.n_mc_policy == 10 and config.nopg.model.top_k == 10
+    assert config.n_updates == 2000 and config.nopg.model.n_mc_policy == 10
+    assert config.nopg.model.top_k == 10
     config = config.replace(seeds=(0,), n_updates=2, eval_every=1, **{
         "task.n_samples": 80, "task.trajectory_length": 40, "task.eval_steps": 20,
         "task.portrait_resolution": 8, "nopg.model.top_k": None})
-    summary = run_experiment(task, config, out=tmp_path, progress=False, run_name="smoke")
+    run = run_experiment(task, config, out=tmp_path, progress=False, run_name="smoke")
+    summary = run.to_dict()
+    # The typed records are what summary.json holds, and the statistics come from the seeds.
+    assert json.loads((tmp_path / "smoke" / "summary.json").read_text()) == \
+        json.loads(json.dumps(summary))
+    assert isinstance(run.seeds[0], SeedResult) and run.seeds[0].seed == 0
+    assert run.return_mean == run.seeds[0].return_mean == float(np.mean(run.seeds[0].returns))
+    assert run.return_ci == [run.return_mean, run.return_mean]           # one seed
     seed = summary["seeds"][0]
     assert seed["n_samples"] == 80 and np.isfinite(seed["return_mean"]) and np.isfinite(seed["J_hat"])
     assert (tmp_path / "smoke" / "seed_0" / "phase_portraits.png").is_file()

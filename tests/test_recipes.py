@@ -159,7 +159,7 @@ def test_auto_escalates_to_anchored_as_the_explicit_list_or_runs_given_alone(
     task, config = _config()                        # pendulum-grid, 50 transitions, no end
     assert config.recipes == ("auto",)
     monkeypatch.setattr("nopg.select.auto.gains_nothing", lambda score, gamma: fires)
-    auto = run_seed(task, config, 0, tmp_path / "auto", progress=False)
+    auto = run_seed(task, config, 0, tmp_path / "auto", progress=False).to_dict()
     escalated = auto["escalation"]
     assert escalated["recipe"] == "anchored" and escalated["fitted"] is fires
     judged = auto["recipes"][[r["recipe"] for r in auto["recipes"]].index("given")]["judge"]
@@ -170,7 +170,7 @@ def test_auto_escalates_to_anchored_as_the_explicit_list_or_runs_given_alone(
     same = ["given", "anchored"] if fires else ["given"]
     assert sorted(r["recipe"] for r in auto["recipes"]) == sorted(same)
     explicit = run_seed(task, config.replace(recipes=same), 0, tmp_path / "explicit",
-                        progress=False)
+                        progress=False).to_dict()
     assert auto["J_hat"] == pytest.approx(explicit["J_hat"], rel=1e-12)
     assert auto["return_mean"] == pytest.approx(explicit["return_mean"], rel=1e-12)
     if fires:
@@ -213,7 +213,7 @@ def test_recipes_fit_each_alone_and_keep_the_judges_best(tmp_path, monkeypatch):
     monkeypatch.setitem(RECIPES["stabilise"], "n_updates", 2)       # 2 CMA-ES generations
     task, config = _config(recipes=["given", "stabilise"])
     summary = run_experiment(task, config.replace(seeds=[0]), tmp_path, progress=False,
-                             run_name="run")
+                             run_name="run").to_dict()
     res, both = summary["seeds"][0], tmp_path / "run" / "seed_0"
     rows = {r["recipe"]: r for r in res["recipes"]}
     assert set(rows) == {"given", "stabilise"} and res["recipes"][0]["kept"]
@@ -238,7 +238,7 @@ def test_recipes_fit_each_alone_and_keep_the_judges_best(tmp_path, monkeypatch):
     # each recipe's fit is the one it gives alone (the given one: the plain default run)
     for name in ("given", "stabilise"):
         alone = run_seed(task, config.replace(recipes=[name]), 0, tmp_path / name,
-                         progress=False)
+                         progress=False).to_dict()
         assert alone["J_hat"] == pytest.approx(rows[name]["J_hat"], rel=1e-12)
         assert alone["return_mean"] == pytest.approx(rows[name]["return_mean"], rel=1e-12)
 
@@ -307,14 +307,14 @@ def test_auto_adds_stabilise_where_episodes_fail_on_small_data_and_runs_as_the_l
     config = task.default_config().replace(
         n_updates=3, eval_every=100, recipes=["auto"],
         task={"n_samples": 40, "n_initial_states": 3, "eval_steps": 50, "plot_steps": 20})
-    auto = run_seed(task, config, 0, tmp_path / "auto", progress=False)
+    auto = run_seed(task, config, 0, tmp_path / "auto", progress=False).to_dict()
     explicit = run_seed(task, config.replace(recipes=["given", "stabilise"]), 0,
-                        tmp_path / "explicit", progress=False)
+                        tmp_path / "explicit", progress=False).to_dict()
     assert [r["recipe"] for r in auto["recipes"]] == [r["recipe"] for r in explicit["recipes"]]
     assert auto["J_hat"] == pytest.approx(explicit["J_hat"], rel=1e-12)
-    spent = run_seed(task, config.replace(budget=0.0), 0, tmp_path / "spent", progress=False)
+    spent = run_seed(task, config.replace(budget=0.0), 0, tmp_path / "spent", progress=False).to_dict()
     given = run_seed(task, config.replace(recipes=["given"]), 0, tmp_path / "given",
-                     progress=False)
+                     progress=False).to_dict()
     assert spent["J_hat"] == pytest.approx(given["J_hat"], rel=1e-12)
     report = spent["fit_report"]
     assert [c["name"] for c in report["candidates"]] == ["given"]
@@ -345,7 +345,7 @@ def test_the_tasks_data_end_in_failures_where_a_pole_falls_and_not_at_a_goal(
     task, config = _config(recipes=["given", "stabilise"])
     with caplog.at_level("WARNING", logger="nopg.select.auto"), \
             pytest.raises(RuntimeError, match="not this test's"):
-        run_seed(task, config, 0, tmp_path, progress=False)
+        run_seed(task, config, 0, tmp_path, progress=False).to_dict()
     assert "do not end in failures" in caplog.text
 
 

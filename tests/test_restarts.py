@@ -20,7 +20,7 @@ def _config(restarts: int):
 
 def test_restarts_keep_the_best_j_hat(tmp_path):
     task, config = _config(3)
-    res = run_seed(task, config, 0, tmp_path / "three", progress=False)
+    res = run_seed(task, config, 0, tmp_path / "three", progress=False).to_dict()
     runs = res["restarts"]
     assert [r["restart"] for r in runs] == [0, 1, 2]
     best = max(runs, key=lambda r: r["J_hat"])
@@ -29,7 +29,7 @@ def test_restarts_keep_the_best_j_hat(tmp_path):
     assert len({round(r["J_hat"], 10) for r in runs}) == 3          # different initialisations
     # Restart 0 is the single run: restarts=1 reproduces it exactly.
     task, single = _config(1)
-    one = run_seed(task, single, 0, tmp_path / "one", progress=False)
+    one = run_seed(task, single, 0, tmp_path / "one", progress=False).to_dict()
     assert one["J_hat"] == pytest.approx(runs[0]["J_hat"], rel=1e-12)
     assert (tmp_path / "three" / "log.csv").read_text() == \
         (tmp_path / "three" / f"log_restart{best['restart']}.csv").read_text()
@@ -39,7 +39,7 @@ def test_restarts_keep_the_best_j_hat(tmp_path):
 def test_restart_updates_choose_early_and_continue_the_best(tmp_path):
     task, config = _config(2)
     config = config.replace(restart_updates=2, n_updates=5)
-    res = run_seed(task, config, 0, tmp_path, progress=False)
+    res = run_seed(task, config, 0, tmp_path, progress=False).to_dict()
     best = max(res["restarts"], key=lambda r: r["J_hat"])
     rows = (tmp_path / "log.csv").read_text().splitlines()[1:]
     assert [int(r.split(",")[0]) for r in rows] == [1, 2, 3, 4, 5]    # 2 before, 3 after

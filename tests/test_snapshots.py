@@ -92,18 +92,18 @@ def _runner_config(**changes):
 
 def test_the_runner_records_the_choice_and_evaluates_the_kept_policy(tmp_path):
     task, config = _runner_config(snapshot_from=0.5)
-    res = run_seed(task, config, 0, tmp_path / "on", progress=False)
+    res = run_seed(task, config, 0, tmp_path / "on", progress=False).to_dict()
     choice = res["snapshot"]
     assert choice["updates"] == [6, 4] and choice["update"] in (6, 4)    # from update 3 on
     algo = NOPG.load(tmp_path / "on" / "checkpoint")
     expected = float(np.mean(task.evaluate(algo.policy, config, 0, config.final_eval_episodes)))
     assert res["return_mean"] == pytest.approx(expected, rel=1e-12)
     assert res["J_hat"] == pytest.approx(algo.J_hat(), rel=1e-9)
-    off = run_seed(task, config.replace(snapshot_every=None), 0, tmp_path / "off", progress=False)
+    off = run_seed(task, config.replace(snapshot_every=None), 0, tmp_path / "off", progress=False).to_dict()
     assert "snapshot" not in off
     if choice["kept_final"]:
         assert res["J_hat"] == pytest.approx(off["J_hat"], rel=1e-12)
-    none = run_seed(task, config.replace(snapshot_every=10), 0, tmp_path / "none", progress=False)
+    none = run_seed(task, config.replace(snapshot_every=10), 0, tmp_path / "none", progress=False).to_dict()
     assert "snapshot" not in none and none["J_hat"] == pytest.approx(off["J_hat"], rel=1e-12)
     json.dumps(res["snapshot"])
 
@@ -139,8 +139,8 @@ def test_evaluated_candidates_give_the_judges_rank_correlation_and_regret(tmp_pa
 
     task, config = _runner_config(snapshot_from=0.0)
     res = run_seed(task, config.replace(evaluate_candidates=True), 0, tmp_path / "on",
-                   progress=False)
-    plain = run_seed(task, config, 0, tmp_path / "off", progress=False)
+                   progress=False).to_dict()
+    plain = run_seed(task, config, 0, tmp_path / "off", progress=False).to_dict()
     rows = res["fit_report"]["scored"]
     assert [r["update"] for r in rows] == [6, 4, 2] and sum(r["kept"] for r in rows) == 1
     kept = next(r for r in rows if r["kept"])

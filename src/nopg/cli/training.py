@@ -7,6 +7,7 @@ import argparse
 from typing import Any
 
 from ..bandwidth.selection import METHODS
+from ..experiments.run_records import RunSummary
 from .common import config_file, set_items
 
 __all__ = ["add_training_args", "overrides", "print_summary"]
@@ -79,9 +80,10 @@ def add_training_args(parser: argparse.ArgumentParser, seeds: str) -> None:
                         help="also log every update to seed_<k>/tensorboard (needs tensorboard)")
 
 
-def print_summary(summary: dict[str, Any]) -> None:
+def print_summary(run: RunSummary) -> None:
     """The run\'s one-line result: the mean return over the seeds, or ``J_hat`` without an
     evaluation environment."""
+    summary = run.to_dict()
     seeds = summary["seeds"]
     if summary["return_mean"] is None:
         per_seed = ", ".join(f"{s['J_hat']:.4g}" for s in seeds)

@@ -10,7 +10,15 @@ from .hopper import HopperTask
 from .mountaincar_human import MountainCarHumanTask
 from .pendulum_grid import PendulumGridTask
 from .pendulum_random import PendulumRandomTask
-from .runner import ExperimentConfig, Task, make_policy, run_experiment, run_seed
+from .runner import (
+    ExperimentConfig,
+    RunSummary,
+    SeedResult,
+    Task,
+    make_policy,
+    run_experiment,
+    run_seed,
+)
 from .umaze import UMazeTask
 from .user_data import USER_DATA_TASKS
 
@@ -40,5 +48,5 @@ def get_task(name: str) -> Task:
     return TASKS[name]()
 
 
-__all__ = ["ANALYSES", "ExperimentConfig", "Task", "TASKS", "get_task", "make_policy", "run_experiment",
-           "run_seed"]
+__all__ = ["ANALYSES", "ExperimentConfig", "RunSummary", "SeedResult", "Task", "TASKS", "get_task",
+           "make_policy", "run_experiment", "run_seed"]

@@ -32,18 +32,15 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
 
-from ..bandwidth.selection import Bandwidths
 from ..data.dataset import TransitionDataset
-from ..io.run_evaluation import bootstrap_mean_ci
 from ..select.auto import AutoNOPG
-from ..train.algorithm import NOPG
 from ..viz.bandwidth_plots import plot_bandwidth_report
 from ..viz.plots import plot_learning_curve, plot_learning_curves
+from .run_records import RunSummary, SeedResult
 from .run_reports import (
     format_return,
     log_recipes_report,
@@ -63,10 +60,10 @@ from .task_protocol import (
     with_task_bounds,
 )
 
-__all__ = ["ExperimentConfig", "Task", "environment_state_bounds", "fit_method", "judge_steps",
-           "make_policy", "method_record", "model_episode_report", "recipes_report", "run_experiment",
-           "run_log", "run_seed", "selection_report", "task_horizon", "task_terminal_bounds",
-           "with_task_bounds"]
+__all__ = ["ExperimentConfig", "RunSummary", "SeedResult", "Task", "environment_state_bounds",
+           "fit_method", "judge_steps", "make_policy", "method_record", "model_episode_report",
+           "recipes_report", "run_experiment", "run_log", "run_seed", "selection_report",
+           "task_horizon", "task_terminal_bounds", "with_task_bounds"]
 
 logger = logging.getLogger("nopg.experiments")
 
@@ -105,13 +102,13 @@ def fit_method(task: Task, config: ExperimentConfig, data: TransitionDataset, s0
 
 
 def run_seed(task: Task, config: ExperimentConfig, seed: int, out_dir: Path,
-             progress: bool = True, tensorboard: bool = False) -> dict[str, Any]:
+             progress: bool = True, tensorboard: bool = False) -> SeedResult:
     """Collect data, fit the method (:func:`fit_method`), evaluate, save and plot one seed.
 
     With ``tensorboard``, every update's metrics also go to ``out_dir/tensorboard`` (one
-    sub-folder per fit where there are several). The summary holds the method's fit report
-    (``fit_report``) and, in the form of earlier results, its recipes, escalation, snapshot
-    choice and restarts (:func:`method_record`).
+    sub-folder per fit where there are several). The result's ``method`` holds the method's fit
+    report (``fit_report``) and, in the form of earlier results, its recipes, escalation,
+    snapshot choice and restarts (:func:`method_record`).
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
@@ -131,38 +128,21 @@ def run_seed(task: Task, config: ExperimentConfig, seed: int, out_dir: Path,
     plot_learning_curve(out_dir / "log.csv", out_dir / "learning_curve.png",
                         title=f"{task.name} seed {seed}")
     plots = task.plot(algo, data, kept.config, out_dir)
-    timings = {"bandwidth_time_s": report.bandwidth_time_s,
-               "wall_time_s": time.perf_counter() - start, "fit_time_s": report.fit_time_s}
-    result = _seed_result(seed, data, algo, kept.returns or [], method.bandwidths_, plots,
-                          timings)
-    result.update(method_record(report))
-    result.update(model_episode_report(config, algo, seed))
-    logger.info("seed %d: return %s, J_hat %.4f (support gap %.3f, initial gap %.3f), %.1f s "
-                "(%.2f ms/update)", seed, format_return(result["return_mean"]), result["J_hat"],
-                result["support_gap"], result["initial_gap"],
-                result["wall_time_s"],
-                1e3 * (result["time_per_update_s"] or 0.0))
-    return result
-
-
-def _seed_result(seed: int, data: TransitionDataset, algo: NOPG, returns: list[float],
-                 bw: Bandwidths, plots: list[Path], timings: dict[str, float]) -> dict[str, Any]:
-    """The summary of one seed's run; ``timings``: bandwidth, wall and fit seconds."""
     update_times = [m["update_time_s"] for m in algo.history_]
-    return {
-        "seed": seed, "n_samples": data.n, "return_mean": _mean(returns),
-        "returns": [float(r) for r in returns], "J_hat": algo.J_hat(),
-        "support_gap": algo.support_gap_, "initial_gap": algo.initial_gap_, **timings,
-        "behaviour_weight": algo.behaviour_weight_,
-        "action_predictability": algo.action_predictability_,
-        "time_per_update_s": float(np.mean(update_times)) if update_times else None,
-        "bandwidths": bw.to_dict(), "plots": [str(p.name) for p in plots],
-    }
-
-
-def _mean(returns: list[float]) -> float | None:
-    """The mean evaluation return, or ``None`` for a task without an evaluation environment."""
-    return float(np.mean(returns)) if len(returns) else None
+    result = SeedResult(
+        seed=seed, n_samples=data.n, returns=[float(r) for r in kept.returns or []],
+        J_hat=algo.J_hat(), support_gap=algo.support_gap_, initial_gap=algo.initial_gap_,
+        bandwidth_time_s=report.bandwidth_time_s, wall_time_s=time.perf_counter() - start,
+        fit_time_s=report.fit_time_s, behaviour_weight=algo.behaviour_weight_,
+        action_predictability=algo.action_predictability_,
+        time_per_update_s=float(np.mean(update_times)) if update_times else None,
+        bandwidths=method.bandwidths_.to_dict(), plots=[str(p.name) for p in plots],
+        method=method_record(report), model_episodes=model_episode_report(config, algo, seed))
+    logger.info("seed %d: return %s, J_hat %.4f (support gap %.3f, initial gap %.3f), %.1f s "
+                "(%.2f ms/update)", seed, format_return(result.return_mean), result.J_hat,
+                result.support_gap, result.initial_gap, result.wall_time_s,
+                1e3 * (result.time_per_update_s or 0.0))
+    return result
 
 
 @contextmanager
@@ -188,7 +168,7 @@ def run_log(run_dir: Path) -> Iterator[None]:
 
 def run_experiment(task: Task, config: ExperimentConfig, out: str | Path = "results",
                    progress: bool = True, run_name: str | None = None,
-                   tensorboard: bool = False) -> dict[str, Any]:
+                   tensorboard: bool = False) -> RunSummary:
     """Run ``task`` for every seed of ``config``; returns (and writes) the summary.
 
     With ``tensorboard``, each seed also logs its updates to ``seed_<k>/tensorboard``.
@@ -203,7 +183,7 @@ def run_experiment(task: Task, config: ExperimentConfig, out: str | Path = "resu
     except OSError as err:
         raise ValueError(f"cannot create the results folder {run_dir}: "
                          f"{err.strerror or err}") from None
-    seeds: list[dict[str, Any]] = []
+    seeds: list[SeedResult] = []
     try:
         return _run_seeds(task, config, kind, run_dir, seeds, progress, tensorboard)
     except Exception:
@@ -213,8 +193,8 @@ def run_experiment(task: Task, config: ExperimentConfig, out: str | Path = "resu
 
 
 def _run_seeds(task: Task, config: ExperimentConfig, kind: str, run_dir: Path,
-               seeds: list[dict[str, Any]], progress: bool, tensorboard: bool
-               ) -> dict[str, Any]:
+               seeds: list[SeedResult], progress: bool, tensorboard: bool
+               ) -> RunSummary:
     """The body of :func:`run_experiment`; appends each finished seed's result to ``seeds``."""
     with run_log(run_dir):
         (run_dir / "config.json").write_text(json.dumps(
@@ -224,38 +204,29 @@ def _run_seeds(task: Task, config: ExperimentConfig, kind: str, run_dir: Path,
         start = time.perf_counter()
         for s in config.seeds:
             seeds.append(run_seed(task, config, s, run_dir / f"seed_{s}", progress, tensorboard))
-        means = np.array([r["return_mean"] for r in seeds if r["return_mean"] is not None])
-        j_hats = np.array([r["J_hat"] for r in seeds])
-        summary = {
-            "task": task.name, "algorithm": kind, "run_dir": str(run_dir),
-            "return_mean": float(means.mean()) if means.size else None,
-            "return_std": float(means.std()) if means.size else None,
-            "return_ci": list(bootstrap_mean_ci(means)) if means.size else None,   # over seeds
-            "J_hat_mean": float(j_hats.mean()),
-            "wall_time_s": time.perf_counter() - start, "seeds": seeds,
-        }
-        report = recipes_report(seeds)
+        records = [r.to_dict() for r in seeds]
+        report = recipes_report(records)
         if report is not None:
-            summary["recipes"] = report
             log_recipes_report(report)
-        selection = selection_report(seeds)
+        selection = selection_report(records)
+        summary = RunSummary(task=task.name, algorithm=kind, run_dir=str(run_dir),
+                             seeds=list(seeds), wall_time_s=time.perf_counter() - start,
+                             recipes=report, selection=selection)
         if selection is not None:
-            summary["selection"] = selection
             logger.info("the judge over %d scored policies: Spearman(forecast, return) %s; "
                         "regret@1 mean %.2f, largest %.2f", selection["scored"],
                         "n/a" if selection["spearman"] is None else
                         f"{selection['spearman']:.2f}", selection["regret_at_1_mean"],
                         selection["regret_at_1_max"])
-        (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+        (run_dir / "summary.json").write_text(json.dumps(summary.to_dict(), indent=2))
         plot_learning_curves([run_dir / f"seed_{s}" / "log.csv" for s in config.seeds],
                              run_dir / "learning_curves.png",
                              labels=[f"seed {s}" for s in config.seeds], title=f"{task.name} ({kind})")
-        if means.size:
+        if summary.return_mean is not None:
             logger.info("%s %s: return %.2f ± %.2f [95%% bootstrap interval of the mean %.2f, "
-                        "%.2f] over %d seeds, %.1f s", task.name, kind, summary["return_mean"],
-                        summary["return_std"], *summary["return_ci"], len(seeds),
-                        summary["wall_time_s"])
+                        "%.2f] over %d seeds, %.1f s", task.name, kind, summary.return_mean,
+                        summary.return_std, *summary.return_ci, len(seeds), summary.wall_time_s)
         else:
             logger.info("%s %s: J_hat %.4f over %d seeds (no evaluation environment), %.1f s",
-                        task.name, kind, summary["J_hat_mean"], len(seeds), summary["wall_time_s"])
+                        task.name, kind, summary.J_hat_mean, len(seeds), summary.wall_time_s)
         return summary
