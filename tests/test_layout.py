@@ -222,3 +222,22 @@ def test_no_import_cycle_among_the_packages_modules():
     graph = {m: {t for t in _runtime_imports(p) if t in modules} for m, p in modules.items()}
     assert graph["nopg.train.algorithm"] >= {"nopg.model.factory", "nopg.model.bellman"}  # read
     assert _cycles(graph) == [], f"import cycles: {_cycles(graph)}"
+
+
+def test_the_layout_page_lists_every_module():
+    """``docs/layout.md``'s tree names every module of the package, in its folder, and nothing
+    that is gone."""
+    page = (SRC.parents[1] / "docs" / "layout.md").read_text()
+    tree = page.split("```\n")[1]
+    listed, folders = set(), []
+    for line in tree.splitlines():
+        depth = (len(line) - len(line.lstrip())) // 2
+        name = line.split()[0]
+        folders = folders[:depth]
+        if name.endswith("/"):
+            folders.append(name[:-1])
+        elif name.endswith(".py"):
+            listed.add("/".join([*folders, name]))
+    actual = {str(p.relative_to(SRC)) for p in SRC.rglob("*.py") if p.name != "__init__.py"}
+    assert listed == actual, (f"missing from docs/layout.md: {sorted(actual - listed)}; "
+                              f"gone: {sorted(listed - actual)}")
