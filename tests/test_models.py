@@ -1,10 +1,11 @@
 """The model factory: ``bellman_model`` builds the class a configuration's ``successors`` names,
-and the kernel class refuses to stand in for the others."""
+the kernel class refuses to stand in for the others, and ``rollout_model`` gives the anchored
+model's rollout protocol and nothing else's."""
 
 import pytest
 
 import nopg
-from nopg.model.factory import MODELS, bellman_model
+from nopg.model.factory import MODELS, bellman_model, rollout_model
 
 
 def test_the_factory_builds_the_class_each_successors_value_names(dataset, bandwidths):
@@ -16,6 +17,9 @@ def test_the_factory_builds_the_class_each_successors_value_names(dataset, bandw
                                   nopg.ModelConfig(successors=successors, top_k=6))
         assert type(by_keyword) is cls and type(by_config) is cls
         assert by_keyword.config.successors == successors == MODELS[successors].SUCCESSORS
+        # Only the model that rolls the policy out answers for its own episodes.
+        assert (rollout_model(by_config) is by_config) == (successors == "anchored")
+    assert rollout_model(None) is None
 
 
 def test_a_subclass_models_its_own_successors_and_the_kernel_class_refuses_others(

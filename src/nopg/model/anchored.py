@@ -97,6 +97,7 @@ class AnchoredBellman(LocalLinearBellman):
     """
 
     SUCCESSORS: ClassVar[str] = "anchored"
+    ROLLS_OUT: ClassVar[bool] = True
 
     def __init__(self, data: TransitionDataset, bandwidths: Bandwidths, gamma: float,
                  config: ModelConfig | None = None, **settings: Any) -> None:

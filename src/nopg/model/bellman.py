@@ -142,6 +142,10 @@ class NonparametricBellman(BellmanQueries):
     """The ``successors`` this class models (a subclass models its own: the ``config``'s value
     is replaced by it; :func:`nopg.model.factory.bellman_model` builds the class a configuration
     names)."""
+    ROLLS_OUT: ClassVar[bool] = False
+    """Whether the model rolls the policy out itself (its anchors) and so also answers
+    :class:`~nopg.model.factory.RolloutModel`'s ``episode_lengths`` and ``candidate_rollouts``
+    (:func:`~nopg.model.factory.rollout_model`)."""
 
     def __init__(self, data: TransitionDataset, bandwidths: Bandwidths, gamma: float,
                  config: ModelConfig | None = None, **settings: Any) -> None:

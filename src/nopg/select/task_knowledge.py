@@ -23,8 +23,8 @@ if TYPE_CHECKING:
     from ..train.algorithm import NOPG
 
 from ..data.dataset import TransitionDataset
-from ..model.anchored import AnchoredBellman
 from ..model.config import check_state_bounds
+from ..model.factory import rollout_model
 from ..policies.networks import DeterministicMLPPolicy, GaussianMLPPolicy, input_scaling_from_data
 from .method_config import MethodConfig
 
@@ -121,7 +121,7 @@ def model_episode_report(algo: NOPG, steps: int, seed: int) -> dict[str, Any]:
     initial states, up to ``steps`` (the evaluation's length), logged; a warning where they
     end before half of it on average (a failure the discount of ``J_hat`` may hide). Empty for
     other models."""
-    if not isinstance(algo.model_, AnchoredBellman):
+    if rollout_model(algo.model_) is None:
         return {}
     lengths = algo.model_episode_lengths(int(steps))
     mean, shortest = float(np.mean(lengths)), int(np.min(lengths))

@@ -23,9 +23,8 @@ from torch import nn
 
 from ..bandwidth.selection import Bandwidths
 from ..data.dataset import TransitionDataset
-from ..model.anchored import AnchoredBellman
 from ..model.bellman import BellmanSolution, NonparametricBellman, as_states
-from ..model.factory import bellman_model
+from ..model.factory import bellman_model, rollout_model
 from ..policies.candidates import CandidatePolicies
 from ..policies.networks import is_stochastic
 from ..validation import warn_user
@@ -273,13 +272,14 @@ class NOPG(FitEstimates, FitPersistence):
         def fitness_many(candidates: list[np.ndarray]) -> list[float | tuple[float, float]]:
             """Every candidate's rollout and episode lengths in one batch
             (:meth:`AnchoredBellman.candidate_rollouts`), then each one's solve."""
-            assert isinstance(self.model_, AnchoredBellman)
+            model = rollout_model(self.model_)
+            assert model is not None
             horizon = self.config.optimizer.horizon
             params = []
             for x in candidates:
                 search.load(x)
                 params.append({k: v.detach().clone() for k, v in self.policy.named_parameters()})
-            anchors, lengths = self.model_.candidate_rollouts(
+            anchors, lengths = model.candidate_rollouts(
                 CandidatePolicies(self.policy, params, len(self.starts_)), self.starts_, horizon)
             keys = []
             for x, path, steps in zip(candidates, anchors, lengths):
@@ -287,7 +287,7 @@ class NOPG(FitEstimates, FitPersistence):
                 keys.append(fitness(path, float(np.mean(np.minimum(steps, horizon))) / horizon))
             return keys
 
-        batched = (isinstance(self.model_, AnchoredBellman) and not self.stochastic
+        batched = (rollout_model(self.model_) is not None and not self.stochastic
                    and self.config.optimizer.horizon is not None)
         report = search.step(fitness, fitness_many if batched else None)
         key, sol, behaviour = best[0]
@@ -312,11 +312,12 @@ class NOPG(FitEstimates, FitPersistence):
         the setting."""
         if self.config.optimizer.horizon is None:
             return 1.0
-        assert isinstance(self.model_, AnchoredBellman)
+        model = rollout_model(self.model_)
+        assert model is not None
         horizon = self.config.optimizer.horizon
         # the solution just scored rolled this policy out from these starts: its anchors are
         # the first steps
-        lengths = self.model_.episode_lengths(self.policy, self.starts_, horizon,
+        lengths = model.episode_lengths(self.policy, self.starts_, horizon,
                                               torch.Generator().manual_seed(self.config.seed),
                                               from_anchors=True)
         return float(np.mean(np.minimum(lengths, horizon))) / horizon

@@ -12,8 +12,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..model.anchored import AnchoredBellman
 from ..model.bellman import BellmanSolution, NonparametricBellman
+from ..model.factory import rollout_model
 from .config import NOPGConfig
 
 __all__ = ["FitEstimates"]
@@ -80,8 +80,8 @@ class FitEstimates:
         -------
         ndarray of shape (m,), int
         """
-        model = self._fitted_model()
-        if not isinstance(model, AnchoredBellman):
+        model = rollout_model(self._fitted_model())
+        if model is None:
             raise ValueError("model_episode_lengths needs the anchored model's own rollout "
                              "(ModelConfig(successors='anchored')); this model's successors are "
                              f"{self.config.model.successors!r}")
