@@ -186,25 +186,25 @@ def collect_episodes_until(env: Any, act: Callable[[np.ndarray], np.ndarray], n:
                            max_episodes: int | None = None) -> TransitionDataset:
     """Whole episodes of ``act`` in ``env`` until at least ``n`` transitions (or ``max_episodes``).
 
-    The first reset is seeded with ``seed``. ``terminals`` where the env said ``terminated``,
-    ``truncations`` where it said ``truncated`` only; ``episode_ids`` 0, 1, ...
+    The first reset is seeded with ``seed``; every episode runs to its end (MuJoCo termination
+    or time limit). ``terminals`` where the env said ``terminated``, ``truncations`` where it
+    said ``truncated`` only; ``episode_ids`` 0, 1, ...
     """
     rows: dict[str, list[Any]] = {k: [] for k in ("s", "a", "r", "s2", "term", "trunc", "id")}
     obs, _ = env.reset(seed=int(seed))
     episode = 0
-    while len(rows["s"]) < n and (max_episodes is None or episode < max_episodes):
+    while True:
         action = np.asarray(act(obs), dtype=np.float64).reshape(-1)
         next_obs, reward, terminated, truncated, _ = env.step(action)
         for key, value in zip(rows, (obs, action, reward, next_obs, terminated,
                                      truncated and not terminated, episode)):
             rows[key].append(value)
+        obs = next_obs
         if terminated or truncated:
-            obs, _ = env.reset()
             episode += 1
-        else:
-            obs = next_obs
-    if not (rows["term"][-1] or rows["trunc"][-1]):
-        rows["trunc"][-1] = True                 # only with max_episodes: an unfinished episode
+            if len(rows["s"]) >= n or (max_episodes is not None and episode >= max_episodes):
+                break
+            obs, _ = env.reset()
     return TransitionDataset(np.array(rows["s"]), np.array(rows["a"]), np.array(rows["r"]),
                              np.array(rows["s2"]), np.array(rows["term"]), np.array(rows["trunc"]),
                              np.array(rows["id"]))
