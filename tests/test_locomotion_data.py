@@ -138,3 +138,16 @@ def test_the_command_prints_a_one_line_error(tmp_path, capsys):
     assert main(["--env", "Nope-v0", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: unknown environment id 'Nope-v0'") and "\n" not in err
+
+
+def test_policy_data_are_the_same_from_a_cached_training_run(made):
+    """Remaking ``medium`` from the cached run (no training) gives the same transitions."""
+    names = [m["name"] for m in made["datasets"] if m["level"] == "medium"]
+    before = [load_dataset(made["out"] / f"{name}.hdf5") for name in names]
+    again = make_locomotion_datasets("Hopper-v5", ["medium"], SIZES, out=made["out"],
+                                     minari_root=made["root"], overwrite=True, **TINY)
+    assert not again.trained and "training run loaded" in again.timings
+    for name, old in zip(names, before):
+        new = load_dataset(made["out"] / f"{name}.hdf5")
+        for a, b in zip(_arrays(old), _arrays(new)):
+            np.testing.assert_array_equal(a, b)

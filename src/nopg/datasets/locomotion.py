@@ -94,11 +94,6 @@ class TrainingRun:
     medium_index: int
     replay: TransitionDataset
 
-    @property
-    def expert_return(self) -> float:
-        """Evaluation return of the final policy."""
-        return float(self.checkpoints[-1]["eval_return"])
-
     def table(self) -> list[dict[str, float]]:
         """Steps and evaluation returns of the checkpoints (JSON-serialisable)."""
         return [{"step": int(c["step"]), "eval_return": float(c["eval_return"])}
@@ -380,8 +375,12 @@ def _level_data(level: str, run: TrainingRun | None, env_id: str, n: int, seed: 
             act = _policy_act(run.model, ckpt["actor"])
             extra = {"policy": f"SAC checkpoint at step {ckpt['step']} (stochastic)",
                      "checkpoint_eval_return": ckpt["eval_return"],
-                     "expert_eval_return": run.expert_return, "checkpoints": run.table()}
-        data = collect_episodes_until(env, act, n, seed * 1000 + _SEED_OFFSET[level])
+                     "expert_eval_return": run.checkpoints[-1]["eval_return"], "checkpoints": run.table()}
+        import torch
+
+        with torch.random.fork_rng():            # the policy's sampling: same with a cached run
+            torch.manual_seed(seed * 1000 + _SEED_OFFSET[level])
+            data = collect_episodes_until(env, act, n, seed * 1000 + _SEED_OFFSET[level])
     finally:
         env.close()
     extra["collected"] = {"n_transitions": data.n, "n_episodes": data.n_episodes,
@@ -430,6 +429,8 @@ def make_locomotion_datasets(env_id: str = "Hopper-v5",
             run, result.trained = _trained_run(folder, env_id, train_steps, seed, max_episode_steps,
                                                n_checkpoints=n_checkpoints,
                                                eval_episodes=eval_episodes)
+        if not result.trained:
+            result.timings["training run loaded"] = result.timings.pop("training")
         _check_replay(run, todo.get("medium-replay", []))
     settings = {"env_id": env_id, "seed": seed, "train_steps": train_steps,
                 "max_episode_steps": max_episode_steps, "sac": "SB3 defaults, device=cpu, "
