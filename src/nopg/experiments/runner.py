@@ -25,9 +25,7 @@ The configuration, the task protocol and what the runner reads from a task are i
 
 from __future__ import annotations
 
-import json
 import logging
-import shutil
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -38,8 +36,7 @@ import torch
 
 from ..data.dataset import TransitionDataset
 from ..select.auto import AutoNOPG
-from ..viz.bandwidth_plots import plot_bandwidth_report
-from ..viz.plots import plot_learning_curve, plot_learning_curves
+from .results_folder import RunFolder, SeedFolder
 from .run_records import RunSummary, SeedResult
 from .run_reports import (
     format_return,
@@ -66,13 +63,6 @@ __all__ = ["ExperimentConfig", "RunSummary", "SeedResult", "Task", "environment_
            "task_horizon", "task_terminal_bounds", "with_task_bounds"]
 
 logger = logging.getLogger("nopg.experiments")
-
-
-def _write_bandwidths(method: AutoNOPG, out_dir: Path) -> None:
-    """``bandwidths.json`` and ``bandwidths.png`` of the method's selection."""
-    report = method.bandwidth_report_
-    (out_dir / "bandwidths.json").write_text(json.dumps(report.to_dict(), indent=2))
-    plot_bandwidth_report(report, out_dir / "bandwidths.png")
 
 
 def fit_method(task: Task, config: ExperimentConfig, data: TransitionDataset, s0: np.ndarray,
@@ -115,18 +105,10 @@ def run_seed(task: Task, config: ExperimentConfig, seed: int, out_dir: Path,
     data = task.make_dataset(config, seed)
     s0 = task.initial_states(data, config, seed)
     method = fit_method(task, config, data, s0, seed, out_dir, progress, tensorboard)
-    _write_bandwidths(method, out_dir)
+    SeedFolder(out_dir).write_method(method, title=f"{task.name} seed {seed}")
     report = method.report_
     kept = report.kept
-    if kept.log_path is not None and kept.log_path.name != "log.csv":
-        shutil.copyfile(kept.log_path, out_dir / "log.csv")
-    if len(report.recipes) > 1:    # the other recipes' fits stay inspectable
-        for cand in report.candidates[1:]:
-            cand.algo.save(out_dir / f"checkpoint_{cand.name}")
     algo = method.algo_
-    algo.save(out_dir / "checkpoint")
-    plot_learning_curve(out_dir / "log.csv", out_dir / "learning_curve.png",
-                        title=f"{task.name} seed {seed}")
     plots = task.plot(algo, data, kept.config, out_dir)
     update_times = [m["update_time_s"] for m in algo.history_]
     result = SeedResult(
@@ -175,35 +157,28 @@ def run_experiment(task: Task, config: ExperimentConfig, out: str | Path = "resu
     """
     kind = "nopg-s" if config.stochastic else "nopg-d"
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    run_dir = Path(out) / (run_name or f"{task.name}__{kind}__{stamp}")
     config.nopg.torch_device  # noqa: B018 -- refuses an unavailable device before any file is written
-    created = not run_dir.exists()
-    try:
-        run_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise ValueError(f"cannot create the results folder {run_dir}: "
-                         f"{err.strerror or err}") from None
+    folder = RunFolder.create(Path(out) / (run_name or f"{task.name}__{kind}__{stamp}"))
     seeds: list[SeedResult] = []
     try:
-        return _run_seeds(task, config, kind, run_dir, seeds, progress, tensorboard)
+        return _run_seeds(task, config, kind, folder, seeds, progress, tensorboard)
     except Exception:
-        if created and not seeds:  # nothing finished: leave no half-written folder behind
-            shutil.rmtree(run_dir, ignore_errors=True)
+        folder.remove_if_empty_run(len(seeds))
         raise
 
 
-def _run_seeds(task: Task, config: ExperimentConfig, kind: str, run_dir: Path,
+def _run_seeds(task: Task, config: ExperimentConfig, kind: str, folder: RunFolder,
                seeds: list[SeedResult], progress: bool, tensorboard: bool
                ) -> RunSummary:
     """The body of :func:`run_experiment`; appends each finished seed's result to ``seeds``."""
+    run_dir = folder.path
     with run_log(run_dir):
-        (run_dir / "config.json").write_text(json.dumps(
-            {"experiment": task.name, "algorithm": kind, **config.to_dict()}, indent=2))
+        folder.write_config({"experiment": task.name, "algorithm": kind, **config.to_dict()})
         logger.info("running %s with %s into %s (torch threads: %d)", task.name, kind, run_dir,
                     torch.get_num_threads())
         start = time.perf_counter()
         for s in config.seeds:
-            seeds.append(run_seed(task, config, s, run_dir / f"seed_{s}", progress, tensorboard))
+            seeds.append(run_seed(task, config, s, folder.seed(s).path, progress, tensorboard))
         records = [r.to_dict() for r in seeds]
         report = recipes_report(records)
         if report is not None:
@@ -218,10 +193,7 @@ def _run_seeds(task: Task, config: ExperimentConfig, kind: str, run_dir: Path,
                         "n/a" if selection["spearman"] is None else
                         f"{selection['spearman']:.2f}", selection["regret_at_1_mean"],
                         selection["regret_at_1_max"])
-        (run_dir / "summary.json").write_text(json.dumps(summary.to_dict(), indent=2))
-        plot_learning_curves([run_dir / f"seed_{s}" / "log.csv" for s in config.seeds],
-                             run_dir / "learning_curves.png",
-                             labels=[f"seed {s}" for s in config.seeds], title=f"{task.name} ({kind})")
+        folder.write_summary(summary, list(config.seeds), title=f"{task.name} ({kind})")
         if summary.return_mean is not None:
             logger.info("%s %s: return %.2f ± %.2f [95%% bootstrap interval of the mean %.2f, "
                         "%.2f] over %d seeds, %.1f s", task.name, kind, summary.return_mean,
