@@ -83,16 +83,14 @@ def add_training_args(parser: argparse.ArgumentParser, seeds: str) -> None:
 def print_summary(run: RunSummary) -> None:
     """The run\'s one-line result: the mean return over the seeds, or ``J_hat`` without an
     evaluation environment."""
-    summary = run.to_dict()
-    seeds = summary["seeds"]
-    if summary["return_mean"] is None:
-        per_seed = ", ".join(f"{s['J_hat']:.4g}" for s in seeds)
-        gaps = ", ".join(f"{s['support_gap']:.2f}" for s in seeds)
-        starts = ", ".join(f"{s.get('initial_gap', float('nan')):.2f}" for s in seeds)
-        print(f"{summary['task']} {summary['algorithm']}: J_hat {summary['J_hat_mean']:.4g} "
+    if run.return_mean is None:
+        per_seed = ", ".join(f"{s.J_hat:.4g}" for s in run.seeds)
+        gaps = ", ".join(f"{s.support_gap:.2f}" for s in run.seeds)
+        starts = ", ".join(f"{s.initial_gap:.2f}" for s in run.seeds)
+        print(f"{run.task} {run.algorithm}: J_hat {run.J_hat_mean:.4g} "
               f"(seeds: {per_seed}; support gap: {gaps}; initial gap: {starts}); no environment, "
-              f"so no evaluation return; results in {summary['run_dir']}")
+              f"so no evaluation return; results in {run.run_dir}")
         return
-    per_seed = ", ".join(f"{s['return_mean']:.1f}" for s in seeds)
-    print(f"{summary['task']} {summary['algorithm']}: return {summary['return_mean']:.1f} ± "
-          f"{summary['return_std']:.1f} (seeds: {per_seed}); results in {summary['run_dir']}")
+    per_seed = ", ".join(f"{s.return_mean:.1f}" for s in run.seeds)
+    print(f"{run.task} {run.algorithm}: return {run.return_mean:.1f} ± "
+          f"{run.return_std:.1f} (seeds: {per_seed}); results in {run.run_dir}")

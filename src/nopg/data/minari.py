@@ -25,7 +25,7 @@ import numpy as np
 from .dataset import TransitionDataset
 
 __all__ = ["EPISODE_ID_INFO", "OVERWRITE_HINT", "flatten_observations", "load_minari",
-           "save_minari"]
+           "minari_dataset_exists", "save_minari"]
 
 EPISODE_ID_INFO = "nopg_episode_id"
 """The per-step info of an exported Minari data set that holds nopg's episode ids."""
@@ -58,6 +58,15 @@ def _minari_root(datasets_path: str | os.PathLike[str] | None) -> Iterator[None]
             del os.environ["MINARI_DATASETS_PATH"]
         else:
             os.environ["MINARI_DATASETS_PATH"] = old
+
+
+def minari_dataset_exists(dataset_id: str,
+                          datasets_path: str | os.PathLike[str] | None = None) -> bool:
+    """Whether the local Minari data set ``dataset_id`` exists (under ``datasets_path``, default
+    ``$MINARI_DATASETS_PATH`` or Minari's own default)."""
+    minari = _import_minari()
+    with _minari_root(datasets_path):
+        return dataset_id in minari.list_local_datasets()
 
 
 def flatten_observations(obs: Any, obs_keys: str | Sequence[str] | None = None) -> np.ndarray:
@@ -212,7 +221,7 @@ def save_minari(data: TransitionDataset, dataset_id: str, *, env_id: str | None 
             truncations=trunc.tolist(), infos=infos))
     box = lambda d: gym.spaces.Box(-np.inf, np.inf, (d,), np.float64)  # noqa: E731
     with _minari_root(datasets_path):
-        if dataset_id in minari.list_local_datasets():
+        if minari_dataset_exists(dataset_id):
             if not overwrite:
                 raise ValueError(f"Minari data set {dataset_id!r} already exists {OVERWRITE_HINT}")
             minari.delete_dataset(dataset_id)

@@ -66,6 +66,7 @@ from typing import Any
 import numpy as np
 
 from ..data.dataset import TransitionDataset
+from ..data.minari import minari_dataset_exists
 
 __all__ = ["DEFAULT_OUT", "LEVELS", "LocomotionResult", "TrainingRun", "collect_episodes_until",
            "dataset_name", "main", "make_locomotion_datasets", "replay_dataset",
@@ -328,12 +329,6 @@ def _check_replay(run: TrainingRun, wanted: Sequence[tuple[int, str]]) -> None:
                          f"step {step}; the training run is cached, choose a smaller size)")
 
 
-def _minari_exists(dataset_id: str, minari_root: str | os.PathLike[str] | None) -> bool:
-    root = minari_root or os.environ.get("MINARI_DATASETS_PATH") or \
-        os.path.join(os.path.expanduser("~"), ".minari", "datasets")
-    return (Path(root) / dataset_id / "data").is_dir()
-
-
 def _write(data: TransitionDataset, meta: dict[str, Any], out: Path, env_id: str,
            minari_root: str | os.PathLike[str] | None) -> None:
     """The HDF5 file, the Minari data set and the JSON sidecar of one data set."""
@@ -416,8 +411,8 @@ def make_locomotion_datasets(env_id: str = "Hopper-v5",
         for size in sizes:
             name = dataset_name(env_id, level, int(size), train_steps, seed, max_episode_steps)
             if not overwrite and (folder / f"{name}.hdf5").is_file() and \
-                    (folder / f"{name}.json").is_file() and _minari_exists(f"nopg/{name}-v0",
-                                                                          minari_root):
+                    (folder / f"{name}.json").is_file() and \
+                    minari_dataset_exists(f"nopg/{name}-v0", minari_root):
                 meta = json.loads((folder / f"{name}.json").read_text())
                 result.datasets.append({**meta, "cached": True})
                 log.info("cached: %s", name)

@@ -204,6 +204,10 @@ class ModelConfig(TorchPlacement):
         plain_model_settings(self)
         plain_numbers(self)
 
+    def to_dict(self) -> dict[str, Any]:
+        """Every field by name (plain values: the form of JSON)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
     def resolved(self, n: int) -> ModelConfig:
         """This configuration with ``top_k``, ``solver``, ``dense_max_n`` and ``n_mc_next`` made
         concrete for a data set of ``n`` samples (the rules of :mod:`nopg.model.defaults`; explicit

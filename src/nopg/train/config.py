@@ -167,7 +167,6 @@ class NOPGConfig:
         for f in fields(self):
             value = getattr(self, f.name)
             out[f.name] = value.to_dict() if hasattr(value, "to_dict") else value
-        out["model"] = {f.name: getattr(self.model, f.name) for f in fields(self.model)}
         return out
 
     @classmethod
@@ -224,10 +223,7 @@ class NOPGConfig:
         sections: dict[str, Any] = {}
         for section, settings in by_section.items():
             current = getattr(out, section)
-            if section == "model":
-                base = {f.name: getattr(current, f.name) for f in fields(current)}
-            else:
-                base = current.to_dict() if current is not None else {}
+            base = current.to_dict() if current is not None else {}
             if section == "optimizer":
                 extra = [k for k in settings if k not in base]
                 if extra:
