@@ -13,10 +13,19 @@ forecast with the return within the seed, and the regret@1 of the choice (the be
 return less the kept one's). The summary per data set gives the Spearman correlation pooled
 over the seeds' scored policies, its median within a seed, and the regret@1's mean and largest:
 the selection-quality figures of the issue "One NOPG".
+
+With ``--particles P`` the judge also draws ``P`` paths through its model from every initial
+state (``MethodConfig(judge_particles=P)``) and ``--rule`` says which forecast chooses
+(``mean``, the default method's, or ``sampled``). Each row then also holds every scored policy's
+drawn-path forecast, and the choice the other rule would have made among the same scored
+policies (``replay``: each fit's snapshot choice, then the choice among the fits, by
+:func:`nopg.select.policy_selection.best_score`; the fits themselves, the escalation and the
+budget stay those of the run), with its regret@1: a paired comparison of the two rules.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
 import sys
@@ -28,6 +37,10 @@ from bench_method_cost import run_data_sets, task_setup
 
 from nopg import AutoNOPG, MethodConfig
 from nopg.analysis.statistics import rank_correlation
+from nopg.select.policy_selection import best_score
+
+SETTINGS: dict = {}
+"""The method's settings given on the command line (``--particles``, ``--rule``)."""
 
 
 def run_one(name: str, seed: int) -> dict:
@@ -40,11 +53,13 @@ def run_one(name: str, seed: int) -> dict:
 
     torch.manual_seed(seed)
     start, cpu = time.perf_counter(), time.process_time()
-    method = AutoNOPG(MethodConfig(), seed=seed).fit(data, s0, progress=False, evaluate=evaluate,
-                                                      evaluate_candidates=True, **knowledge)
+    method = AutoNOPG(MethodConfig(**SETTINGS), seed=seed).fit(
+        data, s0, progress=False, evaluate=evaluate, evaluate_candidates=True, **knowledge)
     report = method.report_
     rows = report.scored()
-    return {"data": name, "seed": seed, "n": len(data), "initial_states": len(s0),
+    extra = {} if not SETTINGS.get("judge_particles") else replay(report, rows, SETTINGS)
+    return {**extra, "settings": dict(SETTINGS), "data": name, "seed": seed, "n": len(data),
+            "initial_states": len(s0),
             "wall_s": time.perf_counter() - start, "cpu_s": time.process_time() - cpu,
             "kept": report.kept.name, "fits": [c.name for c in report.candidates],
             "kept_return": next(r["return"] for r in rows if r["kept"]),
@@ -52,6 +67,27 @@ def run_one(name: str, seed: int) -> dict:
             "spearman": rank_correlation([r["forecast"] for r in rows],
                                          [r["return"] for r in rows]),
             "decisions": report.decisions}
+
+
+def replay(report, rows: list[dict], settings: dict) -> dict:
+    """The other rule's choice among the run's scored policies, its kept return and regret@1,
+    and the Spearman correlation of the drawn-path forecasts with the returns."""
+    other = "mean" if settings.get("judge_rule", "mean") == "sampled" else "sampled"
+    kept_scores, kept_returns = [], []
+    for c in report.candidates:
+        snap = c.snapshot
+        if snap is not None and snap.returns is not None:
+            i = best_score(snap.scores, tie_break=False, rule=other)
+            kept_scores.append(snap.scores[i])
+            kept_returns.append(snap.returns[i])
+        elif c.score is not None and c.return_mean is not None:
+            kept_scores.append(c.score)
+            kept_returns.append(c.return_mean)
+    kept = kept_returns[best_score(kept_scores, rule=other)]
+    best = max(r["return"] for r in rows)
+    return {"replay_rule": other, "replay_kept_return": kept, "replay_regret_at_1": best - kept,
+            "spearman_sampled": rank_correlation([r["sampled"] for r in rows],
+                                                 [r["return"] for r in rows])}
 
 
 def summary(rows: list[dict]) -> list[dict]:
@@ -73,7 +109,13 @@ def summary(rows: list[dict]) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    rows = run_data_sets(run_one, __doc__.split("\n")[0], argv)
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--particles", type=int, default=0)
+    parser.add_argument("--rule", choices=("mean", "sampled"), default="mean")
+    args, rest = parser.parse_known_args(argv)
+    if args.particles:
+        SETTINGS.update(judge_particles=args.particles, judge_rule=args.rule)
+    rows = run_data_sets(run_one, __doc__.split("\n")[0], rest)
     for row in summary(rows):
         print(json.dumps(row), file=sys.stderr)
     return 0

@@ -308,6 +308,62 @@ class AnchoredBellman(LocalLinearBellman):
             alive, s = alive[keep], s[torch.as_tensor(keep, device=s.device)]
         return returns, lengths
 
+    @torch.no_grad()
+    def sampled_returns(self, policy: nn.Module, initial_states: np.ndarray | torch.Tensor,
+                        steps: int, particles: int, generator: torch.Generator | None = None
+                        ) -> np.ndarray:
+        """Undiscounted returns over ``steps`` of ``particles`` paths drawn through the model
+        from each initial state: the model's distribution of the return, where
+        :meth:`episode_returns` follows its mean.
+
+        A path at ``x`` takes the policy's action and earns the model's mean reward there (its
+        rows' weights on the moved rewards); it goes on with the probability
+        ``c(x) = sum_j eps_j cont(y_j)`` that the model's Bellman rows carry the value on
+        (:meth:`anchor_continuation` of each moved successor ``y_j``), which multiplies its
+        weight, and moves to one moved successor drawn with probability
+        ``eps_j cont(y_j) / c(x)``: the next state given that the episode goes on. A path's
+        return is thus the expectation over where its episode ends, given the states it
+        visits (lower variance than drawing the end). The mean over the paths estimates the
+        model's expected return; its spread shows how far the rollouts part.
+
+        Returns
+        -------
+        ndarray of shape (particles, m)
+        """
+        steps, particles = int(steps), int(particles)
+        if steps < 1:
+            raise ValueError(f"steps must be a positive int. Got {steps!r}.")
+        if particles < 1:
+            raise ValueError(f"particles must be a positive int. Got {particles!r}.")
+        z = self._tensor(as_states(initial_states, self.data.state_dim, "initial_states"))
+        m = len(z)
+        s = z.repeat(particles, 1)                   # particle p of start i is row p m + i
+        returns, weight = np.zeros(particles * m), np.ones(particles * m)
+        alive = np.arange(particles * m)
+        never_ends = self._never_ends()
+        for _ in range(steps):
+            if len(alive) == 0:
+                break
+            rows, _, succ, reward = self._neighbour_successors(
+                s, self.policy_actions(policy, s, generator))
+            w = rows.values
+            returns[alive] += weight[alive] * (w * reward).sum(1).cpu().numpy()
+            if not never_ends:
+                k = succ.shape[1]
+                w = w * self.anchor_continuation(succ.reshape(-1, succ.shape[-1])).reshape(-1, k)
+                going = w.sum(1)
+                weight[alive] *= going.cpu().numpy()
+                keep = going > 0
+                alive, s, w, succ = alive[keep.cpu().numpy()], s[keep], w[keep], succ[keep]
+                if len(alive) == 0:
+                    break
+            # inverse-CDF draw of one entry per row (uniforms from a CPU generator on any device)
+            cdf = w.cumsum(1)
+            u = torch.rand(len(w), 1, generator=generator, dtype=cdf.dtype).to(cdf.device)
+            pick = (cdf < u * cdf[:, -1:]).sum(1, keepdim=True).clamp_(max=w.shape[1] - 1)
+            s = succ.gather(1, pick[..., None].expand(-1, -1, succ.shape[-1]))[:, 0]
+        return returns.reshape(particles, m)
+
     def anchor_continuation(self, states: torch.Tensor) -> torch.Tensor:
         """Whether the episode goes on at ``states`` (k, d_s), interpolated from the data's next
         states (in [0, 1]); 0 past ``terminal_bounds``."""

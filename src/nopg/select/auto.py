@@ -15,10 +15,9 @@ this order, and records each decision in :attr:`AutoNOPG.report_` (a :class:`Fit
    nothing along its episodes (:func:`nopg.select.recipes.gains_nothing`).
 
 What follows the first fit's updates (one plain fit) may spend ``config.budget`` times their CPU
-seconds (:func:`nopg.select.fit_run.start_budget`); past it no fit or snapshot score starts, a running
-fit stops, and the judge chooses among what it has. ``nopg fit``, ``nopg reproduce``, the
-sample-efficiency sweep and the Python API all run this object; the experiment runner only adds
-the data, the evaluation, the results folder and the plots.
+seconds (:func:`nopg.select.fit_run.start_budget`); past it no fit or snapshot score starts, a
+running fit stops, and the judge chooses among what it has. ``nopg fit``, ``nopg reproduce``, the
+sweep and the Python API all run this object; the runner adds data, evaluation and plots.
 
 What a task knows beyond its data is given to :meth:`AutoNOPG.fit`: the policy's action bound,
 the bounds of the state space and the limits where episodes end (the moved successors'
@@ -359,12 +358,12 @@ class AutoNOPG:
         without an earlier snapshot."""
         if snapshots is None or all(s.update == algo.update_ for s in snapshots.snapshots):
             return None
-        evaluate = ctx.evaluate
-        choice = choose_snapshot(self.judge(ctx), algo, snapshots.snapshots, ctx.few_starts,
-                                 ctx.horizon, self.seed,
-                                 evaluate=ctx.record(lambda pol: float(np.mean(evaluate(pol))))
-                                 if ctx.evaluate_candidates and evaluate is not None else None,
-                                 over_budget=ctx.over_budget)
+        evaluate, record = ctx.evaluate, ctx.evaluate_candidates and ctx.evaluate is not None
+        choice = choose_snapshot(
+            self.judge(ctx), algo, snapshots.snapshots, ctx.few_starts, ctx.horizon, self.seed,
+            evaluate=ctx.record(lambda pol: float(np.mean(evaluate(pol)))) if record else None,
+            over_budget=ctx.over_budget, particles=self.config.judge_particles,
+            rule=self.config.judge_rule)
         kept, final = choice.kept_score, choice.scores[0]
         logger.info("seed %d%s: the judge keeps the policy of update %d of %d (forecast %.2f; "
                     "the final policy's %.2f; %d snapshots from update %d)", self.seed, label,
@@ -394,7 +393,8 @@ class AutoNOPG:
         returns = None if ctx.evaluate is None else \
             [float(r) for r in ctx.record(ctx.evaluate)(algo.policy)]
         score = choice.kept_score if choice is not None else \
-            score_policy(self.judge(ctx), algo.policy, ctx.few_starts, ctx.horizon, self.seed)
+            score_policy(self.judge(ctx), algo.policy, ctx.few_starts, ctx.horizon, self.seed,
+                         self.config.judge_particles)
         cand = Candidate(name, algo, rconfig, seconds, algo.J_hat(), algo.support_gap_, score,
                          choice, returns, ctx.log_path(f"log_{name}.csv"),
                          None if stop is None else stop.stopped_at)
@@ -440,7 +440,7 @@ class AutoNOPG:
                 report.decide(f"seed {self.seed}: {words} stopped recipe "
                               f"{name} at update {fits[-1].stopped_at} of "
                               f"{fits[-1].config.n_updates}")
-        kept = fits[best_score([f.score for f in fits if f.score is not None])]
+        kept = fits[best_score([f.score for f in fits if f.score], rule=self.config.judge_rule)]
         kept.kept = True
         if len(fits) > 1:
             report.decide(f"seed {self.seed}: the judge keeps recipe {kept.name}")

@@ -147,11 +147,13 @@ class FitReport:
             snap = c.snapshot
             if snap is not None and snap.returns is not None:
                 rows += [{"fit": c.name, "update": u, "forecast": sc.episode_return_mean,
+                          "sampled": sc.sampled_mean, "sampled_se": sc.sampled_se,
                           "return": r, "kept": c.kept and u == snap.update}
                          for u, sc, r in zip(snap.updates, snap.scores, snap.returns)]
             elif c.score is not None and c.return_mean is not None:
                 rows.append({"fit": c.name, "update": c.algo.update_ if snap is None else
                              snap.update, "forecast": c.score.episode_return_mean,
+                             "sampled": c.score.sampled_mean, "sampled_se": c.score.sampled_se,
                              "return": c.return_mean, "kept": c.kept})
         return rows
 

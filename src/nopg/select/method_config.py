@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 from ..bandwidth.selection import ACTION_EFFECT_MAX, METHODS, check_max_action_effect
 from ..train.config import NOPGConfig
 from ..validation import suggestion
+from .policy_selection import RULES
 from .recipes import BUDGET, check_recipes
 
 __all__ = ["MethodConfig"]
@@ -52,6 +53,8 @@ class MethodConfig:
     snapshot_every: int | None = 100          # judged policy snapshots every N updates (None: off)
     snapshot_from: float = 0.5                # ... from this share of n_updates on
     budget: float | None = BUDGET             # CPU s after the plain fit / its (None: no limit)
+    judge_rule: str = "mean"                  # the judge compares mean rollouts | sampled paths
+    judge_particles: int = 0                  # paths drawn per initial state (sampled: >= 2)
     nopg: NOPGConfig = field(default_factory=NOPGConfig)
 
     KIND: ClassVar[str] = "method"            # the word unknown settings are named with
@@ -71,6 +74,15 @@ class MethodConfig:
             raise ValueError(f"The 'budget' parameter must be a finite number >= 0 (what follows "
                              f"the plain fit, in units of its time) or None (no limit). "
                              f"Got {budget!r} instead.")
+        if self.judge_rule not in RULES:
+            raise ValueError(f"The 'judge_rule' parameter must be one of {', '.join(RULES)}. "
+                             f"Got {self.judge_rule!r} instead.")
+        n = self.judge_particles
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ValueError(f"The 'judge_particles' parameter must be an int >= 0. Got {n!r} instead.")
+        if self.judge_rule == "sampled" and n < 2:
+            raise ValueError(f"judge_rule='sampled' compares drawn paths: 'judge_particles' must be "
+                             f">= 2 (their standard error needs two). Got {n!r} instead.")
         check_recipes(self.recipes)
         if len(self.recipes) > 1 and self.restarts > 1:
             raise ValueError(f"'recipes' ({len(self.recipes)}) and 'restarts' ({self.restarts}) "

@@ -117,6 +117,7 @@ class SnapshotChoice:
     def to_dict(self) -> dict[str, Any]:
         return {"update": self.update, "kept_final": self.kept_final, "updates": list(self.updates),
                 "forecasts": [s.episode_return_mean for s in self.scores],
+                "sampled_forecasts": [s.sampled_mean for s in self.scores],
                 "judge_J_hat": [s.J_hat for s in self.scores],
                 "support_gaps": [s.support_gap for s in self.scores],
                 "returns": self.returns, "unscored": self.unscored}
@@ -126,13 +127,15 @@ def choose_snapshot(judge: AnchoredBellman, algo: NOPG, snapshots: Sequence[Snap
                     initial_states: np.ndarray | torch.Tensor, steps: int, seed: int,
                     rtol: float = FORECAST_RTOL,
                     evaluate: Callable[[torch.nn.Module], float] | None = None,
-                    over_budget: Callable[[], bool] | None = None) -> SnapshotChoice:
+                    over_budget: Callable[[], bool] | None = None, particles: int = 0,
+                    rule: str = "mean") -> SnapshotChoice:
     """Score ``algo``'s final policy and ``snapshots`` under ``judge`` (episodes of ``steps``
     steps from ``initial_states``, draws seeded by ``seed``), keep one (module docstring) and
     load it into ``algo``. A snapshot of the final update itself is not scored twice. With
     ``evaluate`` (a policy's true return) every candidate is also evaluated, for the record;
     the choice does not see it. With ``over_budget`` no candidate is scored once it returns true,
-    the final policy excepted."""
+    the final policy excepted. ``particles`` and ``rule`` are :func:`score_policy`'s and
+    :func:`best_score`'s (drawn paths, and whether they decide)."""
     candidates = [Snapshot(algo.update_, policy_state(algo.policy))]
     candidates += [s for s in sorted(snapshots, key=lambda s: -s.update) if s.update != algo.update_]
     total = len(candidates)
@@ -142,10 +145,10 @@ def choose_snapshot(judge: AnchoredBellman, algo: NOPG, snapshots: Sequence[Snap
             candidates = candidates[:i]
             break
         algo.load_policy_state(snap.state)
-        scores.append(score_policy(judge, algo.policy, initial_states, steps, seed))
+        scores.append(score_policy(judge, algo.policy, initial_states, steps, seed, particles))
         if evaluate is not None:
             returns.append(float(evaluate(algo.policy)))
-    kept = candidates[best_score(scores, rtol, tie_break=False)]
+    kept = candidates[best_score(scores, rtol, tie_break=False, rule=rule)]
     algo.load_policy_state(kept.state)
     return SnapshotChoice(kept.update, [c.update for c in candidates], scores,
                           returns if evaluate is not None else None, total - len(candidates))
