@@ -152,10 +152,10 @@ class _Objective:
         total, m = 0.0, self.queries.shape[0]
         for lo in range(0, m, self.chunk):
             hi = min(m, lo + self.chunk)
-            log_h = self.log_fixed.clone()
-            log_h[self.free] = free
             excluded = self.query_ids[lo:hi, None] == self.support_ids[None, :]
             with torch.set_grad_enabled(grad):
+                log_h = self.log_fixed.clone()
+                log_h[self.free] = free
                 loss = heldout_prediction_loss(log_h, self.queries[lo:hi], self.query_targets[lo:hi],
                                                self.support, self.support_targets, excluded) / self.count
                 if grad:
