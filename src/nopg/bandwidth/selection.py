@@ -1,9 +1,11 @@
 """Bandwidth selection: :func:`select_bandwidths` picks the kernel bandwidths of a data set by a
-named rule (``auto``/``knn``, ``silverman``, ``scott``, ``cv``) and applies the user's factors.
+named rule (``auto``/``knn``, ``silverman``, ``scott``, ``cv``, ``relevance``) and applies the
+user's factors.
 
 The parts live apart: :mod:`nopg.bandwidth.vectors` (:class:`Bandwidths`),
-:mod:`nopg.bandwidth.rules` (rules of thumb, cross-validation) and :mod:`nopg.bandwidth.knn` (the
-``auto`` rule and its guards); this module imports their public names, so that
+:mod:`nopg.bandwidth.rules` (rules of thumb, cross-validation), :mod:`nopg.bandwidth.knn` (the
+``auto`` rule and its guards) and :mod:`nopg.bandwidth.relevance` (per-dimension widths fitted by
+held-out one-step prediction); this module imports their public names, so that
 ``from nopg.bandwidth.selection import ...`` reaches them all.
 """
 
@@ -26,6 +28,7 @@ from .knn import (
     support_widening,
     thinness_at,
 )
+from .relevance import RelevanceFit, relevance_bandwidths, relevance_fit
 from .rules import (
     DuplicatedDataWarning,
     cross_validated_bandwidth,
@@ -46,9 +49,12 @@ __all__ = [
     "check_max_action_effect",
     "cross_validated_bandwidth",
     "KnnSelection",
+    "RelevanceFit",
     "is_grid_like",
     "knn_bandwidths",
     "knn_selection",
+    "relevance_bandwidths",
+    "relevance_fit",
     "resolve_method",
     "scott_bandwidth",
     "seed_generator",
@@ -61,7 +67,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-METHODS = ("auto", "knn", "silverman", "scott", "cv")
+METHODS = ("auto", "knn", "silverman", "scott", "cv", "relevance")
 
 
 def resolve_method(method: str) -> str:
@@ -108,19 +114,23 @@ def select_bandwidths_and_guards(
     Parameters
     ----------
     data : TransitionDataset
-    method : {"auto", "knn", "silverman", "scott", "cv"}
+    method : {"auto", "knn", "silverman", "scott", "cv", "relevance"}
         "auto" (= "knn") is :func:`knn_bandwidths`, local bandwidths that need no factors;
         "silverman" and "scott" are per-column rules of thumb; "cv" maximises the held-out
-        likelihood of per-column density estimates (collapses on grids and trajectories).
+        likelihood of per-column density estimates (collapses on grids and trajectories);
+        "relevance" starts from the ``auto`` bandwidths (with ``seed`` and
+        ``max_action_effect``) and fits one width per state and action dimension by held-out
+        one-step prediction of ``(s' - s, r)`` (:func:`relevance_bandwidths`, its defaults).
     state_factor, action_factor : float or array-like
         Positive multipliers applied to the selected bandwidths.
     next_state_factor : float or array-like, optional
         If given, ``next_state = (state rule) * next_state_factor``; else None.
     n_folds, max_samples, seed
         Passed to :func:`cross_validated_bandwidth` (``seed``, formerly ``rng``, also to
-        :func:`knn_selection`).
+        :func:`knn_selection` and :func:`relevance_bandwidths`).
     max_action_effect : float or None
-        ``auto`` only: the action guard's threshold (:func:`knn_selection`); ``None`` turns it off.
+        ``auto`` (and the start of ``relevance``): the action guard's threshold
+        (:func:`knn_selection`); ``None`` turns it off.
 
     Returns
     -------
@@ -146,6 +156,12 @@ def select_bandwidths_and_guards(
                             None if ns_fac is None else knn.state * ns_fac)
         logger.info("selected bandwidths (%s: local k-NN rule): %s", method, result.to_dict())
         return result, selection
+    if resolved == "relevance":
+        fitted = relevance_bandwidths(data, seed=seed, max_action_effect=max_action_effect)
+        result = Bandwidths(fitted.state * s_fac, fitted.action * a_fac,
+                            None if ns_fac is None else fitted.state * ns_fac)
+        logger.info("selected bandwidths (relevance): %s", result.to_dict())
+        return result, None
     if method == "cv":
         generator = seed_generator(seed)
 
