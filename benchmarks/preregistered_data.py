@@ -1,4 +1,5 @@
-"""Data of the pre-registered unseen tasks (``docs/preregistration.md``), written after it.
+"""Data of the pre-registered unseen tasks: the first registration (``docs/preregistration.md``,
+:data:`TASKS`, written after it) and the second (``docs/preregistration2.md``, :data:`TASKS_2`).
 
 Imports nothing of the method: numpy and gymnasium, ``nopg.TransitionDataset`` to write the
 ``.npz`` files and task 2's controller ``nopg.experiments.user_data_pendulum.swingup_action``,
@@ -19,7 +20,12 @@ Protocol, the same for every task:
   ``rng.random() < 0.5`` once at the start of every episode (True: the PD controller), then its
   per-step numbers. The environment's own randomness is its reset seed ``k``.
 
-Run ``python benchmarks/preregistered_data.py --out DIR`` to write the seven ``.npz`` files and
+The second registration's behaviours follow the same rules: ``mc-mixed`` draws
+``rng.random() < 0.5`` at the start of every episode (True: the push heuristic of task 3);
+``pendulum-bangbang`` draws ``rng.random() < 0.7`` at every step (True: ``2 sign(theta_dot)``,
+else a uniform torque drawn with one more call).
+
+Run ``python benchmarks/preregistered_data.py --out DIR [--registration 2]`` to write the ``.npz`` files and
 ``DIR/manifest.json`` (the files' SHA-256, a content hash of the arrays that does not depend on
 the zip timestamps, sizes, episode and terminal/truncation counts, the behaviour's returns).
 """
@@ -38,7 +44,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-__all__ = ["TASKS", "TaskSpec", "collect", "content_sha256", "make_dataset", "make_env"]
+__all__ = ["REGISTRATIONS", "TASKS", "TASKS_2", "TaskSpec", "collect", "content_sha256", "make_dataset",
+           "make_env"]
 
 Behaviour = Callable[[np.ndarray, np.random.Generator], np.ndarray]
 
@@ -72,6 +79,29 @@ TASKS: dict[str, TaskSpec] = {t.name: t for t in [
     TaskSpec(7, "inverteddoublependulum-random", "InvertedDoublePendulum-v5", {}, 5000, "uniform",
              "uniform random actions in [-1, 1]"),
 ]}
+
+
+TASKS_2: dict[str, TaskSpec] = {t.name: t for t in [
+    TaskSpec(1, "pendulum-random-small", "Pendulum-v1", {}, 800, "uniform",
+             "uniform random torques in [-2, 2] (4 episodes)"),
+    TaskSpec(2, "pendulum-swingup-noisy", "Pendulum-v1", {}, 2000, "pendulum-swingup-noisy",
+             "swingup_action(theta, theta_dot) + N(0, 1.0^2) clipped to [-2, 2] in every episode"),
+    TaskSpec(3, "invertedpendulum-pd-noisy", "InvertedPendulum-v5", {}, 3000, "ip-pd-noisy",
+             "a = clip(1 x + 10 th + 1 x_dot + 2 th_dot + N(0, 1.0^2), -3, 3) with obs "
+             "[x, th, x_dot, th_dot]"),
+    TaskSpec(4, "mountaincar-mixed", "MountainCarContinuous-v0", {}, 4000, "mc-mixed",
+             "per episode rng.random() < 0.5: task 3's push heuristic "
+             "clip(sign(velocity) + N(0, 0.5^2), -1, 1); else uniform in [-1, 1]"),
+    TaskSpec(5, "mountaincar-random", "MountainCarContinuous-v0", {}, 5000, "uniform",
+             "uniform random actions in [-1, 1]"),
+    TaskSpec(6, "swimmer-random", "Swimmer-v5", {}, 5000, "uniform",
+             "uniform random actions in [-1, 1]^2 (8-D observations, 1000-step episodes)"),
+    TaskSpec(7, "pendulum-bangbang", "Pendulum-v1", {}, 2000, "pendulum-bangbang",
+             "per step rng.random() < 0.7: 2 sign(theta_dot); else uniform in [-2, 2]"),
+]}
+"""The second registration's tasks (``docs/preregistration2.md``)."""
+
+REGISTRATIONS: dict[int, dict[str, TaskSpec]] = {1: TASKS, 2: TASKS_2}
 
 
 DROPPED: dict[str, str] = {
@@ -114,6 +144,25 @@ def _ip_pd(obs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return np.clip(u, -3.0, 3.0)
 
 
+def _pendulum_swingup_noisy(obs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    from nopg.experiments.user_data_pendulum import swingup_action
+
+    theta = float(np.arctan2(obs[1], obs[0]))
+    return np.clip(swingup_action(theta, float(obs[2])) + rng.normal(0.0, 1.0, size=1), -2.0, 2.0)
+
+
+def _ip_pd_noisy(obs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    x, th, x_dot, th_dot = (float(v) for v in obs[:4])
+    u = 1.0 * x + 10.0 * th + 1.0 * x_dot + 2.0 * th_dot + rng.normal(0.0, 1.0, size=1)
+    return np.clip(u, -3.0, 3.0)
+
+
+def _bangbang(obs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    if rng.random() < 0.7:
+        return np.array([2.0 * np.sign(obs[2])])
+    return rng.uniform(-2.0, 2.0, size=1)
+
+
 def _episode_behaviour(spec: TaskSpec, env: gym.Env) -> Callable[[int, np.random.Generator],
                                                                   tuple[Behaviour, str]]:
     """``choose(k, rng) -> (behaviour, label)`` at the start of episode ``k``."""
@@ -126,6 +175,14 @@ def _episode_behaviour(spec: TaskSpec, env: gym.Env) -> Callable[[int, np.random
         return lambda k, rng: (_push, "push")
     if spec.behaviour == "ip-mixed":
         return lambda k, rng: (_ip_pd, "pd") if rng.random() < 0.5 else (uniform, "uniform")
+    if spec.behaviour == "pendulum-swingup-noisy":
+        return lambda k, rng: (_pendulum_swingup_noisy, "swingup-noisy")
+    if spec.behaviour == "ip-pd-noisy":
+        return lambda k, rng: (_ip_pd_noisy, "pd-noisy")
+    if spec.behaviour == "mc-mixed":
+        return lambda k, rng: (_push, "push") if rng.random() < 0.5 else (uniform, "uniform")
+    if spec.behaviour == "pendulum-bangbang":
+        return lambda k, rng: (_bangbang, "bangbang")
     raise ValueError(f"unknown behaviour {spec.behaviour!r}")
 
 
@@ -208,12 +265,16 @@ def episode_stats(arrays: dict[str, np.ndarray], info: dict[str, Any]) -> dict[s
             "per_behaviour": per_label}
 
 
-def write_all(out: Path, names: list[str] | None = None, seed: int = 0) -> dict[str, Any]:
+def write_all(out: Path, names: list[str] | None = None, seed: int = 0,
+              registration: int = 1) -> dict[str, Any]:
     from nopg import TransitionDataset
 
+    tasks = REGISTRATIONS[registration]
+    protocol = "docs/preregistration.md" if registration == 1 else \
+        f"docs/preregistration{registration}.md"
     out.mkdir(parents=True, exist_ok=True)
     manifest: dict[str, Any] = {
-        "protocol": "docs/preregistration.md", "data_seed": seed,
+        "protocol": protocol, "registration": registration, "data_seed": seed,
         "seeding": "rng = np.random.default_rng(0) once per data set, drawn in step order; "
                    "env.reset(seed=k) for episode k = 0, 1, ...; see the module docstring",
         "generator": "benchmarks/preregistered_data.py",
@@ -225,8 +286,8 @@ def write_all(out: Path, names: list[str] | None = None, seed: int = 0) -> dict[
         manifest["versions"]["mujoco"] = mujoco.__version__
     except ImportError:
         pass
-    for name in names or list(TASKS):
-        spec = TASKS[name]
+    for name in names or list(tasks):
+        spec = tasks[name]
         if name in DROPPED:
             arrays, info = collect(spec, seed=seed)
             manifest["dropped"][name] = {"number": spec.number, "reason": DROPPED[name],
@@ -256,8 +317,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", default="/tmp/prereg/data")
     parser.add_argument("--tasks", nargs="*", default=None)
+    parser.add_argument("--registration", type=int, choices=sorted(REGISTRATIONS), default=1)
     args = parser.parse_args()
-    write_all(Path(args.out), args.tasks)
+    write_all(Path(args.out), args.tasks, registration=args.registration)
 
 
 if __name__ == "__main__":

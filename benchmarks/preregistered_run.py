@@ -1,9 +1,12 @@
-"""Runs of the pre-registered unseen tasks (``docs/preregistration.md``) from the frozen code.
+"""Runs of the pre-registered unseen tasks from the frozen code: the first registration
+(``docs/preregistration.md``, frozen code ``371fb84``) and, with ``--registration 2``, the second
+(``docs/preregistration2.md``, its own frozen code, :data:`REGISTRATIONS`).
 
-Run with the frozen method on the path (``git worktree add /tmp/frozen 371fb84``)::
+Run with the frozen method on the path (``git worktree add /tmp/frozen 371fb84``; the second
+registration's in ``/tmp/frozen2``)::
 
     cd /tmp && PYTHONPATH=/tmp/frozen/src OMP_NUM_THREADS=1 \\
-        python /work/main/benchmarks/preregistered_run.py drive
+        python /work/main/benchmarks/preregistered_run.py [--registration 2] drive
 
 ``drive`` runs one heavy process at a time, in the brief's order (NOPG seed 0 on every task,
 then seeds 1-4; then the baselines task by task), skips what ``results.jsonl`` already holds,
@@ -45,21 +48,45 @@ if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
     sys.path.pop(0)        # run as a script: the benchmarks folder shadows nothing
 
 REPO = Path(__file__).resolve().parents[1]
-RESULTS = REPO / "docs" / "runs" / "preregistered" / "results.jsonl"
-DATA = Path("/tmp/prereg/data")
-RUNS = Path("/tmp/prereg/runs")
-WORK = Path("/tmp/prereg/d3rlpy")
-FROZEN = "371fb84"
 
-# number, name, env id for the evaluation, data file
-TASKS = [
-    (1, "pendulum-strong-gravity", "PendulumG14-v1"),
-    (2, "pendulum-mixed", "Pendulum-v1"),
-    (3, "mountaincar-push-heuristic", "MountainCarContinuous-v0"),
-    (4, "invertedpendulum-small", "InvertedPendulum-v5"),
-    (5, "reacher-random", "Reacher-v5"),
-    (7, "inverteddoublependulum-random", "InvertedDoublePendulum-v5"),
-]   # 6, invertedpendulum-mixed, dropped: see manifest.json
+REGISTRATIONS: dict[int, dict] = {
+    1: {"results": REPO / "records" / "preregistered" / "results.jsonl",
+        "root": Path("/tmp/prereg"), "frozen": "371fb84", "worktree": "/tmp/frozen",
+        # number, name, env id for the evaluation (6, invertedpendulum-mixed, dropped)
+        "tasks": [(1, "pendulum-strong-gravity", "PendulumG14-v1"),
+                  (2, "pendulum-mixed", "Pendulum-v1"),
+                  (3, "mountaincar-push-heuristic", "MountainCarContinuous-v0"),
+                  (4, "invertedpendulum-small", "InvertedPendulum-v5"),
+                  (5, "reacher-random", "Reacher-v5"),
+                  (7, "inverteddoublependulum-random", "InvertedDoublePendulum-v5")]},
+    2: {"results": REPO / "records" / "preregistered2" / "results.jsonl",
+        "root": Path("/tmp/prereg2"), "frozen": "FROZEN2", "worktree": "/tmp/frozen2",
+        "tasks": [(1, "pendulum-random-small", "Pendulum-v1"),
+                  (2, "pendulum-swingup-noisy", "Pendulum-v1"),
+                  (3, "invertedpendulum-pd-noisy", "InvertedPendulum-v5"),
+                  (4, "mountaincar-mixed", "MountainCarContinuous-v0"),
+                  (5, "mountaincar-random", "MountainCarContinuous-v0"),
+                  (6, "swimmer-random", "Swimmer-v5"),
+                  (7, "pendulum-bangbang", "Pendulum-v1")]},
+}
+"""Each registration's results file, data and run folders (under ``root``), frozen code and
+tasks."""
+
+REGISTRATION = 1
+RESULTS: Path = REGISTRATIONS[1]["results"]
+DATA, RUNS, WORK = Path("/tmp/prereg/data"), Path("/tmp/prereg/runs"), Path("/tmp/prereg/d3rlpy")
+FROZEN, WORKTREE = "371fb84", "/tmp/frozen"
+TASKS: list[tuple[int, str, str]] = REGISTRATIONS[1]["tasks"]
+
+
+def use_registration(number: int) -> None:
+    """Point the module's paths, frozen code and tasks at registration ``number``."""
+    global REGISTRATION, RESULTS, DATA, RUNS, WORK, FROZEN, WORKTREE, TASKS
+    reg = REGISTRATIONS[number]
+    REGISTRATION, RESULTS, TASKS = number, reg["results"], reg["tasks"]
+    DATA, RUNS, WORK = reg["root"] / "data", reg["root"] / "runs", reg["root"] / "d3rlpy"
+    FROZEN, WORKTREE = reg["frozen"], reg["worktree"]
+
 SEEDS = (0, 1, 2, 3, 4)
 BASELINES = ("BC", "TD3+BC", "IQL")
 D3RLPY_STEPS = 20_000
@@ -161,7 +188,7 @@ def commit(message: str) -> None:
 
 def run_limited(cmd: list[str], limit_s: float, log: Path) -> tuple[str, float, int | None]:
     """Run ``cmd`` (cwd /tmp, its own process group) for at most ``limit_s`` seconds."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": "/tmp/frozen/src"}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": f"{WORKTREE}/src"}
     start = time.perf_counter()
     with open(log, "w") as fh:
         proc = subprocess.Popen(cmd, cwd="/tmp", env=env, stdout=fh, stderr=subprocess.STDOUT,
@@ -181,8 +208,9 @@ def nopg_job(number: int, name: str, env_id: str, seed: int, limit_s: float) -> 
     file = str(data_file(number, name))
     flags = [file, "--env", env_id, "--seeds", str(seed), "--no-progress", "--out", str(RUNS),
              "--name", run_name]
-    if number == 1:
-        cmd = [sys.executable, str(Path(__file__).resolve()), "fit-g14", *flags]
+    if REGISTRATION == 1 and number == 1:
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--registration", str(REGISTRATION),
+               "fit-g14", *flags]
     else:
         cmd = [sys.executable, "-m", "nopg.cli", "fit", *flags]
     log = RUNS / f"{run_name}.log"
@@ -190,8 +218,9 @@ def nopg_job(number: int, name: str, env_id: str, seed: int, limit_s: float) -> 
     status, wall, rc = run_limited(cmd, limit_s, log)
     row = {"task": name, "task_number": number, "algorithm": "NOPG", "seed": seed,
            "status": status, "return_mean": None, "returns": None, "wall_s": wall,
-           "limit_s": limit_s, "command": " ".join(["nopg fit" if number != 1 else
-                                                   "preregistered_run.py fit-g14", *flags]),
+           "limit_s": limit_s, "command": " ".join(["preregistered_run.py fit-g14"
+                                                   if REGISTRATION == 1 and number == 1
+                                                   else "nopg fit", *flags]),
            "code": FROZEN}
     summary_path = RUNS / run_name / "summary.json"
     if status == "ok" and summary_path.exists():
@@ -221,8 +250,8 @@ def baseline_job(number: int, name: str, algorithm: str, seed: int, limit_s: flo
     out = WORK / f"{name}__{algorithm.replace('+', 'p')}__seed{seed}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.unlink(missing_ok=True)
-    cmd = [sys.executable, str(Path(__file__).resolve()), "baseline", name, algorithm, str(seed),
-           str(out)]
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--registration", str(REGISTRATION),
+           "baseline", name, algorithm, str(seed), str(out)]
     log = WORK / f"{name}__{algorithm.replace('+', 'p')}__seed{seed}.log"
     status, wall, rc = run_limited(cmd, limit_s, log)
     row = {"task": name, "task_number": number, "algorithm": algorithm, "seed": seed,
@@ -286,14 +315,19 @@ def drive(args: argparse.Namespace) -> int:
         row["finished_utc"] = f"{utc_now():%Y-%m-%dT%H:%M:%SZ}"
         append(row)
         if time.monotonic() - last_commit > args.commit_every:
-            commit(f"records/preregistered/results.jsonl: runs up to {name} {algorithm} "
-                   f"seed {seed}")
+            commit(f"{RESULTS.relative_to(REPO)}: runs up to {name} {algorithm} seed {seed}")
             last_commit = time.monotonic()
-    commit("records/preregistered/results.jsonl: the driver's last runs")
+    commit(f"{RESULTS.relative_to(REPO)}: the driver's last runs")
     return 0
 
 
 def main() -> int:
+    argv = sys.argv[1:]
+    if len(argv) > 1 and argv[0] == "--registration":
+        use_registration(int(argv[1]))
+        argv = argv[2:]
+    if argv and argv[0] == "fit-g14":
+        return fit_g14(argv[1:])
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     d = sub.add_parser("drive")
@@ -302,15 +336,13 @@ def main() -> int:
     d.add_argument("--hard-stop", default="11:50")
     d.add_argument("--commit-every", type=float, default=1800.0)
     d.add_argument("--tasks", type=int, nargs="+", default=None,
-                   help="task numbers, in the order to run them (default: all, 1-7)")
+                   help="task numbers, in the order to run them (default: all)")
     b = sub.add_parser("baseline")
     b.add_argument("task")
     b.add_argument("algorithm", choices=BASELINES)
     b.add_argument("seed", type=int)
     b.add_argument("out", type=Path)
-    if len(sys.argv) > 1 and sys.argv[1] == "fit-g14":
-        return fit_g14(sys.argv[2:])
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.command == "drive":
         return drive(args)
     return baseline(args.task, args.algorithm, args.seed, args.out)

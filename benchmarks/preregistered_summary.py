@@ -21,7 +21,7 @@ from pathlib import Path
 
 from nopg.io.run_evaluation import bootstrap_mean_ci
 
-RESULTS = Path(__file__).resolve().parents[1] / "docs" / "runs" / "preregistered" / "results.jsonl"
+RESULTS = Path(__file__).resolve().parents[1] / "records" / "preregistered" / "results.jsonl"
 ALGORITHMS = ("NOPG", "BC", "TD3+BC", "IQL")
 SEEDS = 5
 
