@@ -14,13 +14,13 @@ return less the kept one's). The summary per data set gives the Spearman correla
 over the seeds' scored policies, its median within a seed, and the regret@1's mean and largest:
 the selection-quality figures of the issue "One NOPG".
 
-With ``--particles P`` the judge also draws ``P`` paths through its model from every initial
-state (``MethodConfig(judge_particles=P)``) and ``--rule`` says which forecast chooses
-(``mean``, the default method's, or ``sampled``). Each row then also holds every scored policy's
-drawn-path forecast, and the choice the other rule would have made among the same scored
-policies (``replay``: each fit's snapshot choice, then the choice among the fits, by
-:func:`nopg.select.policy_selection.best_score`; the fits themselves, the escalation and the
-budget stay those of the run), with its regret@1: a paired comparison of the two rules.
+By default the method runs as ``nopg fit`` runs it: the judge compares drawn paths
+(``MethodConfig.judge_rule="sampled"``). ``--rule mean --particles P`` runs the mean-rollout
+rule instead, with ``P`` drawn paths recorded beside it: each row then also holds every
+scored policy's drawn-path forecast, and the choice the sampled rule would have made among
+the same scored policies (``replay``: each fit's snapshot choice, then the choice among the
+fits, by :func:`nopg.select.policy_selection.best_score`; the fits themselves, the escalation
+and the budget stay those of the run), with its regret@1: a paired comparison of the rules.
 """
 
 from __future__ import annotations
@@ -57,7 +57,8 @@ def run_one(name: str, seed: int) -> dict:
         data, s0, progress=False, evaluate=evaluate, evaluate_candidates=True, **knowledge)
     report = method.report_
     rows = report.scored()
-    extra = {} if not SETTINGS.get("judge_particles") else replay(report, rows, SETTINGS)
+    extra = replay(report, rows) if method.config.judge_rule == "mean" \
+        and method.config.judge_particles else {}
     return {**extra, "settings": dict(SETTINGS), "data": name, "seed": seed, "n": len(data),
             "initial_states": len(s0),
             "wall_s": time.perf_counter() - start, "cpu_s": time.process_time() - cpu,
@@ -69,10 +70,11 @@ def run_one(name: str, seed: int) -> dict:
             "decisions": report.decisions}
 
 
-def replay(report, rows: list[dict], settings: dict) -> dict:
-    """The other rule's choice among the run's scored policies, its kept return and regret@1,
-    and the Spearman correlation of the drawn-path forecasts with the returns."""
-    other = "mean" if settings.get("judge_rule", "mean") == "sampled" else "sampled"
+def replay(report, rows: list[dict]) -> dict:
+    """For a run with the mean rule and drawn paths: the sampled rule's choice among the run's
+    scored policies, its kept return and regret@1, and the Spearman correlation of the
+    drawn-path forecasts with the returns."""
+    other = "sampled"
     kept_scores, kept_returns = [], []
     for c in report.candidates:
         snap = c.snapshot
@@ -110,11 +112,11 @@ def summary(rows: list[dict]) -> list[dict]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(add_help=False)
-    parser.add_argument("--particles", type=int, default=0)
-    parser.add_argument("--rule", choices=("mean", "sampled"), default="mean")
+    parser.add_argument("--particles", type=int, default=None)
+    parser.add_argument("--rule", choices=("mean", "sampled"), default=None)
     args, rest = parser.parse_known_args(argv)
-    if args.particles:
-        SETTINGS.update(judge_particles=args.particles, judge_rule=args.rule)
+    SETTINGS.update({k: v for k, v in (("judge_particles", args.particles),
+                                       ("judge_rule", args.rule)) if v is not None})
     rows = run_data_sets(run_one, __doc__.split("\n")[0], rest)
     for row in summary(rows):
         print(json.dumps(row), file=sys.stderr)

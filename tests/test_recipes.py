@@ -220,7 +220,8 @@ def test_recipes_fit_each_alone_and_keep_the_judges_best(tmp_path, monkeypatch):
     assert sum(r["kept"] for r in rows.values()) == 1
     kept = res["recipe"]
     forecasts = [JudgeScore(**rows[name]["judge"]) for name in ("given", "stabilise")]
-    assert kept == ("given", "stabilise")[best_score(forecasts)] and rows[kept]["kept"]
+    assert kept == ("given", "stabilise")[best_score(forecasts, rule=config.judge_rule)]
+    assert rows[kept]["kept"] and config.judge_rule == "sampled"
     assert res["J_hat"] == pytest.approx(rows[kept]["J_hat"], rel=1e-12)
     assert res["return_mean"] == pytest.approx(rows[kept]["return_mean"], rel=1e-12)
     assert (both / "log.csv").read_text() == \

@@ -16,6 +16,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -75,7 +77,9 @@ def test_drawn_paths_are_the_mean_rollout_on_exact_successors():
     np.testing.assert_allclose(score.paths, score.paths[:1].repeat(5, 0), rtol=1e-7)
     assert score.sampled_mean == pytest.approx(score.episode_return_mean, rel=1e-7)
     assert score.sampled_se < 1e-7 * abs(score.sampled_mean)
-    assert "paths" not in score.to_dict() and score.to_dict()["sampled_mean"] == score.sampled_mean
+    again = type(score)(**json.loads(json.dumps(score.to_dict())))
+    np.testing.assert_array_equal(again.paths, score.paths)
+    assert again.sampled_mean == score.sampled_mean and again == score
 
 
 def test_the_sampled_rule_sees_an_unstable_loop_that_the_mean_rollout_hides():
@@ -94,6 +98,21 @@ def test_the_sampled_rule_sees_an_unstable_loop_that_the_mean_rollout_hides():
     assert best_score([unstable, stable], tie_break=False) == 0
     assert best_score([unstable, stable], rule="sampled") == 1
     assert best_score([stable, unstable], rule="sampled") == 0
+    # without the mean rollout the forecast and the lengths are the drawn paths'
+    alone = score_policy(judge, _gain(0.4), STARTS, STEPS, seed=0, particles=32,
+                         mean_rollout=False)
+    np.testing.assert_array_equal(alone.paths, unstable.paths)
+    assert alone.episode_return_mean == unstable.sampled_mean
+    returns, lengths = judge.sampled_returns(_gain(0.4), STARTS, STEPS, 32,
+                                             torch.Generator().manual_seed(0))
+    np.testing.assert_array_equal(returns, unstable.paths)
+    assert alone.episode_steps_mean == lengths.mean() and alone.episode_steps_min == lengths.min()
+    # every step earns 1 times the path's weight (the probability that it still goes on), and
+    # the length L is the first step after which the weight is below 1/2: the steps up to L
+    # earn at least 1/2 each and at most 1, the later ones less than 1/2
+    assert lengths.min() < STEPS and np.all((lengths >= 1) & (lengths <= STEPS))
+    assert np.all(returns >= 0.5 * lengths - 1e-9)
+    assert np.all(returns <= lengths + 0.5 * (STEPS - lengths) + 1e-9)
 
 
 def test_candidates_share_their_random_numbers():
@@ -115,6 +134,8 @@ def test_bad_sampled_settings():
         score_policy(judge, _gain(1.5), STARTS, STEPS, seed=0, particles=-1)
     with pytest.raises(ValueError, match="particles"):
         judge.sampled_returns(_gain(1.5), STARTS, STEPS, 0)
+    with pytest.raises(ValueError, match="drawn paths'"):
+        score_policy(judge, _gain(1.5), STARTS, STEPS, seed=0, mean_rollout=False)
     with pytest.raises(ValueError, match="steps"):
         judge.sampled_returns(_gain(1.5), STARTS, 0, 4)
     plain = score_policy(judge, _gain(1.5), STARTS, STEPS, seed=0)

@@ -311,7 +311,7 @@ class AnchoredBellman(LocalLinearBellman):
     @torch.no_grad()
     def sampled_returns(self, policy: nn.Module, initial_states: np.ndarray | torch.Tensor,
                         steps: int, particles: int, generator: torch.Generator | None = None
-                        ) -> np.ndarray:
+                        ) -> tuple[np.ndarray, np.ndarray]:
         """Undiscounted returns over ``steps`` of ``particles`` paths drawn through the model
         from each initial state: the model's distribution of the return, where
         :meth:`episode_returns` follows its mean.
@@ -324,11 +324,14 @@ class AnchoredBellman(LocalLinearBellman):
         ``eps_j cont(y_j) / c(x)``: the next state given that the episode goes on. A path's
         return is thus the expectation over where its episode ends, given the states it
         visits (lower variance than drawing the end). The mean over the paths estimates the
-        model's expected return; its spread shows how far the rollouts part.
+        model's expected return; its spread shows how far the rollouts part. A path's length is
+        its first step whose weight (the probability that its episode still goes on) falls below
+        1/2, as :meth:`episode_lengths` ends the mean rollout; ``steps`` where none does.
 
         Returns
         -------
-        ndarray of shape (particles, m)
+        returns : ndarray of shape (particles, m)
+        lengths : ndarray of shape (particles, m), int
         """
         steps, particles = int(steps), int(particles)
         if steps < 1:
@@ -339,9 +342,10 @@ class AnchoredBellman(LocalLinearBellman):
         m = len(z)
         s = z.repeat(particles, 1)                   # particle p of start i is row p m + i
         returns, weight = np.zeros(particles * m), np.ones(particles * m)
+        lengths = np.full(particles * m, steps)
         alive = np.arange(particles * m)
         never_ends = self._never_ends()
-        for _ in range(steps):
+        for t in range(1, steps + 1):
             if len(alive) == 0:
                 break
             rows, _, succ, reward = self._neighbour_successors(
@@ -353,6 +357,8 @@ class AnchoredBellman(LocalLinearBellman):
                 w = w * self.anchor_continuation(succ.reshape(-1, succ.shape[-1])).reshape(-1, k)
                 going = w.sum(1)
                 weight[alive] *= going.cpu().numpy()
+                ended = alive[(weight[alive] < 0.5) & (lengths[alive] == steps)]
+                lengths[ended] = t
                 keep = going > 0
                 alive, s, w, succ = alive[keep.cpu().numpy()], s[keep], w[keep], succ[keep]
                 if len(alive) == 0:
@@ -362,7 +368,7 @@ class AnchoredBellman(LocalLinearBellman):
             u = torch.rand(len(w), 1, generator=generator, dtype=cdf.dtype).to(cdf.device)
             pick = (cdf < u * cdf[:, -1:]).sum(1, keepdim=True).clamp_(max=w.shape[1] - 1)
             s = succ.gather(1, pick[..., None].expand(-1, -1, succ.shape[-1]))[:, 0]
-        return returns.reshape(particles, m)
+        return returns.reshape(particles, m), lengths.reshape(particles, m)
 
     def anchor_continuation(self, states: torch.Tensor) -> torch.Tensor:
         """Whether the episode goes on at ``states`` (k, d_s), interpolated from the data's next

@@ -394,7 +394,7 @@ class AutoNOPG:
             [float(r) for r in ctx.record(ctx.evaluate)(algo.policy)]
         score = choice.kept_score if choice is not None else \
             score_policy(self.judge(ctx), algo.policy, ctx.few_starts, ctx.horizon, self.seed,
-                         self.config.judge_particles)
+                         self.config.judge_particles, self.config.judge_rule == "mean")
         cand = Candidate(name, algo, rconfig, seconds, algo.J_hat(), algo.support_gap_, score,
                          choice, returns, ctx.log_path(f"log_{name}.csv"),
                          None if stop is None else stop.stopped_at)

@@ -53,8 +53,8 @@ class MethodConfig:
     snapshot_every: int | None = 100          # judged policy snapshots every N updates (None: off)
     snapshot_from: float = 0.5                # ... from this share of n_updates on
     budget: float | None = BUDGET             # CPU s after the plain fit / its (None: no limit)
-    judge_rule: str = "mean"                  # the judge compares mean rollouts | sampled paths
-    judge_particles: int = 0                  # paths drawn per initial state (sampled: >= 2)
+    judge_rule: str = "sampled"               # the judge compares drawn paths | mean rollouts
+    judge_particles: int = 8                  # paths drawn per initial state (sampled: >= 2)
     nopg: NOPGConfig = field(default_factory=NOPGConfig)
 
     KIND: ClassVar[str] = "method"            # the word unknown settings are named with

@@ -72,10 +72,10 @@ class JudgeScore:
     Attributes
     ----------
     episode_return_mean : float
-        The undiscounted return of the judge's mean rollout over ``steps`` (mean over the
-        initial states).
+        The judge's forecast: the undiscounted return of its mean rollout over ``steps`` (mean
+        over the initial states), or of its drawn paths where the mean rollout was not run.
     episode_steps_mean, episode_steps_min : float, int
-        The judge's episode lengths of the policy from the initial states (mean, shortest).
+        The judge's episode lengths of the policy (mean, shortest), of the same rollouts.
     steps : int
         The length they are counted up to.
     J_hat : float
@@ -86,7 +86,8 @@ class JudgeScore:
         With ``particles``: the drawn paths' mean return (mean over the initial states) and its
         Monte-Carlo standard error.
     paths : ndarray of shape (particles, m) or None
-        The drawn paths' returns (not serialised).
+        The drawn paths' returns (serialised as nested lists, so that a report's choice can be
+        replayed from its JSON).
     """
 
     episode_return_mean: float
@@ -99,9 +100,13 @@ class JudgeScore:
     sampled_se: float | None = None
     paths: np.ndarray | None = field(default=None, repr=False, compare=False)
 
+    def __post_init__(self) -> None:
+        if self.paths is not None:
+            object.__setattr__(self, "paths", np.asarray(self.paths, dtype=float))
+
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
-        del out["paths"]
+        out["paths"] = None if self.paths is None else self.paths.tolist()
         return out
 
 
@@ -124,22 +129,30 @@ def judge_model(data: TransitionDataset, bandwidths: Bandwidths, config: NOPGCon
 @torch.no_grad()
 def score_policy(judge: AnchoredBellman, policy: nn.Module,
                  initial_states: np.ndarray | torch.Tensor, steps: int, seed: int,
-                 particles: int = 0) -> JudgeScore:
+                 particles: int = 0, mean_rollout: bool = True) -> JudgeScore:
     """Score ``policy`` under ``judge`` from ``initial_states`` (m, d_s), episodes counted up
     to ``steps``; the judge's random draws (next states, NOPG-S actions) come from ``seed``.
     With ``particles`` > 0 also that many drawn paths from each initial state (seeded by
-    ``seed`` alone, so that candidates scored with one seed share their random numbers)."""
+    ``seed`` alone, so that candidates scored with one seed share their random numbers).
+    Without ``mean_rollout`` (``particles`` needed) the mean rollout is not run: the forecast
+    (``episode_return_mean``) and the episode lengths are the drawn paths'."""
     if isinstance(particles, bool) or not isinstance(particles, (int, np.integer)) or particles < 0:
         raise ValueError(f"The 'particles' parameter must be an int >= 0. Got {particles!r} instead.")
+    if not mean_rollout and not particles:
+        raise ValueError("without the mean rollout the forecast is the drawn paths': "
+                         "'particles' must be >= 1")
     z = as_states(initial_states, judge.data.state_dim, "initial_states")
     sol = judge.solution(policy, z, torch.Generator().manual_seed(int(seed)))
-    returns, lengths = judge.episode_returns(policy, z, int(steps),
-                                             torch.Generator().manual_seed(int(seed)))
     sampled_mean = sampled_se = paths = None
     if particles:
-        paths = judge.sampled_returns(policy, z, int(steps), int(particles),
-                                      torch.Generator().manual_seed(int(seed)))
+        paths, path_lengths = judge.sampled_returns(policy, z, int(steps), int(particles),
+                                                    torch.Generator().manual_seed(int(seed)))
         sampled_mean, sampled_se = float(paths.mean()), _mean_se(paths)
+    if mean_rollout:
+        returns, lengths = judge.episode_returns(policy, z, int(steps),
+                                                 torch.Generator().manual_seed(int(seed)))
+    else:
+        returns, lengths = paths, path_lengths
     return JudgeScore(float(np.mean(returns)), float(np.mean(lengths)), int(np.min(lengths)),
                       int(steps), float(sol.J), float(sol.support_gap), sampled_mean,
                       sampled_se, paths)

@@ -135,7 +135,8 @@ def choose_snapshot(judge: AnchoredBellman, algo: NOPG, snapshots: Sequence[Snap
     ``evaluate`` (a policy's true return) every candidate is also evaluated, for the record;
     the choice does not see it. With ``over_budget`` no candidate is scored once it returns true,
     the final policy excepted. ``particles`` and ``rule`` are :func:`score_policy`'s and
-    :func:`best_score`'s (drawn paths, and whether they decide)."""
+    :func:`best_score`'s (drawn paths, and whether they decide; with ``rule="sampled"`` the
+    mean rollout is not run)."""
     candidates = [Snapshot(algo.update_, policy_state(algo.policy))]
     candidates += [s for s in sorted(snapshots, key=lambda s: -s.update) if s.update != algo.update_]
     total = len(candidates)
@@ -145,7 +146,8 @@ def choose_snapshot(judge: AnchoredBellman, algo: NOPG, snapshots: Sequence[Snap
             candidates = candidates[:i]
             break
         algo.load_policy_state(snap.state)
-        scores.append(score_policy(judge, algo.policy, initial_states, steps, seed, particles))
+        scores.append(score_policy(judge, algo.policy, initial_states, steps, seed, particles,
+                                   mean_rollout=rule == "mean"))
         if evaluate is not None:
             returns.append(float(evaluate(algo.policy)))
     kept = candidates[best_score(scores, rtol, tie_break=False, rule=rule)]
