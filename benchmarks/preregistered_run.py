@@ -60,7 +60,7 @@ REGISTRATIONS: dict[int, dict] = {
                   (5, "reacher-random", "Reacher-v5"),
                   (7, "inverteddoublependulum-random", "InvertedDoublePendulum-v5")]},
     2: {"results": REPO / "records" / "preregistered2" / "results.jsonl",
-        "root": Path("/tmp/prereg2"), "frozen": "FROZEN2", "worktree": "/tmp/frozen2",
+        "root": Path("/tmp/prereg2"), "frozen": "a0dd5c3", "worktree": "/tmp/frozen2",
         "tasks": [(1, "pendulum-random-small", "Pendulum-v1"),
                   (2, "pendulum-swingup-noisy", "Pendulum-v1"),
                   (3, "invertedpendulum-pd-noisy", "InvertedPendulum-v5"),
