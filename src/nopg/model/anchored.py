@@ -141,10 +141,16 @@ class AnchoredBellman(LocalLinearBellman):
         them, the share the model's Bellman rows carry the value on."""
         rows, _, succ, reward = self._neighbour_successors(
             s, self.policy_actions(policy, s, generator))
-        going = (rows.values * self.anchor_continuation(succ)).sum(1) if continuation else None
+        going = self._going_weights(rows.values, succ).sum(1) if continuation else None
         # the mean of points on a circle lies inside it
         return (project_to_circles((rows.values[..., None] * succ).sum(1), self.circles),
                 (rows.values * reward).sum(1), going)
+
+    def _going_weights(self, weights: torch.Tensor, succ: torch.Tensor) -> torch.Tensor:
+        """Each entry's row weight (M, c) times the continuation at its moved successor
+        (M, c, d_s): the part of the weight that carries the episode on (a row's sum is the
+        probability that the step does not end it)."""
+        return weights * self.anchor_continuation(succ)
 
     def _never_ends(self) -> bool:
         """No datum ends its episode and no bound ends it: every continuation is a convex
@@ -346,15 +352,12 @@ class AnchoredBellman(LocalLinearBellman):
         alive = np.arange(particles * m)
         never_ends = self._never_ends()
         for t in range(1, steps + 1):
-            if len(alive) == 0:
-                break
             rows, _, succ, reward = self._neighbour_successors(
                 s, self.policy_actions(policy, s, generator))
             w = rows.values
             returns[alive] += weight[alive] * (w * reward).sum(1).cpu().numpy()
             if not never_ends:
-                k = succ.shape[1]
-                w = w * self.anchor_continuation(succ.reshape(-1, succ.shape[-1])).reshape(-1, k)
+                w = self._going_weights(w, succ)
                 going = w.sum(1)
                 weight[alive] *= going.cpu().numpy()
                 ended = alive[(weight[alive] < 0.5) & (lengths[alive] == steps)]
