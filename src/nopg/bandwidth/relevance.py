@@ -35,6 +35,7 @@ import torch
 from numpy.typing import ArrayLike
 
 from ..data.dataset import TransitionDataset
+from ..validation import fail, is_int
 from .knn import ACTION_EFFECT_MAX, knn_bandwidths
 from .rules import data_columns, seed_generator
 from .vectors import Bandwidths
@@ -121,9 +122,15 @@ def _kernel_weights(log_bandwidths: torch.Tensor, queries: torch.Tensor, support
 
 
 def _positive_int(name: str, value: object, least: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
-        raise ValueError(f"The '{name}' parameter must be an int >= {least}. Got {value!r} instead.")
+    if not is_int(value) or value < least:
+        fail(name, f"an int >= {least}", value)
     return int(value)
+
+
+def _one_step_arrays(data: TransitionDataset) -> tuple[np.ndarray, np.ndarray]:
+    """The regression's inputs ``(s, a)`` and targets ``(s' - s, r)`` of ``data``."""
+    return (np.hstack([data.states, data.actions]),
+            np.column_stack([data.next_states - data.states, data.rewards]))
 
 
 class _Objective:
@@ -282,8 +289,7 @@ def relevance_fit(data: TransitionDataset, start: Bandwidths | None = None, max_
     if not isinstance(start, Bandwidths):
         raise TypeError(f"start must be a Bandwidths or None. Got {type(start).__name__} instead.")
     start = Bandwidths(start.state, start.action).broadcast(data.state_dim, data.action_dim)
-    inputs = np.hstack([data.states, data.actions])
-    targets = np.column_stack([data.next_states - data.states, data.rewards])
+    inputs, targets = _one_step_arrays(data)
     h, info = fit_relevance(inputs, targets, np.concatenate([start.state, start.action]), max_samples,
                             support_samples, max_factor, max_iter, generator)
     d_s = data.state_dim
@@ -317,13 +323,8 @@ def one_step_prediction_error(support: TransitionDataset, queries: TransitionDat
     """
     bw = Bandwidths(bandwidths.state, bandwidths.action).broadcast(support.state_dim, support.action_dim)
     log_h = torch.from_numpy(np.log(np.concatenate([bw.state, bw.action])))
-
-    def arrays(data: TransitionDataset) -> tuple[np.ndarray, np.ndarray]:
-        return (np.hstack([data.states, data.actions]),
-                np.column_stack([data.next_states - data.states, data.rewards]))
-
-    x_s, y_s = arrays(support)
-    x_q, y_q = arrays(queries)
+    x_s, y_s = _one_step_arrays(support)
+    x_q, y_q = _one_step_arrays(queries)
     std = y_s.std(0, ddof=1)
     keep = std > 0
     mean = y_s[:, keep].mean(0)

@@ -49,6 +49,7 @@ from ..data.dataset import TransitionDataset
 from ..model.anchored import AnchoredBellman
 from ..model.bellman import as_states
 from ..train.config import NOPGConfig
+from ..validation import fail, is_int
 
 __all__ = ["FORECAST_RTOL", "SAMPLED_Z", "RULES", "JudgeScore", "anchored_config", "judge_model",
            "score_policy", "best_score"]
@@ -136,8 +137,8 @@ def score_policy(judge: AnchoredBellman, policy: nn.Module,
     ``seed`` alone, so that candidates scored with one seed share their random numbers).
     Without ``mean_rollout`` (``particles`` needed) the mean rollout is not run: the forecast
     (``episode_return_mean``) and the episode lengths are the drawn paths'."""
-    if isinstance(particles, bool) or not isinstance(particles, (int, np.integer)) or particles < 0:
-        raise ValueError(f"The 'particles' parameter must be an int >= 0. Got {particles!r} instead.")
+    if not is_int(particles) or particles < 0:
+        fail("particles", "an int >= 0", particles)
     if not mean_rollout and not particles:
         raise ValueError("without the mean rollout the forecast is the drawn paths': "
                          "'particles' must be >= 1")
@@ -197,7 +198,7 @@ def best_score(scores: Sequence[JudgeScore], rtol: float = FORECAST_RTOL,
 def _best_sampled(scores: Sequence[JudgeScore], z: float) -> int:
     """:func:`best_score` with ``rule="sampled"``."""
     if not (math.isfinite(z) and z >= 0):
-        raise ValueError(f"The 'z' parameter must be a finite number >= 0. Got {z!r} instead.")
+        fail("z", "a finite number >= 0", z)
     shapes = {None if s.paths is None else s.paths.shape for s in scores}
     if None in shapes or len(shapes) != 1:
         raise ValueError("rule='sampled' needs every score's drawn paths, of one shape "
