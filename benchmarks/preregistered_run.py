@@ -72,11 +72,14 @@ REGISTRATIONS: dict[int, dict] = {
 """Each registration's results file, data and run folders (under ``root``), frozen code and
 tasks."""
 
-REGISTRATION = 1
-RESULTS: Path = REGISTRATIONS[1]["results"]
-DATA, RUNS, WORK = Path("/tmp/prereg/data"), Path("/tmp/prereg/runs"), Path("/tmp/prereg/d3rlpy")
-FROZEN, WORKTREE = "371fb84", "/tmp/frozen"
-TASKS: list[tuple[int, str, str]] = REGISTRATIONS[1]["tasks"]
+REGISTRATION: int
+RESULTS: Path
+DATA: Path
+RUNS: Path
+WORK: Path
+FROZEN: str
+WORKTREE: str
+TASKS: list[tuple[int, str, str]]
 
 
 def use_registration(number: int) -> None:
@@ -86,6 +89,9 @@ def use_registration(number: int) -> None:
     REGISTRATION, RESULTS, TASKS = number, reg["results"], reg["tasks"]
     DATA, RUNS, WORK = reg["root"] / "data", reg["root"] / "runs", reg["root"] / "d3rlpy"
     FROZEN, WORKTREE = reg["frozen"], reg["worktree"]
+
+
+use_registration(1)           # the first list unless ``--registration`` says otherwise
 
 SEEDS = (0, 1, 2, 3, 4)
 BASELINES = ("BC", "TD3+BC", "IQL")
