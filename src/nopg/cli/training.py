@@ -51,11 +51,11 @@ def add_training_args(parser: argparse.ArgumentParser, seeds: str) -> None:
                              "keep the policy one anchored model of the data rates best; auto (the "
                              "default): given and stabilise where the data's episodes end in "
                              "failures (terminals that earn less than the steps that go on "
-                             "keep earning), up to 5000 transitions; "
-                             "where no transition is terminal (up to 2000 transitions), given, "
-                             "then anchored where the judge forecasts that given's policy gains "
-                             "nothing along its episodes; else given. The judge and the "
-                             "anchored recipes use at most 16 initial states (a spread)")
+                             "keep earning); where no transition is terminal, given, then "
+                             "anchored where the judge forecasts that given's policy gains "
+                             "nothing along its episodes; else given. What follows the first "
+                             "fit spends at most `budget` (30) times its CPU time. The judge "
+                             "and the anchored recipes use at most 16 initial states (a spread)")
     parser.add_argument("--seeds", type=int, nargs="+", help=f"seeds (default {seeds})")
     parser.add_argument("--n-updates", type=int, help="policy updates per seed")
     parser.add_argument("--bandwidth", choices=METHODS, help="bandwidth rule (default auto)")
