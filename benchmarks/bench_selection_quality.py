@@ -12,7 +12,12 @@ scored policies (fit, update, forecast, true return, kept), the Spearman correla
 forecast with the return within the seed, and the regret@1 of the choice (the best scored
 return less the kept one's). The summary per data set gives the Spearman correlation pooled
 over the seeds' scored policies, its median within a seed, and the regret@1's mean and largest:
-the selection-quality figures of the issue "One NOPG".
+the selection-quality figures of the issue "One NOPG". Each row also gives the method's cost in
+the same run: ``plain_fit_cpu_s``, the CPU seconds of the first fit's updates (one plain fit of
+the data, ``FitReport.plain_fit_s``), ``method_cpu_s``, that plus everything after it that the
+budget charges (``FitReport.budget_spent_s``: snapshot choices, later fits; the record-only
+evaluations are not charged), and their ratio ``cost_ratio``; the summary gives its median over
+the seeds and the longest ``method_cpu_s``.
 
 By default the method runs as ``nopg fit`` runs it: the judge compares drawn paths
 (``MethodConfig.judge_rule="sampled"``). ``--rule mean --particles P`` runs the mean-rollout
@@ -59,7 +64,11 @@ def run_one(name: str, seed: int) -> dict:
     rows = report.scored()
     extra = replay(report, rows) if method.config.judge_rule == "mean" \
         and method.config.judge_particles else {}
+    plain = report.plain_fit_s
+    method_cpu = None if plain is None else plain + (report.budget_spent_s or 0.0)
     return {**extra, "settings": dict(SETTINGS), "data": name, "seed": seed, "n": len(data),
+            "plain_fit_cpu_s": plain, "method_cpu_s": method_cpu,
+            "cost_ratio": None if not plain else method_cpu / plain,
             "initial_states": len(s0),
             "wall_s": time.perf_counter() - start, "cpu_s": time.process_time() - cpu,
             "kept": report.kept.name, "fits": [c.name for c in report.candidates],
@@ -92,6 +101,11 @@ def replay(report, rows: list[dict]) -> dict:
                                                  [r["return"] for r in rows])}
 
 
+def _median(values: list) -> float | None:
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if known else None
+
+
 def summary(rows: list[dict]) -> list[dict]:
     """Per data set: policies scored, Spearman pooled and median within a seed, regret@1."""
     out = []
@@ -106,6 +120,9 @@ def summary(rows: list[dict]) -> list[dict]:
                     "spearman_within_median": statistics.median(within) if within else None,
                     "regret_at_1_mean": float(np.mean(regrets)),
                     "regret_at_1_max": float(np.max(regrets)),
+                    "cost_ratio_median": _median([r.get("cost_ratio") for r in mine]),
+                    "method_cpu_s_max": max((r["method_cpu_s"] for r in mine
+                                             if r.get("method_cpu_s") is not None), default=None),
                     "kept_return_mean": float(np.mean([r["kept_return"] for r in mine]))})
     return out
 
