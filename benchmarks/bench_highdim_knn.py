@@ -1,6 +1,7 @@
-"""NOPG updates on high-dimensional pairs: the exact k-NN path against the graph search (issue 61).
+"""NOPG updates on high-dimensional pairs: the exact k-NN path against the graph search or state pools.
 
     OMP_NUM_THREADS=1 python benchmarks/bench_highdim_knn.py --data hopper --n 100000 --updates 20
+    OMP_NUM_THREADS=1 python benchmarks/bench_highdim_knn.py --path pool --updates 100 --exact-updates 10
     OMP_NUM_THREADS=1 python benchmarks/bench_highdim_knn.py --data walker --n 100000 --updates 20 \
         --exact-updates 3
     ... --graph beam=16 pool=48 restart_every=50      # GraphSearch settings of the graph path
@@ -11,15 +12,17 @@ state, 6-D action, 23-D pairs), with the ``auto`` bandwidths. Both fits use the 
 ``bench_scale.py`` (``top_k = 10``, a deterministic MLP with one hidden layer of 50, Adam 1e-2,
 kernel-mean next states, BiCGSTAB with ``solver_tol="auto"``, seed 0) and differ only in
 ``neighbors``: ``knn`` (the exact k-NN query of every row at every update: what ``auto`` runs at
-this size once the candidates lose their certificates) and ``graph`` (:mod:`nopg.model.graph_search`).
+this size once the candidates lose their certificates) and ``--path``: ``graph``
+(:mod:`nopg.model.graph_search`, approximate) or ``pool`` (:mod:`nopg.model.state_pools`, exact;
+``--pool`` states per pool, default 256; the pairs it answered by exact queries are counted).
 
 Reported per path: ``setup`` seconds, the first update, the mean over all updates (the first
-included: it builds the graph and the warm pools), the mean of the others, and the seconds of
-each spent in the top-k selection. For the graph path, after its last update and at its policy:
-recall@top_k of the rows of ``P`` against the exact query of the same pairs, and ``J_hat`` and the
-policy gradient of its model against a fresh exact (``knn``) model at the same policy (relative
-``J_hat`` error, gradient cosine, norm ratio: what ``nopg tune-k`` reports for ``top_k``). Times
-are wall-clock; compare the ratios (graph / exact, same run).
+included: it builds the graph and the warm pools, or the state pools), the mean of the others, and
+the seconds of each spent in the top-k selection. For the second path, after its last update and
+at its policy: (graph) recall@top_k of the rows of ``P`` against the exact query of the same
+pairs, and ``J_hat`` and the policy gradient of its model against a fresh exact (``knn``) model at
+the same policy (relative ``J_hat`` error, gradient cosine, norm ratio: what ``nopg tune-k``
+reports for ``top_k``). Times are wall-clock; compare the ratios (second path / exact, same run).
 """
 
 from __future__ import annotations
@@ -69,7 +72,7 @@ def make_data(kind: str, n: int) -> TransitionDataset:
 
 
 def fit(data: TransitionDataset, neighbors: str, updates: int, lr: float, k: int,
-        graph_options: dict | None = None) -> tuple[dict, NOPG]:
+        graph_options: dict | None = None, pool: int | None = None) -> tuple[dict, NOPG]:
     """``setup``, then ``updates`` timed updates of NOPG with ``neighbors`` (``graph_options``:
     settings of :class:`nopg.model.graph_search.GraphSearch` other than the model's)."""
     bw = select_bandwidths(data, "auto")
@@ -79,7 +82,8 @@ def fit(data: TransitionDataset, neighbors: str, updates: int, lr: float, k: int
     algo = NOPG(policy,
                 NOPGConfig(optimizer=GradientAscent(learning_rate=lr),
                            model=ModelConfig(top_k=k, neighbors=neighbors, n_mc_next=None,
-                                             solver="bicgstab")))
+                                             solver="bicgstab",
+                                             n_candidates=pool if neighbors == "pool" else None)))
     _, setup_watch = timed(algo.setup, data, bw, data.states[:1])
     setup = setup_watch.wall_s
     if graph_options:
@@ -90,7 +94,8 @@ def fit(data: TransitionDataset, neighbors: str, updates: int, lr: float, k: int
         sel._graph_search = GraphSearch(sel.states, sel.actions, index=sel.joint_index(), **options)
     select_log: list[float] = []
     time_calls(algo.model_.selector, "select", select_log)
-    times, select, J = [], [], []
+    times, select, J, uncertified = [], [], [], []
+    pools = algo.model_.selector.state_pools
     for i in range(updates):
         select_log.clear()
         with Stopwatch() as watch:
@@ -98,6 +103,9 @@ def fit(data: TransitionDataset, neighbors: str, updates: int, lr: float, k: int
         times.append(watch.wall_s)
         select.append(sum(select_log))
         J.append(m["J_hat"])
+        if pools is not None:
+            uncertified.append(pools.uncertified)
+            pools.uncertified = 0
         print(f"{neighbors} update {i + 1}: {times[-1]:.2f} s (select {select[-1]:.2f} s), "
               f"J_hat {m['J_hat']:.5f}", file=sys.stderr, flush=True)
     rest = times[1:] or times
@@ -105,24 +113,24 @@ def fit(data: TransitionDataset, neighbors: str, updates: int, lr: float, k: int
             "mean_s": float(np.mean(times)), "mean_after_first_s": float(np.mean(rest)),
             "select_mean_s": float(np.mean(select)),
             "select_after_first_s": float(np.mean(select[1:] or select)),
-            "J_hat": J}, algo
+            "J_hat": J, "uncertified_pairs": uncertified}, algo
 
 
 def accuracy(algo: NOPG, data: TransitionDataset, k: int) -> dict:
-    """Recall of the graph model's rows of ``P`` and its ``J_hat`` and gradient against a fresh
+    """Recall of the second path's rows of ``P`` and its ``J_hat`` and gradient against a fresh
     exact model at the same policy."""
     model = algo.model_
     sel = model.selector
     found: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
-    inner = sel._graph_select
+    inner = sel.select
 
-    def record(states, actions, sets):
+    def record(states, actions, sets=None):
         idx = inner(states, actions, sets)
-        if states.shape[0] == model.n:
+        if sets is not None and states.shape[0] == model.n:
             found.append((states, actions, idx))
         return idx
 
-    sel._graph_select = record
+    sel.select = record
 
     def estimate(m: NonparametricBellman) -> tuple[float, np.ndarray]:
         sol = m.solution(algo.policy, algo.initial_states_, torch.Generator().manual_seed(0))
@@ -130,7 +138,7 @@ def accuracy(algo: NOPG, data: TransitionDataset, k: int) -> dict:
         return sol.J, torch.cat([g.reshape(-1) for g in grads]).double().cpu().numpy()
 
     J_g, g_g = estimate(model)
-    sel._graph_select = inner
+    sel.select = inner
     out: dict = {}
     if found:
         states, actions, idx = found[-1]                             # (n, d_s), (n, 1, d_a), (n, 1, k)
@@ -163,6 +171,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="updates of the exact path (default: --updates)")
     p.add_argument("--k", type=int, default=10)
     p.add_argument("--lr", type=float, default=1e-2)
+    p.add_argument("--path", default="graph", choices=["graph", "pool"],
+                   help="the path compared with the exact one")
+    p.add_argument("--pool", type=int, default=None, help="states per pool (--path pool)")
     p.add_argument("--graph", nargs="*", default=[], metavar="NAME=INT",
                    help="GraphSearch settings of the graph path, e.g. beam=16 restart_every=50")
     add_out_arg(p, "--json", help="also write the results (one JSON document) to this file")
@@ -174,10 +185,11 @@ def main(argv: list[str] | None = None) -> int:
                  "data_s": data_watch.wall_s, "threads": torch.get_num_threads()}
     exact_updates = args.exact_updates or args.updates
     out["exact"], _ = fit(data, "knn", exact_updates, args.lr, args.k)
-    out["graph_options"] = graph_options
-    out["graph"], algo = fit(data, "graph", args.updates, args.lr, args.k, graph_options)
+    out["graph_options"], out["pool"] = graph_options, args.pool
+    out[args.path], algo = fit(data, args.path, args.updates, args.lr, args.k,
+                               graph_options if args.path == "graph" else None, args.pool)
     out["accuracy"] = accuracy(algo, data, args.k)
-    e, g = out["exact"], out["graph"]
+    e, g = out["exact"], out[args.path]
     out["ratio_mean"] = g["mean_s"] / e["mean_s"]
     out["ratio_after_first"] = g["mean_after_first_s"] / e["mean_after_first_s"]
     out["ratio_select_after_first"] = g["select_after_first_s"] / e["select_after_first_s"]

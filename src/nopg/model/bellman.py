@@ -70,6 +70,7 @@ from .queries import BellmanQueries
 from .responsibilities import KernelRows, QueryStates
 from .row_matrices import Rows
 from .solution import BellmanSolution, as_states, pessimistic_value
+from .state_pools import DEFAULT_POOL
 
 __all__ = ["NonparametricBellman", "BellmanSolution", "ModelConfig", "KEYWORD_DEFAULTS", "keyword_config",
            "as_states", "pessimistic_value", "candidate_action_scale", "default_candidates",
@@ -181,7 +182,8 @@ class NonparametricBellman(BellmanQueries):
         self.dense_max_n = resolved.dense_max_n
         self.neighbors = neighbors
         self.switch_share = resolve_switch_share(config.neighbors, neighbors, n)
-        self.n_candidates = min(config.n_candidates or default_candidates(self.top_k or 1), n)
+        default = DEFAULT_POOL if self.neighbors == "pool" else default_candidates(self.top_k or 1)
+        self.n_candidates = min(config.n_candidates or default, n)
         self.refine = config.refine
         self.neighbor_backend = config.neighbor_backend
         self.preconditioner = resolve_preconditioner(config.preconditioner, self.device.type, n,
@@ -208,7 +210,8 @@ class NonparametricBellman(BellmanQueries):
         self.selector = TopKSelector(self.states_scaled, self.actions_scaled, self.top_k,
                                      self.n_candidates, self.refine, self.neighbor_backend,
                                      self.switch_share, KNN_PROBE_EVERY,
-                                     graph=self.neighbors == "graph")
+                                     graph=self.neighbors == "graph",
+                                     pool=self.n_candidates if self.neighbors == "pool" else None)
         absorb = self.unsupported == "absorb"
         self.kernel_rows = KernelRows(self.selector, self.neighbors, self.support_radius, absorb,
                                       attach_thinness=self.unsupported == "penalty")

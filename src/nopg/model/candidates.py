@@ -20,7 +20,9 @@ With ``n_candidates`` above ``4 top_k`` the candidates are found with the action
 the policy moves, and :meth:`TopKSelector.certified` gives the bound that still holds.
 ``refine=False`` skips the certificate (candidates from the first update only): an approximation.
 With ``graph=True`` (``neighbors="graph"``) the cached batches are answered instead by the
-warm-started graph search of :mod:`nopg.model.graph_search` (approximate, for high-dimensional pairs).
+warm-started graph search of :mod:`nopg.model.graph_search` (approximate, for high-dimensional pairs),
+and with ``pool`` set (``neighbors="pool"``) by certified pools of nearest data states,
+:mod:`nopg.model.state_pools` (exact, for high-dimensional pairs).
 
 Where the policy moves far in bandwidth units at every update (narrow action kernels on large
 data), most rows leave their certificate and the candidates cost a re-centring query per row on
@@ -46,6 +48,7 @@ import torch
 from .graph_search import DEFAULT_BEAM, DEFAULT_POOL, GraphSearch, WarmStart
 from .kernels import gather_rows, gathered_squared_distances, squared_norm
 from .neighbors import NeighborIndex
+from .state_pools import StatePools
 
 _BLOCK = 1 << 22               # elements per block of candidate scores (bounds peak memory)
 _MAX_RUN = 16                  # longest k-NN run of switch_share, in probe_every
@@ -156,12 +159,16 @@ class TopKSelector:
     graph : bool
         Answer cached batches by the warm-started graph search of :mod:`nopg.model.graph_search`
         (``neighbors="graph"``: approximate) instead of the candidates.
+    pool : int or None
+        Answer cached batches from pools of this many nearest data states, certified for any
+        action (:mod:`nopg.model.state_pools`, ``neighbors="pool"``: exact) instead of the
+        candidates; raised to ``top_k``. ``None``: off.
     """
 
     def __init__(self, states: torch.Tensor, actions: torch.Tensor, top_k: int | None,
                  n_candidates: int, refine: bool = True, backend: str = "auto",
                  switch_share: float | None = None, probe_every: int = 10,
-                 graph: bool = False) -> None:
+                 graph: bool = False, pool: int | None = None) -> None:
         self.states, self.actions = states, actions
         self.top_k, self.n_candidates = top_k, int(n_candidates)
         self.refine, self.backend = bool(refine), backend
@@ -184,6 +191,9 @@ class TopKSelector:
         self._graph_search: GraphSearch | None = None
         self.graph_expanded_rows = 0
         """``graph``: query-rounds of graph expansion since the counter was last reset."""
+        self.pool = None if pool is None else max(int(pool), top_k or 1)
+        self.state_pools: StatePools | None = None if pool is None else StatePools(states, backend)
+        """``pool``: the pools' state index and their count of uncertified pairs."""
 
     @property
     def n(self) -> int:
@@ -240,6 +250,22 @@ class TopKSelector:
         idx = search.search(sets.warm, points, flat, top_k)
         self.graph_expanded_rows += sets.warm.expanded_rows
         return idx.reshape(M, G, top_k)
+
+    def _pool_select(self, actions: torch.Tensor, sets: CandidateSets) -> torch.Tensor:
+        """``pool``: the top-k of every pair from its batch's pools of nearest data states (made
+        at the batch's first selection), re-ranked at ``actions``; pairs whose ``top_k``-th pool
+        entry lies beyond the nearest state left out get an exact k-NN query (exact)."""
+        assert self.state_pools is not None and self.pool is not None
+        top_k = self._top_k()
+        if sets.index is None:
+            sets.index, sets.sq_state, sets.radius = self.state_pools.start(sets.states, self.pool)
+        assert sets.radius is not None
+        idx, kth = self.rerank(sets, None, actions)
+        r_bad, g_bad = torch.nonzero(kth > (sets.radius * sets.radius)[:, None], as_tuple=True)
+        if r_bad.numel():
+            self.state_pools.uncertified += int(r_bad.numel())
+            _, idx[r_bad, g_bad] = self.exact_knn(sets.states[r_bad], actions[r_bad, g_bad], top_k)
+        return idx
 
     def exact_knn(self, states: torch.Tensor, actions: torch.Tensor, k: int
                   ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -365,6 +391,8 @@ class TopKSelector:
         top_k = self._top_k()
         if sets is not None and self.graph:
             return self._graph_select(states, actions, sets)
+        if sets is not None and self.state_pools is not None:
+            return self._pool_select(actions, sets)
         if sets is not None and sets.knn_left > 0:     # switch_share: k-NN for this selection
             sets.knn_left -= 1
             self.knn_selections += 1

@@ -39,7 +39,7 @@ from .defaults import (
 )
 from .neighbors import BACKENDS
 
-NEIGHBOR_MODES = ("auto", "dense", "candidates", "knn", "graph")
+NEIGHBOR_MODES = ("auto", "dense", "candidates", "knn", "graph", "pool")
 SOLVERS = ("auto", "dense", "bicgstab")
 PRECONDITIONERS = ("auto", "ilu", "aggregation", "none")
 UNSUPPORTED = ("extrapolate", "absorb", "penalty")
@@ -75,15 +75,19 @@ class ModelConfig(TorchPlacement):
         (``successors`` other than ``"kernel"``).
     sparse_min_n : int
         Number of samples from which ``top_k="auto"`` keeps 10 entries per row.
-    neighbors : {"auto", "dense", "candidates", "knn", "graph"}
+    neighbors : {"auto", "dense", "candidates", "knn", "graph", "pool"}
         How the top-k entries are found (:mod:`nopg.model.responsibilities`); ``auto`` is ``dense``
         without ``top_k`` and ``candidates`` with it, switching (from 50 000 samples on) to
         ``knn`` for a few updates whenever the policy moved so far that most rows had to be
         re-centred (:func:`nopg.model.defaults.resolve_neighbors`). ``graph`` (never chosen by
         ``auto``) finds the rows of ``P`` and ``eps0`` by a warm-started graph search
-        (:mod:`nopg.model.graph_search`): approximate, for high-dimensional pairs.
+        (:mod:`nopg.model.graph_search`): approximate, for high-dimensional pairs. ``pool``
+        (never chosen by ``auto``) answers them from fixed pools of nearest data states, certified
+        for any action, with an exact query where a pool cannot certify a pair
+        (:mod:`nopg.model.state_pools`): exact, for high-dimensional pairs.
     n_candidates : int or None
-        Candidate neighbours kept per query (``None``: ``max(4 top_k, 32)``).
+        Candidate neighbours kept per query (``None``: ``max(4 top_k, 32)``); with
+        ``neighbors="pool"`` the pool size (``None``: 256).
     refine : bool
         Re-centre the rows the candidates cannot certify (exact top-k). ``False`` approximates.
     neighbor_backend : {"auto", "kdtree", "torch"}
@@ -346,7 +350,7 @@ def _check_sparsity(v: Mapping[str, Any], owner: str | None) -> None:
     if not check_auto_count(v["top_k"]):
         fail("top_k", "a positive int, 'auto' or None", v["top_k"], owner)
     check_choice("neighbors", v["neighbors"], NEIGHBOR_MODES, owner)
-    if v["top_k"] is None and v["neighbors"] in ("candidates", "knn", "graph"):
+    if v["top_k"] is None and v["neighbors"] in ("candidates", "knn", "graph", "pool"):
         fail("neighbors", f"'auto' or 'dense' when top_k is None (neighbors={v['neighbors']!r} "
              "needs top_k, the entries kept per row)", v["neighbors"], owner)
     check_positive_int("n_candidates", v["n_candidates"], owner, allow_none=True)

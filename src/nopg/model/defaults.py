@@ -23,7 +23,7 @@ AUTO_TOP_K = 10                # entries kept per row of P when top_k="auto" goe
 SPARSE_MIN_N = 400             # top_k="auto": dense P below this many samples, sparse from it on
 DENSE_P_SOLVE_MAX_N = 5000     # solver="auto", dense_max_n=None: dense LU up to here (dense P)
 SPARSE_P_SOLVE_MAX_N = 350     # the same for a sparse P (top_k set)
-SPARSE_NEIGHBORS = ("candidates", "knn", "graph")   # neighbour modes that only exist with top_k
+SPARSE_NEIGHBORS = ("candidates", "knn", "graph", "pool")   # neighbour modes that only exist with top_k
 RECENTRE_SWITCH_SHARE = 0.3    # neighbors="auto": k-NN for a while after re-centring more rows than this
 RECENTRE_SWITCH_MIN_N = 50_000 # ...from this many samples on (below, re-centring costs less than k-NN runs)
 KNN_PROBE_EVERY = 10           # ...selections per such k-NN run (the probe of the candidates included)

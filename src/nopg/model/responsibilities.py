@@ -66,7 +66,7 @@ class KernelRows:
     ----------
     selector : TopKSelector
         The scaled data points, ``top_k`` and the top-k search of the sparse modes.
-    neighbors : {"dense", "candidates", "knn", "graph"}
+    neighbors : {"dense", "candidates", "knn", "graph", "pool"}
         The (resolved) neighbour mode (``graph``: cached queries by the warm-started graph
         search of :mod:`nopg.model.graph_search`, one-off queries by exact k-NN).
     support_radius : float
@@ -99,7 +99,8 @@ class KernelRows:
         if self.neighbors == "dense":
             return QueryStates(scaled, fixed=policy_free_log_weights(
                 scaled, self.selector.states, self.action_sq))
-        sets = (CandidateSets(scaled) if cache and self.neighbors in ("candidates", "graph")
+        sets = (CandidateSets(scaled)
+                if cache and self.neighbors in ("candidates", "graph", "pool")
                 else None)
         return QueryStates(scaled, candidates=sets)
 

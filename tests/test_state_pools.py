@@ -1,0 +1,106 @@
+"""Pools of nearest data states (``neighbors="pool"``, :mod:`nopg.model.state_pools`): the pools
+against brute force, the certificate, and the model's rows, ``J_hat`` and gradient against the
+exact k-NN path as the policy moves, deterministic and stochastic, with pools small enough that
+the exact fall-back runs (float64, small problems, fixed seeds)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from conftest import perturbed
+
+import nopg
+from nopg.model.bellman import NonparametricBellman
+from nopg.model.state_pools import StatePools
+
+
+def _data(n: int = 300, d_s: int = 5, d_a: int = 2, seed: int = 3) -> nopg.TransitionDataset:
+    rng = np.random.default_rng(seed)
+    s = rng.uniform(-1, 1, (n, d_s))
+    a = rng.uniform(-1, 1, (n, d_a))
+    s2 = s + 0.1 * np.resize(a, s.shape) + 0.05 * rng.normal(size=(n, d_s))
+    return nopg.TransitionDataset(s, a, -(s ** 2).sum(1), s2, np.zeros(n, bool))
+
+
+def test_pools_are_the_nearest_states_with_the_next_distance() -> None:
+    g = torch.Generator().manual_seed(0)
+    states = torch.randn(200, 4, dtype=torch.float64, generator=g)
+    queries = torch.randn(30, 4, dtype=torch.float64, generator=g)
+    idx, sq, radius = StatePools(states).start(queries, 12)
+    d2 = torch.cdist(queries, states) ** 2
+    order = torch.sort(d2, dim=1).values
+    assert idx.shape == sq.shape == (30, 12)
+    assert np.array_equal(np.sort(idx.numpy(), 1),
+                          np.sort(torch.topk(d2, 12, largest=False).indices.numpy(), 1))
+    assert torch.allclose(sq, d2.gather(1, idx), rtol=0, atol=1e-12)
+    assert torch.allclose(radius ** 2, order[:, 12], rtol=0, atol=1e-12)
+    # a pool of every point leaves nothing out
+    idx, sq, radius = StatePools(states).start(queries, 500)
+    assert idx.shape == (30, 200) and bool(torch.isinf(radius).all())
+    assert torch.allclose(sq, d2, rtol=0, atol=1e-12)
+    with pytest.raises(ValueError, match="pool"):
+        StatePools(states).start(queries, 0)
+
+
+def _models(data, pool: int, **kw) -> dict[str, NonparametricBellman]:
+    bw = nopg.Bandwidths([0.4] * data.state_dim, [0.3] * data.action_dim)
+    return {nb: NonparametricBellman(data, bw, 0.95, top_k=6, neighbors=nb, n_mc_next=None,
+                                     solver="dense", n_candidates=pool if nb == "pool" else None,
+                                     **kw)
+            for nb in ("knn", "pool")}
+
+
+@pytest.mark.parametrize("pool", [8, 40, 400])
+def test_rows_equal_the_exact_path_as_the_policy_moves(pool: int) -> None:
+    data = _data()
+    models = _models(data, pool)
+    torch.manual_seed(1)
+    policy = nopg.DeterministicMLPPolicy(5, 2, action_max=1.0, hidden=(8,)).double()
+    s0 = data.states[:4]
+    for step in range(4):             # one set of pools, made at the first selection, reused
+        moved = perturbed(policy, 0.3 * step, seed=step)
+        P = {nb: m.transition_matrix(moved).to_dense() for nb, m in models.items()}
+        assert torch.allclose(P["knn"], P["pool"], rtol=0, atol=1e-14)
+        J = {nb: m.solution(moved, s0).J for nb, m in models.items()}
+        assert abs(J["pool"] - J["knn"]) <= 1e-12 * abs(J["knn"])
+    uncertified = models["pool"].selector.state_pools.uncertified
+    if pool == 8:                     # pools too small for some pairs: the exact fall-back ran
+        assert uncertified > 0
+    if pool == 400:                   # every data point pooled: nothing to certify
+        assert uncertified == 0
+
+
+def test_gradient_and_stochastic_rows_equal_the_exact_path() -> None:
+    data = _data(d_s=4, d_a=1)
+    models = _models(data, 20, stochastic=True, n_mc_policy=5)
+    torch.manual_seed(2)
+    policy = nopg.GaussianMLPPolicy(4, 1, action_max=1.0, hidden=(8,)).double()
+    s0 = data.states[:3]
+    grads = {}
+    for nb, m in models.items():
+        sol = m.solution(policy, s0, torch.Generator().manual_seed(0))
+        g = torch.autograd.grad(sol.surrogate(), list(policy.parameters()))
+        grads[nb] = torch.cat([x.reshape(-1) for x in g])
+    assert torch.allclose(grads["pool"], grads["knn"], rtol=1e-10, atol=1e-12)
+
+
+def test_a_fit_with_pools_follows_the_exact_fit() -> None:
+    data = _data()
+    bw = nopg.Bandwidths([0.4] * 5, [0.3] * 2)
+    J = {}
+    for nb in ("knn", "pool"):
+        torch.manual_seed(0)
+        policy = nopg.DeterministicMLPPolicy(5, 2, action_max=1.0, hidden=(8,)).double()
+        config = nopg.NOPGConfig(gamma=0.95, model=nopg.ModelConfig(
+            top_k=6, neighbors=nb, n_candidates=16 if nb == "pool" else None, n_mc_next=None))
+        algo = nopg.NOPG(policy, config).fit(data, bw, data.states[:4], n_updates=15,
+                                             progress=False)
+        J[nb] = [h["J_hat"] for h in algo.history_]
+    assert np.allclose(J["pool"], J["knn"], rtol=1e-9, atol=0)
+
+
+def test_pool_mode_needs_top_k() -> None:
+    with pytest.raises(ValueError, match="neighbors"):
+        nopg.NOPGConfig(model=nopg.ModelConfig(top_k=None, neighbors="pool"))
+    assert nopg.NOPGConfig(model=nopg.ModelConfig(neighbors="pool")).model.neighbors == "pool"
