@@ -14,7 +14,8 @@ kernel-mean next states, BiCGSTAB with ``solver_tol="auto"``, seed 0) and differ
 ``neighbors``: ``knn`` (the exact k-NN query of every row at every update: what ``auto`` runs at
 this size once the candidates lose their certificates) and ``--path``: ``graph``
 (:mod:`nopg.model.graph_search`, approximate) or ``pool`` (:mod:`nopg.model.state_pools`, exact;
-``--pool`` states per pool, default 256; the pairs it answered by exact queries are counted).
+``--pool`` states in a first-tier pool, default 64; the rows it moved up a tier and the pairs it
+answered by exact queries are counted per update).
 
 Reported per path: ``setup`` seconds, the first update, the mean over all updates (the first
 included: it builds the graph and the warm pools, or the state pools), the mean of the others, and
@@ -94,7 +95,7 @@ def fit(data: TransitionDataset, neighbors: str, updates: int, lr: float, k: int
         sel._graph_search = GraphSearch(sel.states, sel.actions, index=sel.joint_index(), **options)
     select_log: list[float] = []
     time_calls(algo.model_.selector, "select", select_log)
-    times, select, J, uncertified = [], [], [], []
+    times, select, J, uncertified, promoted = [], [], [], [], []
     pools = algo.model_.selector.state_pools
     for i in range(updates):
         select_log.clear()
@@ -105,7 +106,8 @@ def fit(data: TransitionDataset, neighbors: str, updates: int, lr: float, k: int
         J.append(m["J_hat"])
         if pools is not None:
             uncertified.append(pools.uncertified)
-            pools.uncertified = 0
+            promoted.append(pools.promoted)
+            pools.uncertified = pools.promoted = 0
         print(f"{neighbors} update {i + 1}: {times[-1]:.2f} s (select {select[-1]:.2f} s), "
               f"J_hat {m['J_hat']:.5f}", file=sys.stderr, flush=True)
     rest = times[1:] or times
@@ -113,7 +115,7 @@ def fit(data: TransitionDataset, neighbors: str, updates: int, lr: float, k: int
             "mean_s": float(np.mean(times)), "mean_after_first_s": float(np.mean(rest)),
             "select_mean_s": float(np.mean(select)),
             "select_after_first_s": float(np.mean(select[1:] or select)),
-            "J_hat": J, "uncertified_pairs": uncertified}, algo
+            "J_hat": J, "uncertified_pairs": uncertified, "promoted_rows": promoted}, algo
 
 
 def accuracy(algo: NOPG, data: TransitionDataset, k: int) -> dict:

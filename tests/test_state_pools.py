@@ -11,6 +11,7 @@ import torch
 from conftest import perturbed
 
 import nopg
+from nopg.model import state_pools
 from nopg.model.bellman import NonparametricBellman
 from nopg.model.state_pools import StatePools
 
@@ -51,8 +52,10 @@ def _models(data, pool: int, **kw) -> dict[str, NonparametricBellman]:
             for nb in ("knn", "pool")}
 
 
-@pytest.mark.parametrize("pool", [8, 40, 400])
-def test_rows_equal_the_exact_path_as_the_policy_moves(pool: int) -> None:
+@pytest.mark.parametrize(("pool", "max_pool"), [(8, 4096), (8, 32), (40, 4096), (400, 4096)])
+def test_rows_equal_the_exact_path_as_the_policy_moves(pool: int, max_pool: int,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(state_pools, "MAX_POOL", max_pool)
     data = _data()
     models = _models(data, pool)
     torch.manual_seed(1)
@@ -64,11 +67,17 @@ def test_rows_equal_the_exact_path_as_the_policy_moves(pool: int) -> None:
         assert torch.allclose(P["knn"], P["pool"], rtol=0, atol=1e-14)
         J = {nb: m.solution(moved, s0).J for nb, m in models.items()}
         assert abs(J["pool"] - J["knn"]) <= 1e-12 * abs(J["knn"])
-    uncertified = models["pool"].selector.state_pools.uncertified
-    if pool == 8:                     # pools too small for some pairs: the exact fall-back ran
-        assert uncertified > 0
+    pools = models["pool"].selector.state_pools
+    tiers = models["pool"]._next_queries.candidates.tiers         # the rows of P, by pool size
+    rows = torch.cat([t.rows for t in tiers])
+    assert torch.equal(torch.sort(rows).values, torch.arange(data.n))   # each row in one tier
+    assert [t.size for t in tiers] == [min(pool, data.n) * 4 ** i for i in range(len(tiers))]
+    if pool == 8:                     # pools too small for some rows: they moved up
+        assert pools.promoted > 0 and len(tiers) > 1
+    if max_pool == 32:                # no tier above 32: the exact fall-back answered the rest
+        assert pools.uncertified > 0 and max(t.size for t in tiers) == 32
     if pool == 400:                   # every data point pooled: nothing to certify
-        assert uncertified == 0
+        assert pools.uncertified == pools.promoted == 0 and len(tiers) == 1
 
 
 def test_gradient_and_stochastic_rows_equal_the_exact_path() -> None:

@@ -48,7 +48,7 @@ import torch
 from .graph_search import DEFAULT_BEAM, DEFAULT_POOL, GraphSearch, WarmStart
 from .kernels import gather_rows, gathered_squared_distances, squared_norm
 from .neighbors import NeighborIndex
-from .state_pools import StatePools
+from .state_pools import StatePools, Tier
 
 _BLOCK = 1 << 22               # elements per block of candidate scores (bounds peak memory)
 _MAX_RUN = 16                  # longest k-NN run of switch_share, in probe_every
@@ -113,6 +113,9 @@ class CandidateSets:
     warm : WarmStart or None
         ``neighbors="graph"``: the pools of the warm-started graph search
         (:class:`nopg.model.graph_search.GraphSearch`), made at the first selection.
+    tiers : list of Tier or None
+        ``neighbors="pool"``: the rows' pools of nearest data states by size
+        (:mod:`nopg.model.state_pools`), made at the first selection and grown where needed.
     """
 
     states: torch.Tensor
@@ -124,6 +127,7 @@ class CandidateSets:
     knn_left: int = 0
     knn_run: int = 0
     warm: WarmStart | None = None
+    tiers: list[Tier] | None = None
 
     def allocate(self, n_candidates: int, action_dim: int) -> None:
         """Empty buffers for every row (called before the first :meth:`TopKSelector.recentre`)."""
@@ -252,19 +256,35 @@ class TopKSelector:
         return idx.reshape(M, G, top_k)
 
     def _pool_select(self, actions: torch.Tensor, sets: CandidateSets) -> torch.Tensor:
-        """``pool``: the top-k of every pair from its batch's pools of nearest data states (made
-        at the batch's first selection), re-ranked at ``actions``; pairs whose ``top_k``-th pool
-        entry lies beyond the nearest state left out get an exact k-NN query (exact)."""
-        assert self.state_pools is not None and self.pool is not None
+        """``pool``: the top-k of every pair from its row's pool of nearest data states (made at
+        the batch's first selection), re-ranked at ``actions``. A row with a pair whose
+        ``top_k``-th pool entry lies beyond the nearest state left out moves up a tier (a larger
+        pool); where no tier is left, those pairs get an exact k-NN query (exact)."""
+        pools = self.state_pools
+        assert pools is not None and self.pool is not None
         top_k = self._top_k()
-        if sets.index is None:
-            sets.index, sets.sq_state, sets.radius = self.state_pools.start(sets.states, self.pool)
-        assert sets.radius is not None
-        idx, kth = self.rerank(sets, None, actions)
-        r_bad, g_bad = torch.nonzero(kth > (sets.radius * sets.radius)[:, None], as_tuple=True)
-        if r_bad.numel():
-            self.state_pools.uncertified += int(r_bad.numel())
-            _, idx[r_bad, g_bad] = self.exact_knn(sets.states[r_bad], actions[r_bad, g_bad], top_k)
+        M, G, _ = actions.shape
+        if sets.tiers is None:
+            sets.tiers = [pools.tier(sets.states, torch.arange(M, device=actions.device),
+                                     self.pool)]
+        idx = torch.empty(M, G, top_k, dtype=torch.long, device=actions.device)
+        t = 0
+        while t < len(sets.tiers):           # promoted rows are re-ranked in the next tier
+            tier = sets.tiers[t]
+            if tier.rows.numel():
+                found, kth = self.rerank(tier, None, actions[tier.rows])   # type: ignore[arg-type]
+                idx[tier.rows] = found
+                ok = kth <= (tier.radius * tier.radius)[:, None]           # (r, G)
+                bad = ~ok.all(1)
+                if bool(bad.any()) and pools.can_grow(tier):
+                    pools.promote(sets.tiers, t, bad, sets.states)
+                elif bool(bad.any()):
+                    r_bad, g_bad = torch.nonzero(~ok, as_tuple=True)
+                    pools.uncertified += int(r_bad.numel())
+                    rows = tier.rows[r_bad]
+                    _, idx[rows, g_bad] = self.exact_knn(sets.states[rows], actions[rows, g_bad],
+                                                         top_k)
+            t += 1
         return idx
 
     def exact_knn(self, states: torch.Tensor, actions: torch.Tensor, k: int

@@ -7,33 +7,79 @@ number of dimensions, without approximation:
 - once per cached batch (its first selection), the ``pool`` nearest data *states* of every query
   state, any action (one k-NN query over the scaled states alone), with their squared state
   distances and ``R^2``, the squared state distance of the nearest state left out;
-- at every selection, the pool is re-ranked at the policy's actions (a gather of the action
+- at every selection, each pool is re-ranked at the policy's actions (a gather of the action
   columns: the state distances are fixed), and the ``top_k`` nearest pool entries are kept.
 
 Every data pair ``j`` left out of a pool has a squared distance ``|ds_j|^2 + |da_j|^2 >= R^2``
 to the query, whatever the action, so a pair whose ``top_k``-th pool entry lies within ``R^2`` has
-its exact top-k (up to ties). The pairs that are not certified get an exact k-NN query of the
-scaled (state, action) pairs (:class:`nopg.model.neighbors.NeighborIndex`), so the result always
-equals the exact selection. It is the ``lambda = 0`` end of the shrunk candidate index of
-:mod:`nopg.model.candidates`: the certificate holds for any action, so a pool never needs
-re-centring however far the policy moves. Its cost is the one-off pool query (``pool + 1``
-neighbours in ``d_s`` dimensions) and ``pool x d_a`` operations per pair and selection, against an
-exact k-NN query of every pair at every selection, which in 14 dimensions costs about 0.1 ms a
-pair (``docs/scale.md``). How many pairs a pool certifies depends on the data; it is counted
-(:attr:`StatePools.uncertified`), and the ``pool`` size trades the one-off query and the
-re-ranking against the exact queries of uncertified pairs.
+its exact top-k (up to ties). A row with a pair that is not certified gets a pool
+:data:`GROWTH` times larger (a *tier* up, found once for that row and kept), until its pool would
+exceed :data:`MAX_POOL` or hold every data point; pairs still not certified then get an exact k-NN
+query of the scaled (state, action) pairs (:class:`nopg.model.neighbors.NeighborIndex`). The
+result therefore always equals the exact selection. It is the ``lambda = 0`` end of the shrunk
+candidate index of :mod:`nopg.model.candidates`: the certificate holds for any action, so a pool
+never needs re-centring however far the policy moves; what a row needs is a pool wide enough for
+the actions the policy takes there (where the policy goes to actions the data rarely took, its
+``top_k``-th neighbour lies further, and the row moves up a tier). The costs are the pool queries
+(``pool + 1`` neighbours in ``d_s`` dimensions, once per row and tier) and ``pool x d_a``
+operations per pair and selection, against an exact k-NN query of every pair at every selection,
+which in 14 dimensions costs about 0.1 ms a pair (``docs/scale.md``). Promotions and exact
+queries are counted (:attr:`StatePools.promoted`, :attr:`StatePools.uncertified`).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 
 from .neighbors import NeighborIndex
 
-DEFAULT_POOL = 256
-"""Pool size of ``neighbors="pool"`` where ``ModelConfig.n_candidates`` is ``None``: on 10^5
-Hopper-v5 transitions (11-D states, 3-D actions, ``auto`` bandwidths, an untrained policy) a
-pool of 256 states certified 99.85% of the rows (``docs/scale.md``)."""
+DEFAULT_POOL = 64
+"""First-tier pool size of ``neighbors="pool"`` where ``ModelConfig.n_candidates`` is ``None``:
+on 10^5 Hopper-v5 transitions (11-D states, 3-D actions, ``auto`` bandwidths, an untrained
+policy) the pool that certifies a row held a median 21 states, 85 at the 90th percentile
+(``docs/scale.md``), so most rows stay in the first tier and the others move up."""
+GROWTH = 4
+"""A row that a pool cannot certify gets a pool this many times larger."""
+MAX_POOL = 4096
+"""No pool grows beyond this (memory: 12 bytes an entry); beyond it, exact k-NN queries."""
+
+
+@dataclass
+class Tier:
+    """The rows of a batch whose pools have one size, and those pools.
+
+    Attributes
+    ----------
+    rows : long tensor of shape (r,)
+        Rows of the batch in this tier.
+    index : long tensor of shape (r, p)
+        Their pools (data indices).
+    sq_state : tensor of shape (r, p)
+        The pool entries' squared scaled state distances to the row's state (fixed).
+    radius : tensor of shape (r,)
+        The state distance to the nearest data state left out (``inf``: none is).
+    size : int
+        The pool size ``p`` asked for (``p`` is smaller only where it exceeds the data).
+    """
+
+    rows: torch.Tensor
+    index: torch.Tensor
+    sq_state: torch.Tensor
+    radius: torch.Tensor
+    size: int
+
+    def take(self, keep: torch.Tensor) -> Tier:
+        """The tier restricted to the rows where ``keep`` (r,) is true."""
+        return Tier(self.rows[keep], self.index[keep], self.sq_state[keep], self.radius[keep],
+                    self.size)
+
+    def join(self, other: Tier) -> Tier:
+        """This tier's rows and ``other``'s (pools of the same size)."""
+        return Tier(torch.cat([self.rows, other.rows]), torch.cat([self.index, other.index]),
+                    torch.cat([self.sq_state, other.sq_state]),
+                    torch.cat([self.radius, other.radius]), self.size)
 
 
 class StatePools:
@@ -53,6 +99,8 @@ class StatePools:
         self._index: NeighborIndex | None = None
         self.uncertified = 0
         """Pairs answered by an exact k-NN query since the counter was last reset."""
+        self.promoted = 0
+        """Rows moved up a tier since the counter was last reset."""
 
     @property
     def n(self) -> int:
@@ -80,3 +128,25 @@ class StatePools:
             return idx, (diff * diff).sum(-1), radius
         sq, idx = self.index().query(query_states, pool + 1)
         return idx[:, :pool].contiguous(), sq[:, :pool].contiguous(), sq[:, pool].sqrt()
+
+    def tier(self, query_states: torch.Tensor, rows: torch.Tensor, size: int) -> Tier:
+        """A tier of pools of ``size`` for the ``rows`` of a batch of ``query_states``."""
+        return Tier(rows, *self.start(query_states[rows], size), size)
+
+    def can_grow(self, tier: Tier) -> bool:
+        """Whether the rows of ``tier`` can move up (their pools leave data out and the next
+        size stays within :data:`MAX_POOL`)."""
+        return tier.size < self.n and tier.size * GROWTH <= MAX_POOL
+
+    def promote(self, tiers: list[Tier], t: int, bad: torch.Tensor,
+                query_states: torch.Tensor) -> None:
+        """Move the rows of ``tiers[t]`` where ``bad`` (r,) is true up to tier ``t + 1`` (made
+        or joined), with pools :data:`GROWTH` times larger found for them now."""
+        moved = tiers[t].take(bad)
+        tiers[t] = tiers[t].take(~bad)
+        up = self.tier(query_states, moved.rows, tiers[t].size * GROWTH)
+        self.promoted += int(moved.rows.numel())
+        if t + 1 < len(tiers):
+            tiers[t + 1] = tiers[t + 1].join(up)
+        else:
+            tiers.append(up)
