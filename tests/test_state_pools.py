@@ -68,16 +68,34 @@ def test_rows_equal_the_exact_path_as_the_policy_moves(pool: int, max_pool: int,
         J = {nb: m.solution(moved, s0).J for nb, m in models.items()}
         assert abs(J["pool"] - J["knn"]) <= 1e-12 * abs(J["knn"])
     pools = models["pool"].selector.state_pools
-    tiers = models["pool"]._next_queries.candidates.tiers         # the rows of P, by pool size
-    rows = torch.cat([t.rows for t in tiers])
-    assert torch.equal(torch.sort(rows).values, torch.arange(data.n))   # each row in one tier
-    assert [t.size for t in tiers] == [min(pool, data.n) * 4 ** i for i in range(len(tiers))]
+    sets = models["pool"]._next_queries.candidates            # the rows of P
+    rows = torch.cat([t.rows for t in sets.tiers] + [sets.exact_rows])
+    assert torch.equal(torch.sort(rows).values, torch.arange(data.n))   # each row once
+    sizes = [t.size for t in sets.tiers]
+    first = min(pool, data.n)
+    assert sizes == sorted(set(sizes)) and all(
+        size in [first * 4 ** j for j in range(6)] for size in sizes)
     if pool == 8:                     # pools too small for some rows: they moved up
-        assert pools.promoted > 0 and len(tiers) > 1
-    if max_pool == 32:                # no tier above 32: the exact fall-back answered the rest
-        assert pools.uncertified > 0 and max(t.size for t in tiers) == 32
+        assert pools.promoted > 0 and len(sizes) > 1
+    if max_pool == 32:                # no pool above 32: exact queries answered the rest
+        assert pools.uncertified > 0 and sets.exact_rows.numel() > 0 and max(sizes) <= 32
     if pool == 400:                   # every data point pooled: nothing to certify
-        assert pools.uncertified == pools.promoted == 0 and len(tiers) == 1
+        assert pools.uncertified == pools.promoted == 0 and len(sizes) == 1
+
+
+def test_target_sizes_jump_by_the_pools_growth(monkeypatch: pytest.MonkeyPatch) -> None:
+    g = torch.Generator().manual_seed(0)
+    states = torch.rand(20000, 2, dtype=torch.float64, generator=g)     # uniform: d = 2
+    pools = StatePools(states)
+    queries = torch.rand(200, 2, dtype=torch.float64, generator=g) * 0.5 + 0.25
+    tier = pools.tier(queries, torch.arange(200), 64)
+    R = tier.radius
+    # just beyond R: one tier up; 1.5 R: about 65 * 1.5^2 = 146 states, the 256 tier
+    assert pools.target_sizes(tier, (1.01 * R) ** 2).tolist() == [256] * 200
+    assert float((pools.target_sizes(tier, (1.5 * R) ** 2) == 256).double().mean()) >= 0.9
+    assert pools.target_sizes(tier, (1000 * R) ** 2).tolist() == [0] * 200   # exact queries
+    monkeypatch.setattr(state_pools, "MAX_POOL", 128)
+    assert pools.target_sizes(tier, (1.5 * R) ** 2).tolist() == [0] * 200
 
 
 def test_gradient_and_stochastic_rows_equal_the_exact_path() -> None:

@@ -116,6 +116,9 @@ class CandidateSets:
     tiers : list of Tier or None
         ``neighbors="pool"``: the rows' pools of nearest data states by size
         (:mod:`nopg.model.state_pools`), made at the first selection and grown where needed.
+    exact_rows : long tensor or None
+        ``neighbors="pool"``: rows no pool of at most ``MAX_POOL`` states can certify, answered
+        by exact k-NN queries.
     """
 
     states: torch.Tensor
@@ -128,6 +131,7 @@ class CandidateSets:
     knn_run: int = 0
     warm: WarmStart | None = None
     tiers: list[Tier] | None = None
+    exact_rows: torch.Tensor | None = None
 
     def allocate(self, n_candidates: int, action_dim: int) -> None:
         """Empty buffers for every row (called before the first :meth:`TopKSelector.recentre`)."""
@@ -258,33 +262,36 @@ class TopKSelector:
     def _pool_select(self, actions: torch.Tensor, sets: CandidateSets) -> torch.Tensor:
         """``pool``: the top-k of every pair from its row's pool of nearest data states (made at
         the batch's first selection), re-ranked at ``actions``. A row with a pair whose
-        ``top_k``-th pool entry lies beyond the nearest state left out moves up a tier (a larger
-        pool); where no tier is left, those pairs get an exact k-NN query (exact)."""
+        ``top_k``-th pool entry lies beyond the nearest state left out moves up to a larger pool,
+        or, where that would exceed ``MAX_POOL``, to exact k-NN queries (exact)."""
         pools = self.state_pools
         assert pools is not None and self.pool is not None
         top_k = self._top_k()
-        M, G, _ = actions.shape
+        M, G, d_a = actions.shape
         if sets.tiers is None:
             sets.tiers = [pools.tier(sets.states, torch.arange(M, device=actions.device),
                                      self.pool)]
+            sets.exact_rows = torch.zeros(0, dtype=torch.long, device=actions.device)
+        assert sets.exact_rows is not None
         idx = torch.empty(M, G, top_k, dtype=torch.long, device=actions.device)
         t = 0
-        while t < len(sets.tiers):           # promoted rows are re-ranked in the next tier
+        while t < len(sets.tiers):           # promoted rows are re-ranked in their new tier
             tier = sets.tiers[t]
             if tier.rows.numel():
                 found, kth = self.rerank(tier, None, actions[tier.rows])   # type: ignore[arg-type]
                 idx[tier.rows] = found
-                ok = kth <= (tier.radius * tier.radius)[:, None]           # (r, G)
-                bad = ~ok.all(1)
-                if bool(bad.any()) and pools.can_grow(tier):
-                    pools.promote(sets.tiers, t, bad, sets.states)
-                elif bool(bad.any()):
-                    r_bad, g_bad = torch.nonzero(~ok, as_tuple=True)
-                    pools.uncertified += int(r_bad.numel())
-                    rows = tier.rows[r_bad]
-                    _, idx[rows, g_bad] = self.exact_knn(sets.states[rows], actions[rows, g_bad],
-                                                         top_k)
+                kth_row = kth.amax(1)
+                bad = kth_row > tier.radius * tier.radius
+                if bool(bad.any()):
+                    gone = pools.promote(sets.tiers, t, bad, kth_row, sets.states)
+                    sets.exact_rows = torch.cat([sets.exact_rows, gone])
             t += 1
+        rows = sets.exact_rows
+        if rows.numel():
+            pools.uncertified += int(rows.numel()) * G
+            points = sets.states[rows][:, None, :].expand(-1, G, -1).reshape(-1, sets.states.shape[1])
+            _, exact = self.exact_knn(points, actions[rows].reshape(-1, d_a), top_k)
+            idx[rows] = exact.reshape(-1, G, top_k)
         return idx
 
     def exact_knn(self, states: torch.Tensor, actions: torch.Tensor, k: int

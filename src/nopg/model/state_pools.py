@@ -14,8 +14,9 @@ Every data pair ``j`` left out of a pool has a squared distance ``|ds_j|^2 + |da
 to the query, whatever the action, so a pair whose ``top_k``-th pool entry lies within ``R^2`` has
 its exact top-k (up to ties). A row with a pair that is not certified gets a pool
 :data:`GROWTH` times larger (a *tier* up, found once for that row and kept), until its pool would
-exceed :data:`MAX_POOL` or hold every data point; pairs still not certified then get an exact k-NN
-query of the scaled (state, action) pairs (:class:`nopg.model.neighbors.NeighborIndex`). The
+exceed :data:`MAX_POOL` (:meth:`StatePools.target_sizes`: it jumps straight to the size its pool's
+local growth predicts); such a row leaves the pools, and its pairs get an exact k-NN query of the
+scaled (state, action) pairs (:class:`nopg.model.neighbors.NeighborIndex`) at every selection. The
 result therefore always equals the exact selection. It is the ``lambda = 0`` end of the shrunk
 candidate index of :mod:`nopg.model.candidates`: the certificate holds for any action, so a pool
 never needs re-centring however far the policy moves; what a row needs is a pool wide enough for
@@ -29,6 +30,7 @@ queries are counted (:attr:`StatePools.promoted`, :attr:`StatePools.uncertified`
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -133,20 +135,47 @@ class StatePools:
         """A tier of pools of ``size`` for the ``rows`` of a batch of ``query_states``."""
         return Tier(rows, *self.start(query_states[rows], size), size)
 
-    def can_grow(self, tier: Tier) -> bool:
-        """Whether the rows of ``tier`` can move up (their pools leave data out and the next
-        size stays within :data:`MAX_POOL`)."""
-        return tier.size < self.n and tier.size * GROWTH <= MAX_POOL
+    def target_sizes(self, tier: Tier, kth_sq: torch.Tensor) -> torch.Tensor:
+        """The pool sizes (r,) that the rows of ``tier`` need to certify a ``top_k``-th squared
+        distance ``kth_sq`` (r,), or 0 where that exceeds :data:`MAX_POOL` (exact queries).
 
-    def promote(self, tiers: list[Tier], t: int, bad: torch.Tensor,
-                query_states: torch.Tensor) -> None:
-        """Move the rows of ``tiers[t]`` where ``bad`` (r,) is true up to tier ``t + 1`` (made
-        or joined), with pools :data:`GROWTH` times larger found for them now."""
+        The number of data states within a radius grows locally like the radius to a power
+        ``d``, estimated per row from its own pool: ``p/4`` states lie within the distance of its
+        ``p/4``-th entry and ``p + 1`` within ``R``. A pool certifies a row once its ``R`` reaches
+        the ``top_k``-th distance, so it needs about ``(p + 1) (sqrt(kth_sq) / R)^d`` states; the
+        size is the tier (``size * GROWTH^j``, ``j >= 1``) that holds that many. Where the pool
+        shows no growth (ties) the row moves up one tier. The estimate only decides how far a row
+        jumps, never whether its answer is exact.
+        """
+        p = tier.index.shape[1]
+        if tier.size >= self.n:                 # the pool holds every data point already
+            return torch.zeros(tier.rows.numel(), dtype=torch.long, device=tier.rows.device)
+        q = max(1, p // 4)
+        inner = tier.sq_state[:, q - 1].sqrt()
+        growth = torch.log(tier.radius / inner)
+        power = math.log((p + 1) / q) / growth
+        need = (p + 1) * (kth_sq.sqrt() / tier.radius) ** power
+        steps = torch.ceil(torch.log(need / tier.size) / math.log(GROWTH))
+        steps = torch.where(torch.isfinite(steps) & (growth > 0), steps.clamp_min(1.0),
+                            torch.ones_like(steps))
+        sizes = tier.size * GROWTH ** steps.clamp_max(64.0)
+        return torch.where(sizes <= MAX_POOL, sizes, torch.zeros_like(sizes)).long()
+
+    def promote(self, tiers: list[Tier], t: int, bad: torch.Tensor, kth_sq: torch.Tensor,
+                query_states: torch.Tensor) -> torch.Tensor:
+        """Move the rows of ``tiers[t]`` where ``bad`` (r,) is true up to the tiers
+        :meth:`target_sizes` gives them for their ``top_k``-th squared distances ``kth_sq``
+        (r,), with pools found for them now (tiers made or joined, ``tiers`` kept in increasing
+        size). Returns the rows that leave the pools for exact queries."""
         moved = tiers[t].take(bad)
         tiers[t] = tiers[t].take(~bad)
-        up = self.tier(query_states, moved.rows, tiers[t].size * GROWTH)
-        self.promoted += int(moved.rows.numel())
-        if t + 1 < len(tiers):
-            tiers[t + 1] = tiers[t + 1].join(up)
-        else:
-            tiers.append(up)
+        sizes = self.target_sizes(moved, kth_sq[bad])
+        for size in torch.unique(sizes[sizes > 0]).tolist():
+            up = self.tier(query_states, moved.rows[sizes == size], int(size))
+            self.promoted += int(up.rows.numel())
+            at = next((j for j, other in enumerate(tiers) if other.size >= size), len(tiers))
+            if at < len(tiers) and tiers[at].size == size:
+                tiers[at] = tiers[at].join(up)
+            else:
+                tiers.insert(at, up)
+        return moved.rows[sizes == 0]
