@@ -131,3 +131,16 @@ def test_pool_mode_needs_top_k() -> None:
     with pytest.raises(ValueError, match="neighbors"):
         nopg.NOPGConfig(model=nopg.ModelConfig(top_k=None, neighbors="pool"))
     assert nopg.NOPGConfig(model=nopg.ModelConfig(neighbors="pool")).model.neighbors == "pool"
+
+
+def test_auto_uses_pools_for_many_dimensions_on_the_cpu() -> None:
+    from nopg.model.defaults import POOL_MIN_DIMS, resolve_neighbors
+
+    assert resolve_neighbors("auto", 10, POOL_MIN_DIMS) == "pool"
+    assert resolve_neighbors("auto", 10, POOL_MIN_DIMS - 1) == "candidates"
+    assert resolve_neighbors("auto", 10, 14, "cuda") == "candidates"
+    assert resolve_neighbors("auto", None, 14) == "dense"
+    assert resolve_neighbors("knn", 10, 14) == "knn"
+    data = _data(d_s=9, d_a=2)                    # 11-D pairs: the model resolves to pools
+    bw = nopg.Bandwidths([0.4] * 9, [0.3] * 2)
+    assert NonparametricBellman(data, bw, 0.95, top_k=6).neighbors == "pool"

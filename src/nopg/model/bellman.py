@@ -163,7 +163,8 @@ class NonparametricBellman(BellmanQueries):
         self.config = config
         n = data.n
         resolved = config.resolved(n)
-        neighbors = resolve_neighbors(config.neighbors, resolved.top_k)
+        neighbors = resolve_neighbors(config.neighbors, resolved.top_k,
+                                      data.state_dim + data.action_dim, config.torch_device.type)
         _check_resolved(n, resolved.top_k, config.n_candidates)
         self.data = data
         self.bandwidths = bandwidths.broadcast(data.state_dim, data.action_dim)

@@ -77,12 +77,13 @@ class ModelConfig(TorchPlacement):
         Number of samples from which ``top_k="auto"`` keeps 10 entries per row.
     neighbors : {"auto", "dense", "candidates", "knn", "graph", "pool"}
         How the top-k entries are found (:mod:`nopg.model.responsibilities`); ``auto`` is ``dense``
-        without ``top_k`` and ``candidates`` with it, switching (from 50 000 samples on) to
+        without ``top_k``, ``pool`` with it for pairs of 11 or more dimensions on the CPU, and
+        ``candidates`` otherwise, switching (from 50 000 samples on) to
         ``knn`` for a few updates whenever the policy moved so far that most rows had to be
         re-centred (:func:`nopg.model.defaults.resolve_neighbors`). ``graph`` (never chosen by
         ``auto``) finds the rows of ``P`` and ``eps0`` by a warm-started graph search
         (:mod:`nopg.model.graph_search`): approximate, for high-dimensional pairs. ``pool``
-        (never chosen by ``auto``) answers them from fixed pools of nearest data states, certified
+        answers them from fixed pools of nearest data states, certified
         for any action, with an exact query where a pool cannot certify a pair
         (:mod:`nopg.model.state_pools`): exact, for high-dimensional pairs.
     n_candidates : int or None

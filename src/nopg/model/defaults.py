@@ -24,6 +24,7 @@ SPARSE_MIN_N = 400             # top_k="auto": dense P below this many samples, 
 DENSE_P_SOLVE_MAX_N = 5000     # solver="auto", dense_max_n=None: dense LU up to here (dense P)
 SPARSE_P_SOLVE_MAX_N = 350     # the same for a sparse P (top_k set)
 SPARSE_NEIGHBORS = ("candidates", "knn", "graph", "pool")   # neighbour modes that only exist with top_k
+POOL_MIN_DIMS = 11             # neighbors="auto": state pools for pairs of this many dimensions on (CPU)
 RECENTRE_SWITCH_SHARE = 0.3    # neighbors="auto": k-NN for a while after re-centring more rows than this
 RECENTRE_SWITCH_MIN_N = 50_000 # ...from this many samples on (below, re-centring costs less than k-NN runs)
 KNN_PROBE_EVERY = 10           # ...selections per such k-NN run (the probe of the candidates included)
@@ -105,9 +106,22 @@ def resolve_n_mc_next(n_mc_next: int | str | None, n: int, max_n: int = MC_NEXT_
     return AUTO_MC_NEXT if n < max_n else None
 
 
-def resolve_neighbors(neighbors: str, top_k: int | None) -> str:
-    """Concrete neighbour mode: ``"auto"`` is ``"dense"`` without ``top_k`` and ``"candidates"``
-    with it (``top_k`` already resolved). From :data:`RECENTRE_SWITCH_MIN_N` samples on the
+def resolve_neighbors(neighbors: str, top_k: int | None, pair_dims: int = 0,
+                      device_type: str = "cpu") -> str:
+    """Concrete neighbour mode: ``"auto"`` is ``"dense"`` without ``top_k``, with it ``"pool"``
+    on the CPU for (state, action) pairs of at least :data:`POOL_MIN_DIMS` dimensions and
+    ``"candidates"`` otherwise (``top_k`` already resolved).
+
+    Every mode but ``graph`` is exact, so this only chooses the faster computation. The pools of
+    nearest states (:mod:`nopg.model.state_pools`) were measured against the exact k-NN query of
+    every row (one thread, ``benchmarks/bench_highdim_knn.py --path pool``, 2026-11-29): 0.112
+    of its time per update over 100 updates on 10^5 Hopper-v5 transitions (14-D pairs), where
+    the candidates lose their certificates at almost every row, and 1.06 on 2 x 10^4 Walker2d-v5
+    transitions (23-D pairs), where no pool of up to 4096 states certifies a row and every row
+    goes to exact queries after the first update (``docs/scale.md``). Below 11 dimensions the
+    candidates were measured (4- and 5-D data) and the pools were not; on a GPU neither.
+
+    From :data:`RECENTRE_SWITCH_MIN_N` samples on the
     model also switches a batch of rows to exact k-NN queries for :data:`KNN_PROBE_EVERY`
     selections after one that re-centred more than :data:`RECENTRE_SWITCH_SHARE` of them
     (:func:`resolve_switch_share`, :class:`nopg.model.candidates.TopKSelector`).
@@ -124,7 +138,9 @@ def resolve_neighbors(neighbors: str, top_k: int | None) -> str:
     """
     if neighbors != AUTO:
         return neighbors
-    return "dense" if top_k is None else "candidates"
+    if top_k is None:
+        return "dense"
+    return "pool" if pair_dims >= POOL_MIN_DIMS and device_type == "cpu" else "candidates"
 
 
 def resolve_switch_share(neighbors: str, resolved: str, n: int) -> float | None:
