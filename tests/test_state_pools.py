@@ -52,10 +52,13 @@ def _models(data, pool: int, **kw) -> dict[str, NonparametricBellman]:
             for nb in ("knn", "pool")}
 
 
-@pytest.mark.parametrize(("pool", "max_pool"), [(8, 4096), (8, 32), (40, 4096), (400, 4096)])
-def test_rows_equal_the_exact_path_as_the_policy_moves(pool: int, max_pool: int,
+@pytest.mark.parametrize(("pool", "max_pool", "budget"),
+                         [(8, 4096, 512), (8, 32, 512), (8, 4096, 10), (40, 4096, 512),
+                          (400, 4096, 512)])
+def test_rows_equal_the_exact_path_as_the_policy_moves(pool: int, max_pool: int, budget: int,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(state_pools, "MAX_POOL", max_pool)
+    monkeypatch.setattr(state_pools, "MEAN_POOL_BUDGET", budget)
     data = _data()
     models = _models(data, pool)
     torch.manual_seed(1)
@@ -79,6 +82,9 @@ def test_rows_equal_the_exact_path_as_the_policy_moves(pool: int, max_pool: int,
         assert pools.promoted > 0 and len(sizes) > 1
     if max_pool == 32:                # no pool above 32: exact queries answered the rest
         assert pools.uncertified > 0 and sets.exact_rows.numel() > 0 and max(sizes) <= 32
+    if budget == 10:                  # the memory budget sent rows to exact queries
+        assert sets.exact_rows.numel() > 0
+        assert sum(t.index.numel() for t in sets.tiers) <= 10 * data.n
     if pool == 400:                   # every data point pooled: nothing to certify
         assert pools.uncertified == pools.promoted == 0 and len(sizes) == 1
 

@@ -45,7 +45,10 @@ policy) the pool that certifies a row held a median 21 states, 85 at the 90th pe
 GROWTH = 4
 """A row that a pool cannot certify gets a pool this many times larger."""
 MAX_POOL = 4096
-"""No pool grows beyond this (memory: 12 bytes an entry); beyond it, exact k-NN queries."""
+"""No pool grows beyond this; beyond it, exact k-NN queries."""
+MEAN_POOL_BUDGET = 512
+"""The pools of a batch hold at most this many entries per row on average (16 bytes an entry:
+820 MB for 10^5 rows); a row whose larger pool would exceed it goes to exact k-NN queries."""
 
 
 @dataclass
@@ -166,12 +169,23 @@ class StatePools:
         """Move the rows of ``tiers[t]`` where ``bad`` (r,) is true up to the tiers
         :meth:`target_sizes` gives them for their ``top_k``-th squared distances ``kth_sq``
         (r,), with pools found for them now (tiers made or joined, ``tiers`` kept in increasing
-        size). Returns the rows that leave the pools for exact queries."""
+        size), as far as :data:`MEAN_POOL_BUDGET` allows. Returns the rows that leave the pools for
+        exact queries."""
         moved = tiers[t].take(bad)
         tiers[t] = tiers[t].take(~bad)
         sizes = self.target_sizes(moved, kth_sq[bad])
+        held = sum(tier.index.numel() for tier in tiers)
+        budget = MEAN_POOL_BUDGET * query_states.shape[0]
         for size in torch.unique(sizes[sizes > 0]).tolist():
-            up = self.tier(query_states, moved.rows[sizes == size], int(size))
+            rows = moved.rows[sizes == size]
+            fits = max(0, (budget - held) // min(int(size), self.n))
+            if fits < rows.numel():              # over the memory budget: exact queries
+                sizes[torch.nonzero(sizes == size).reshape(-1)[fits:]] = 0
+                rows = rows[:fits]
+            if not rows.numel():
+                continue
+            held += rows.numel() * min(int(size), self.n)
+            up = self.tier(query_states, rows, int(size))
             self.promoted += int(up.rows.numel())
             at = next((j for j, other in enumerate(tiers) if other.size >= size), len(tiers))
             if at < len(tiers) and tiers[at].size == size:
