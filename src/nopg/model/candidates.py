@@ -200,8 +200,9 @@ class TopKSelector:
         self.graph_expanded_rows = 0
         """``graph``: query-rounds of graph expansion since the counter was last reset."""
         self.pool = None if pool is None else max(int(pool), top_k or 1)
-        self.state_pools: StatePools | None = None if pool is None else StatePools(states, backend)
-        """``pool``: the pools' state index and their count of uncertified pairs."""
+        self.state_pools: StatePools | None = (
+            None if pool is None else StatePools(states, backend, self.state_columns))
+        """``pool``: the pools' state index and their counts of promoted rows and exact pairs."""
 
     @property
     def n(self) -> int:

@@ -32,6 +32,7 @@ from ..validation import (
 from .circles import check_state_circles, plain_circles
 from .defaults import (
     SPARSE_MIN_N,
+    SPARSE_NEIGHBORS,
     check_auto_count,
     check_dense_max_n,
     resolve_n_mc_next,
@@ -88,7 +89,8 @@ class ModelConfig(TorchPlacement):
         (:mod:`nopg.model.state_pools`): exact, for high-dimensional pairs.
     n_candidates : int or None
         Candidate neighbours kept per query (``None``: ``max(4 top_k, 32)``); with
-        ``neighbors="pool"`` the pool size (``None``: 256).
+        ``neighbors="pool"`` the first pool size, which rows grow from where needed
+        (``None``: 64, :data:`nopg.model.state_pools.DEFAULT_POOL`).
     refine : bool
         Re-centre the rows the candidates cannot certify (exact top-k). ``False`` approximates.
     neighbor_backend : {"auto", "kdtree", "torch"}
@@ -351,7 +353,7 @@ def _check_sparsity(v: Mapping[str, Any], owner: str | None) -> None:
     if not check_auto_count(v["top_k"]):
         fail("top_k", "a positive int, 'auto' or None", v["top_k"], owner)
     check_choice("neighbors", v["neighbors"], NEIGHBOR_MODES, owner)
-    if v["top_k"] is None and v["neighbors"] in ("candidates", "knn", "graph", "pool"):
+    if v["top_k"] is None and v["neighbors"] in SPARSE_NEIGHBORS:
         fail("neighbors", f"'auto' or 'dense' when top_k is None (neighbors={v['neighbors']!r} "
              "needs top_k, the entries kept per row)", v["neighbors"], owner)
     check_positive_int("n_candidates", v["n_candidates"], owner, allow_none=True)

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .kernels import gathered_squared_distances
 from .neighbors import NeighborIndex
 
 DEFAULT_POOL = 64
@@ -96,11 +97,15 @@ class StatePools:
         The data's states divided by their bandwidths.
     backend : {"auto", "kdtree", "torch"}
         Back end of the pool query (:class:`nopg.model.neighbors.NeighborIndex`).
+    columns : tensor of shape (d_s, n), optional
+        ``states.T``, contiguous (made here if not given).
     """
 
-    def __init__(self, states: torch.Tensor, backend: str = "auto") -> None:
+    def __init__(self, states: torch.Tensor, backend: str = "auto",
+                 columns: torch.Tensor | None = None) -> None:
         self.states = states
         self.backend = backend
+        self.columns = states.T.contiguous() if columns is None else columns
         self._index: NeighborIndex | None = None
         self.uncertified = 0
         """Pairs answered by an exact k-NN query since the counter was last reset."""
@@ -127,10 +132,9 @@ class StatePools:
         m = query_states.shape[0]
         if pool >= self.n:
             idx = torch.arange(self.n, device=query_states.device).expand(m, self.n).contiguous()
-            diff = query_states[:, None, :] - self.states[idx]
             radius = torch.full((m,), torch.inf, dtype=query_states.dtype,
                                 device=query_states.device)
-            return idx, (diff * diff).sum(-1), radius
+            return idx, gathered_squared_distances(query_states, self.columns, idx), radius
         sq, idx = self.index().query(query_states, pool + 1)
         return idx[:, :pool].contiguous(), sq[:, :pool].contiguous(), sq[:, pool].sqrt()
 
